@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Codecs: one const vtable per backing format (codec_lz4.c, codec_bgzf.c)
+ * and a registry that recognises a file by its first bytes. A codec
+ * knows bytes and formats only: no paths, no FUSE, no locks.
+ */
+#ifndef BLOCKFS_CODEC_H
+#define BLOCKFS_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blockfs/common.h"
+
+struct bfs_io;
+struct bfs_index;
+struct bfs_blk;
+
+/* Bytes from a file's start that are enough for every probe. */
+#define BFS_PROBE_LEN 32
+
+struct bfs_codec {
+	const char *name;		/* "lz4", "bgzf": user.blockfs.format */
+	const char *const *suffixes;	/* backing name endings, NULL-terminated */
+
+	/*
+	 * Is @head (a file's first @len bytes, len <= BFS_PROBE_LEN; less when
+	 * the file is shorter) this format in a form blockfs serves block by
+	 * block? Magic and header flags only. LZ4 with linked blocks, legacy
+	 * LZ4 and plain gzip say false: such files are shown unchanged.
+	 */
+	bool (*probe)(const uint8_t *head, size_t len);
+
+	/*
+	 * Append one entry per block of @io to @idx (initialised, empty).
+	 * @side: the sidecar index (BGZF .gzi) if one exists, else NULL.
+	 * Damage in the middle is not an error: the scan keeps the blocks
+	 * before it, calls bfs_index_mark_broken() and returns 0.
+	 * Return: 0, or -errno when nothing can be served: -EIO, -ENOMEM,
+	 * -EFBIG (too many blocks), -ENOTSUP (a feature blockfs cannot serve).
+	 */
+	int (*scan)(struct bfs_io *io, struct bfs_io *side, struct bfs_index *idx);
+
+	/*
+	 * Decode one block. @src holds the blk->clen bytes at blk->coff; @dst
+	 * has room for exactly blk->usize bytes and is filled on success.
+	 * Pure: no I/O, no locks, any thread.
+	 * Return: 0; -EBADMSG when the block is corrupt or decodes to another
+	 * length; -EILSEQ when @verify and its checksum does not match.
+	 * *@why (never NULL) gets a static one-phrase reason on failure.
+	 */
+	int (*decode)(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
+		      bool verify, const char **why);
+
+	/*
+	 * Exact decompressed size of a BFS_BLK_GUESS block, from the blk->clen
+	 * bytes at @src, without writing output. NULL when scan is always
+	 * exact. Return: 0 or -EBADMSG (with *@why).
+	 */
+	int (*measure)(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+		       const char **why);
+};
+
+extern const struct bfs_codec bfs_codec_lz4;
+extern const struct bfs_codec bfs_codec_bgzf;
+
+/* The codec that claims @head, or NULL (serve the file unchanged). */
+const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len);
+/* The codec whose suffix ends @name (".lz4", ".gz", ".bgz"), or NULL. */
+const struct bfs_codec *bfs_codec_by_suffix(const char *name, size_t *suffix_len);
+
+#endif

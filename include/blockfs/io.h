@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading compressed bytes from a backing file. A struct bfs_io is a
+ * small handle with an ops table, so that walkers and decoders never
+ * care whether bytes come from pread(2), a mapping, or memory (tests).
+ */
+#ifndef BLOCKFS_IO_H
+#define BLOCKFS_IO_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "blockfs/common.h"
+
+struct bfs_io;
+
+struct bfs_io_ops {
+	const char *name;
+	/* Like pread(2): bytes read (0 at end of file) or -errno. */
+	ssize_t (*read)(struct bfs_io *io, void *buf, size_t len, uint64_t off);
+};
+
+struct bfs_io {
+	const struct bfs_io_ops *ops;
+	int fd;			/* backing file, or -1 for memory */
+	uint64_t size;		/* bytes of the backing file when it was opened */
+	const uint8_t *mem;	/* memory-backed io: @size bytes */
+};
+
+extern const struct bfs_io_ops bfs_io_pread_ops;
+extern const struct bfs_io_ops bfs_io_mem_ops;
+
+/* Read @fd with pread(2); @size is the file's size as the caller saw it. */
+void bfs_io_init_fd(struct bfs_io *io, int fd, uint64_t size);
+/* Serve reads from @len bytes at @buf, which must outlive @io. */
+void bfs_io_init_mem(struct bfs_io *io, const void *buf, size_t len);
+
+/**
+ * bfs_io_read() - read exactly @len bytes at @off.
+ * Return: 0; -EIO when the file ends before @len bytes (it shrank under
+ * us); or -errno from the read path. Short reads are retried.
+ */
+BFS_MUST_CHECK int bfs_io_read(struct bfs_io *io, void *buf, size_t len, uint64_t off);
+
+#endif

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The pread(2) read path and the memory-backed one that tests and tools
+ * use. Both only copy bytes; callers own every buffer.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blockfs/io.h"
+
+static ssize_t pread_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
+{
+	ssize_t n;
+
+	do
+		n = pread(io->fd, buf, len, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t mem_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
+{
+	if (off >= io->size)
+		return 0;
+	if (len > io->size - off)
+		len = io->size - off;
+	memcpy(buf, io->mem + off, len);
+	return (ssize_t)len;
+}
+
+const struct bfs_io_ops bfs_io_pread_ops = { .name = "pread", .read = pread_read };
+const struct bfs_io_ops bfs_io_mem_ops = { .name = "mem", .read = mem_read };
+
+void bfs_io_init_fd(struct bfs_io *io, int fd, uint64_t size)
+{
+	*io = (struct bfs_io){ .ops = &bfs_io_pread_ops, .fd = fd, .size = size };
+}
+
+void bfs_io_init_mem(struct bfs_io *io, const void *buf, size_t len)
+{
+	*io = (struct bfs_io){ .ops = &bfs_io_mem_ops, .fd = -1, .size = len, .mem = buf };
+}
+
+int bfs_io_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = io->ops->read(io, p, len, off);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -EIO;	/* the file ended early: it shrank */
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
