@@ -2,11 +2,9 @@
 /*
  * The codec registry: which codec claims a file, by content and by name.
  * Order matters: when two backing files would show under one name, the
- * codec listed first wins (see names.c).
+ * codec listed first wins, and within a codec its first suffix (names.c).
  */
 #include "config.h"
-
-#include <string.h>
 
 #include "blockfs/codec.h"
 
@@ -20,20 +18,16 @@ const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len)
 	return NULL;
 }
 
-const struct bfs_codec *bfs_codec_by_suffix(const char *name, size_t *suffix_len)
+bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec, const char **suffix)
 {
-	size_t len = strlen(name);
-
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++) {
 		for (const char *const *s = codecs[i]->suffixes; *s; s++) {
-			size_t sl = strlen(*s);
-
-			/* ".lz4" alone names no file: the shown name would be empty */
-			if (len > sl && strcmp(name + len - sl, *s) == 0) {
-				*suffix_len = sl;
-				return codecs[i];
+			if (n-- == 0) {
+				*codec = codecs[i];
+				*suffix = *s;
+				return true;
 			}
 		}
 	}
-	return NULL;
+	return false;
 }

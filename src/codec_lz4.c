@@ -1,7 +1,660 @@
 // SPDX-License-Identifier: MIT
-/* STUB: being written. */
+/*
+ * LZ4 frames (lz4_Frame_format.md, v1.6.x): probe, block-header walk,
+ * exact sizing of blocks by parsing sequences, and block decoding with
+ * liblz4's block API. Knows bytes only: no paths, no cache, no locks.
+ *
+ *   file    := frame+                     (skippable frames anywhere)
+ *   frame   := | magic 184D2204 | FLG | BD | [content size, 8] | [dict id, 4] | HC |
+ *              block* | EndMark 00000000 | [content xxh32, 4] |
+ *   skip    := | magic 184D2A5x | size, 4 | size bytes ... |
+ *   block   := | size word, LE32 | data: (size & 0x7FFFFFFF) bytes | [data xxh32, 4] |
+ *                 bit 31 set: data is stored (raw), else an LZ4 block
+ *
+ *   FLG  7-6 version (01)  5 B.Indep  4 B.Checksum  3 C.Size  2 C.Checksum  1 reserved  0 DictID
+ *   BD   7 reserved  6-4 block max size id (4..7: 64K 256K 1M 4M)  3-0 reserved
+ *   HC   (xxh32(FLG .. end of dict id, seed 0) >> 8) & 0xFF
+ *
+ * One index entry per data block: coff is the size word, clen covers the
+ * word, the data and the block checksum. Frames record compressed sizes
+ * only, so a compressed block's decoded size is a guess (the block max;
+ * the lz4 CLI fills every block but the last) until bfs_index_settle()
+ * measures it; the last block of each frame is measured during the scan.
+ *
+ * Linked-block frames (lz4 -BD) let a block copy from the 64 KiB before
+ * it, so they cannot be decoded block by block; frames with a dictionary
+ * ID need a dictionary we do not have. probe() says false for both and
+ * such files are served unchanged. Legacy frames (184C2102) likewise.
+ */
 #include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lz4.h>
+
 #include "blockfs/codec.h"
-static bool probe_none(const uint8_t *h, size_t l) { (void)h; (void)l; return false; }
-static const char *const sfx[] = { NULL };
-const struct bfs_codec bfs_codec_lz4 = { .name = "lz4", .suffixes = sfx, .probe = probe_none };
+#include "blockfs/index.h"
+#include "blockfs/io.h"
+
+/* lz4_Frame_format.md, "General Structure of LZ4 Frame format" */
+#define FRAME_MAGIC		0x184D2204u
+#define SKIP_MAGIC		0x184D2A50u	/* "Skippable Frames": 0x184D2A50..5F */
+#define SKIP_MAGIC_MASK		0xFFFFFFF0u
+#define LEGACY_MAGIC		0x184C2102u	/* "Legacy frame" */
+#define MAGIC_LEN		4
+#define SKIP_HDR_LEN		8		/* magic + LE32 frame size */
+
+/* "Frame Descriptor": FLG byte */
+#define FLG_VERSION_SHIFT	6
+#define FLG_VERSION		1u
+#define FLG_B_INDEP		(1u << 5)
+#define FLG_B_CSUM		(1u << 4)
+#define FLG_C_SIZE		(1u << 3)
+#define FLG_C_CSUM		(1u << 2)
+#define FLG_RESERVED		(1u << 1)
+#define FLG_DICT_ID		(1u << 0)
+
+/* "Frame Descriptor": BD byte */
+#define BD_BMAX_SHIFT		4
+#define BD_BMAX_MASK		7u
+#define BD_RESERVED		0x8Fu
+#define BMAX_ID_MIN		4		/* 64 KiB */
+#define BMAX_LARGEST		(4u << 20)	/* id 7 */
+
+#define C_SIZE_LEN		8
+#define DICT_ID_LEN		4
+#define HDR_MIN			7		/* magic FLG BD HC */
+#define HDR_MAX			19		/* ... plus content size and dict id */
+
+/* "Data Blocks" */
+#define BLK_HDR_LEN		4
+#define BLK_STORED		0x80000000u
+#define BLK_SIZE_MASK		0x7FFFFFFFu
+#define ENDMARK			0u
+#define BLK_CSUM_LEN		4
+#define C_CSUM_LEN		4
+
+/* lz4_Block_format.md: a match is at least 4 bytes; its length field adds to that */
+#define LZ4_MIN_MATCH		4
+#define LZ4_RUN_MASK		15u		/* a 4-bit length of 15 continues in extra bytes */
+
+/* xxHash_spec.md (XXH32) */
+#define XXH_P1			0x9E3779B1u
+#define XXH_P2			0x85EBCA77u
+#define XXH_P3			0xC2B2AE3Du
+#define XXH_P4			0x27D4EB2Fu
+#define XXH_P5			0x165667B1u
+#define XXH_STRIPE		16
+
+static uint32_t rotl32(uint32_t x, unsigned int r)
+{
+	return x << r | x >> (32 - r);
+}
+
+static uint32_t xxh_round(uint32_t acc, uint32_t in)
+{
+	return rotl32(acc + in * XXH_P2, 13) * XXH_P1;
+}
+
+/* XXH32 as the xxHash specification describes it; LZ4 frames use seed 0. */
+static uint32_t xxh32(const uint8_t *p, size_t len, uint32_t seed)
+{
+	const uint8_t *end = p + len;
+	uint32_t h;
+
+	if (len >= XXH_STRIPE) {
+		uint32_t v1 = seed + XXH_P1 + XXH_P2, v2 = seed + XXH_P2;
+		uint32_t v3 = seed, v4 = seed - XXH_P1;
+
+		do {
+			v1 = xxh_round(v1, bfs_le32(p));
+			v2 = xxh_round(v2, bfs_le32(p + 4));
+			v3 = xxh_round(v3, bfs_le32(p + 8));
+			v4 = xxh_round(v4, bfs_le32(p + 12));
+			p += XXH_STRIPE;
+		} while ((size_t)(end - p) >= XXH_STRIPE);
+		h = rotl32(v1, 1) + rotl32(v2, 7) + rotl32(v3, 12) + rotl32(v4, 18);
+	} else {
+		h = seed + XXH_P5;
+	}
+	h += (uint32_t)len;		/* the spec adds len mod 2^32 */
+	for (; end - p >= 4; p += 4)
+		h = rotl32(h + bfs_le32(p) * XXH_P3, 17) * XXH_P4;
+	for (; p < end; p++)
+		h = rotl32(h + (uint32_t)*p * XXH_P5, 11) * XXH_P1;
+	h ^= h >> 15;
+	h *= XXH_P2;
+	h ^= h >> 13;
+	h *= XXH_P3;
+	h ^= h >> 16;
+	return h;
+}
+
+static bool is_skippable(uint32_t magic)
+{
+	return (magic & SKIP_MAGIC_MASK) == SKIP_MAGIC;
+}
+
+/* Frame descriptor fields this file needs, parsed and checked. */
+struct frame {
+	uint32_t bmax;		/* block max size: 64K..4M */
+	uint32_t hlen;		/* magic through HC */
+	bool bcsum, ccsum, has_csize, indep, dict;
+	uint64_t csize;
+};
+
+/*
+ * The FLG and BD checks that need no more than those two bytes. Return
+ * a static reason when the descriptor is invalid, else NULL.
+ */
+static const char *check_flg_bd(uint8_t flg, uint8_t bd, struct frame *f)
+{
+	unsigned int id = (bd >> BD_BMAX_SHIFT) & BD_BMAX_MASK;
+
+	if ((unsigned int)flg >> FLG_VERSION_SHIFT != FLG_VERSION)
+		return "unsupported frame version";
+	if (flg & FLG_RESERVED)
+		return "reserved FLG bit set";
+	if (bd & BD_RESERVED)
+		return "reserved BD bits set";
+	if (id < BMAX_ID_MIN)
+		return "invalid block max size id";
+	f->bmax = 1u << (8 + 2 * id);	/* 4 -> 64 KiB, ..., 7 -> 4 MiB */
+	f->indep = flg & FLG_B_INDEP;
+	f->bcsum = flg & FLG_B_CSUM;
+	f->has_csize = flg & FLG_C_SIZE;
+	f->ccsum = flg & FLG_C_CSUM;
+	f->dict = flg & FLG_DICT_ID;
+	f->hlen = MAGIC_LEN + 2 + (f->has_csize ? C_SIZE_LEN : 0) +
+		  (f->dict ? DICT_ID_LEN : 0) + 1;
+	return NULL;
+}
+
+/*
+ * Only skippable frames that fit in @head are looked past: the probe sees
+ * BFS_PROBE_LEN bytes, and a file that opens with a longer one (rare; the
+ * lz4 CLI never writes one first) is simply served unchanged.
+ */
+static bool lz4_probe(const uint8_t *head, size_t len)
+{
+	size_t off = 0;
+	struct frame f;
+
+	for (;;) {
+		uint32_t magic, skip;
+
+		if (len - off < MAGIC_LEN)
+			return false;
+		magic = bfs_le32(head + off);
+		if (!is_skippable(magic))
+			break;
+		if (len - off < SKIP_HDR_LEN)
+			return false;
+		skip = bfs_le32(head + off + MAGIC_LEN);
+		if (skip > len - off - SKIP_HDR_LEN)
+			return false;
+		off += SKIP_HDR_LEN + skip;
+	}
+	if (bfs_le32(head + off) != FRAME_MAGIC || len - off < MAGIC_LEN + 2)
+		return false;
+	if (check_flg_bd(head[off + 4], head[off + 5], &f))
+		return false;
+	return f.indep && !f.dict;
+}
+
+/*
+ * Parse sequences without writing output (lz4_Block_format.md). Every
+ * length is checked against the input left and against @cap, so hostile
+ * data costs at most one pass over @len bytes. The end-of-block rules
+ * (last 5 bytes literals, last match 12 bytes before the end) are left to
+ * decode: lz4 -d accepts blocks that bend them, and so do we.
+ */
+static int measure_seq(const uint8_t *p, size_t len, uint32_t cap, uint32_t *usize,
+		       const char **why)
+{
+	const uint8_t *end = p + len;
+	uint64_t out = 0;
+
+	for (;;) {
+		unsigned int token;
+		size_t lit, ml, off;
+
+		if (p == end)
+			goto truncated;
+		token = *p++;
+		lit = token >> 4;
+		if (lit == LZ4_RUN_MASK) {
+			uint8_t b;
+
+			do {
+				if (p == end)
+					goto truncated;
+				b = *p++;
+				lit += b;
+			} while (b == 255);
+		}
+		if (lit > (size_t)(end - p))
+			goto truncated;
+		p += lit;
+		out += lit;
+		if (out > cap)
+			goto too_big;
+		if (p == end)
+			break;			/* the last sequence: literals only */
+
+		if (end - p < 2)
+			goto truncated;
+		off = bfs_le16(p);
+		p += 2;
+		if (off == 0 || off > out) {
+			*why = "lz4 match offset out of range";
+			return -EBADMSG;
+		}
+		ml = token & LZ4_RUN_MASK;
+		if (ml == LZ4_RUN_MASK) {
+			uint8_t b;
+
+			do {
+				if (p == end)
+					goto truncated;
+				b = *p++;
+				ml += b;
+			} while (b == 255);
+		}
+		/* ml <= 255 * len: no overflow, and cap stops it soon anyway */
+		out += ml + LZ4_MIN_MATCH;
+		if (out > cap)
+			goto too_big;
+	}
+	if (out == 0) {
+		/* Valid LZ4, but no writer emits it and the index has no room for it. */
+		*why = "lz4 block decodes to nothing";
+		return -EBADMSG;
+	}
+	*usize = (uint32_t)out;
+	return 0;
+
+truncated:
+	*why = "lz4 block ends inside a sequence";
+	return -EBADMSG;
+too_big:
+	*why = "lz4 block decodes past the block max size";
+	return -EBADMSG;
+}
+
+/* The block max size recorded by scan, or the format's largest if unset. */
+static uint32_t block_cap(const struct bfs_blk *blk)
+{
+	return blk->aux && blk->aux <= BMAX_LARGEST ? blk->aux : BMAX_LARGEST;
+}
+
+/*
+ * Check the block header in @src against what the index says, so that a
+ * file changed since the scan cannot send us past @src's clen bytes.
+ */
+static int check_block(const struct bfs_blk *blk, const uint8_t *src, bool *stored,
+		       uint32_t *dlen, const char **why)
+{
+	uint32_t csum = blk->flags & BFS_BLK_CSUM ? BLK_CSUM_LEN : 0;
+	uint32_t word;
+
+	if (blk->clen < BLK_HDR_LEN + csum)
+		goto mismatch;
+	word = bfs_le32(src);
+	*stored = word & BLK_STORED;
+	*dlen = word & BLK_SIZE_MASK;
+	if (*dlen == 0 || *dlen > block_cap(blk) || *dlen != blk->clen - BLK_HDR_LEN - csum)
+		goto mismatch;
+	return 0;
+mismatch:
+	*why = "block header does not match the index";
+	return -EBADMSG;
+}
+
+static int lz4_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+		       const char **why)
+{
+	uint32_t dlen;
+	bool stored;
+	int rc;
+
+	rc = check_block(blk, src, &stored, &dlen, why);
+	if (rc < 0)
+		return rc;
+	if (stored) {
+		*usize = dlen;
+		return 0;
+	}
+	return measure_seq(src + BLK_HDR_LEN, dlen, block_cap(blk), usize, why);
+}
+
+/*
+ * A block from a writer that bends the end-of-block rules decodes only
+ * with slack after its end; lz4 -d always gives it the block max size.
+ * Decode such a block the same way into a scratch buffer. Only the
+ * failure path pays for this.
+ */
+static int decode_with_slack(const struct bfs_blk *blk, const uint8_t *data, uint32_t dlen,
+			     uint8_t *dst, const char **why)
+{
+	uint32_t cap = block_cap(blk);
+	uint8_t *tmp = malloc(cap);
+	int n;
+
+	if (!tmp) {
+		*why = "no memory to retry an lz4 block";
+		return -ENOMEM;
+	}
+	n = LZ4_decompress_safe((const char *)data, (char *)tmp, (int)dlen, (int)cap);
+	if (n == (int)blk->usize)
+		memcpy(dst, tmp, blk->usize);
+	free(tmp);
+	if (n < 0) {
+		*why = "lz4 block does not decode";
+		return -EBADMSG;
+	}
+	if (n != (int)blk->usize) {
+		*why = "block decodes to a different length";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static int lz4_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
+		      const char **why)
+{
+	const uint8_t *data = src + BLK_HDR_LEN;
+	uint32_t dlen;
+	bool stored;
+	int rc, n;
+
+	rc = check_block(blk, src, &stored, &dlen, why);
+	if (rc < 0)
+		return rc;
+	if (blk->usize == 0 || blk->usize > block_cap(blk)) {
+		*why = "block decodes to a different length";
+		return -EBADMSG;
+	}
+	/* The checksum covers the data as stored, so check it before decoding. */
+	if (verify && (blk->flags & BFS_BLK_CSUM) && xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
+		*why = "block checksum mismatch";
+		return -EILSEQ;
+	}
+	if (stored) {
+		if (dlen != blk->usize) {
+			*why = "block decodes to a different length";
+			return -EBADMSG;
+		}
+		memcpy(dst, data, dlen);
+		return 0;
+	}
+	n = LZ4_decompress_safe((const char *)data, (char *)dst, (int)dlen, (int)blk->usize);
+	if (n == (int)blk->usize)
+		return 0;
+	if (n >= 0) {
+		*why = "block decodes to a different length";
+		return -EBADMSG;
+	}
+	return decode_with_slack(blk, data, dlen, dst, why);
+}
+
+/* Per-scan state: the io, and one buffer for measuring last blocks. */
+struct walk {
+	struct bfs_io *io;
+	struct bfs_index *idx;
+	uint8_t *buf;
+	size_t bufcap;
+};
+
+static int add_block(struct walk *w, uint64_t coff, uint32_t clen, uint32_t usize,
+		     uint32_t flags, uint32_t bmax)
+{
+	int rc = bfs_index_add(w->idx, coff, clen, usize, flags);
+
+	if (rc == 0)
+		w->idx->blk[w->idx->n - 1].aux = bmax;
+	return rc;
+}
+
+/* Read the data of the block at @coff and measure it; 1 with *@why when corrupt. */
+static int measure_at(struct walk *w, uint64_t coff, uint32_t dlen, uint32_t bmax,
+		      uint32_t *usize, const char **why)
+{
+	int rc;
+
+	if (w->bufcap < dlen) {		/* dlen <= bmax <= 4 MiB: checked by the caller */
+		free(w->buf);
+		w->bufcap = 0;
+		w->buf = malloc(dlen);
+		if (!w->buf)
+			return -ENOMEM;
+		w->bufcap = dlen;
+	}
+	rc = bfs_io_read(w->io, w->buf, dlen, coff + BLK_HDR_LEN);
+	if (rc < 0)
+		return rc;
+	return measure_seq(w->buf, dlen, bmax, usize, why) < 0 ? 1 : 0;
+}
+
+/*
+ * Walk the blocks of one frame whose header ends at @pos. A compressed
+ * block is held back until the next header says whether it was the last
+ * (then it is measured) or not (then its size is guessed).
+ * Return: 0 and *@next after the frame, 1 when the index was marked
+ * broken, or -errno.
+ */
+static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint64_t *next)
+{
+	uint64_t size = w->io->size, pend_off = 0, sum = 0;
+	uint32_t csum = f->bcsum ? BLK_CSUM_LEN : 0, flags = f->bcsum ? BFS_BLK_CSUM : 0;
+	uint32_t pend_clen = 0, usize;
+	bool exact = true;
+	const char *why;
+	int rc;
+
+	for (;;) {
+		uint8_t hdr[BLK_HDR_LEN];
+		uint32_t word, dlen, clen;
+
+		if (!bfs_range_ok(pos, BLK_HDR_LEN, size)) {
+			why = "block header past end of file";
+			goto broken;
+		}
+		rc = bfs_io_read(w->io, hdr, sizeof(hdr), pos);
+		if (rc < 0)
+			return rc;
+		word = bfs_le32(hdr);
+		if (word == ENDMARK) {
+			pos += BLK_HDR_LEN;
+			break;
+		}
+		dlen = word & BLK_SIZE_MASK;
+		if (dlen == 0) {
+			/* lz4 -d reads 0x80000000 as an EndMark; the format says 0 only. */
+			why = "empty stored block";
+			goto broken;
+		}
+		if (dlen > f->bmax) {
+			why = "block size above the frame's block max";
+			goto broken;
+		}
+		clen = BLK_HDR_LEN + dlen + csum;
+		if (!bfs_range_ok(pos, clen, size)) {
+			why = "block runs past end of file";
+			goto broken;
+		}
+		if (pend_clen) {
+			rc = add_block(w, pend_off, pend_clen, f->bmax, flags | BFS_BLK_GUESS, f->bmax);
+			if (rc < 0)
+				return rc;
+			pend_clen = 0;
+			exact = false;
+		}
+		if (word & BLK_STORED) {
+			rc = add_block(w, pos, clen, dlen, flags, f->bmax);
+			if (rc < 0)
+				return rc;
+			sum += dlen;
+		} else {
+			pend_off = pos;
+			pend_clen = clen;
+		}
+		pos += clen;
+	}
+
+	if (pend_clen) {
+		rc = measure_at(w, pend_off, pend_clen - BLK_HDR_LEN - csum, f->bmax, &usize, &why);
+		if (rc < 0)
+			return rc;
+		if (rc > 0) {
+			pos = pend_off;		/* the damage is this block, not the EndMark */
+			pend_clen = 0;
+			goto broken;
+		}
+		rc = add_block(w, pend_off, pend_clen, usize, flags, f->bmax);
+		if (rc < 0)
+			return rc;
+		pend_clen = 0;
+		sum += usize;
+	}
+	if (f->ccsum) {
+		if (!bfs_range_ok(pos, C_CSUM_LEN, size)) {
+			why = "content checksum past end of file";
+			goto broken;
+		}
+		pos += C_CSUM_LEN;
+	}
+	/* With guesses the sum is unknown here; settle cannot be asked to check it. */
+	if (f->has_csize && exact && sum != f->csize) {
+		bfs_index_mark_broken(w->idx, pos,
+				      "lz4: frame ending at %" PRIu64 " holds %" PRIu64
+				      " bytes, its header says %" PRIu64, pos, sum, f->csize);
+		return 1;
+	}
+	*next = pos;
+	return 0;
+
+broken:
+	/* The held-back block itself was whole: keep it, as a guess. */
+	if (pend_clen) {
+		rc = add_block(w, pend_off, pend_clen, f->bmax, flags | BFS_BLK_GUESS, f->bmax);
+		if (rc < 0)
+			return rc;
+	}
+	bfs_index_mark_broken(w->idx, pos, "lz4: %s at offset %" PRIu64, why, pos);
+	return 1;
+}
+
+/*
+ * Parse the frame header at @off from the @got bytes in @h. Return 0,
+ * 1 when the index was marked broken, or -ENOTSUP for a first frame that
+ * blockfs cannot serve at all.
+ */
+static int parse_header(struct bfs_index *idx, const uint8_t *h, size_t got, uint64_t off,
+			bool first, struct frame *f)
+{
+	const char *why;
+	uint8_t hc;
+
+	if (got < HDR_MIN) {
+		why = "frame header past end of file";
+		goto broken;
+	}
+	why = check_flg_bd(h[4], h[5], f);
+	if (why)
+		goto broken;
+	if (got < f->hlen) {
+		why = "frame header past end of file";
+		goto broken;
+	}
+	hc = (uint8_t)(xxh32(h + MAGIC_LEN, f->hlen - MAGIC_LEN - 1, 0) >> 8);
+	if (hc != h[f->hlen - 1]) {
+		why = "frame header checksum mismatch";
+		goto broken;
+	}
+	if (!f->indep || f->dict) {
+		if (first)
+			return -ENOTSUP;
+		why = f->dict ? "frame needs a dictionary" : "frame has linked blocks";
+		goto broken;
+	}
+	f->csize = f->has_csize ? bfs_le64(h + 6) : 0;
+	return 0;
+broken:
+	bfs_index_mark_broken(idx, off, "lz4: %s at offset %" PRIu64, why, off);
+	return 1;
+}
+
+static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *idx)
+{
+	struct walk w = { .io = io, .idx = idx };
+	uint64_t off = 0;
+	bool first = true;
+	int rc = 0;
+
+	(void)side;				/* LZ4 has no sidecar index */
+	while (off < io->size) {
+		uint8_t h[HDR_MAX];
+		size_t got = io->size - off < sizeof(h) ? (size_t)(io->size - off) : sizeof(h);
+		struct frame f;
+		uint32_t magic;
+
+		rc = bfs_io_read(io, h, got, off);
+		if (rc < 0)
+			break;
+		magic = got >= MAGIC_LEN ? bfs_le32(h) : 0;
+		if (is_skippable(magic)) {
+			uint64_t skip;
+
+			if (got < SKIP_HDR_LEN) {
+				bfs_index_mark_broken(idx, off, "lz4: skippable frame header past "
+						      "end of file at offset %" PRIu64, off);
+				break;
+			}
+			skip = bfs_le32(h + MAGIC_LEN);
+			if (!bfs_range_ok(off + SKIP_HDR_LEN, skip, io->size)) {
+				bfs_index_mark_broken(idx, off, "lz4: skippable frame runs past "
+						      "end of file at offset %" PRIu64, off);
+				break;
+			}
+			off += SKIP_HDR_LEN + skip;
+			continue;
+		}
+		if (magic == LEGACY_MAGIC && first) {
+			rc = -ENOTSUP;
+			break;
+		}
+		if (magic != FRAME_MAGIC) {
+			bfs_index_mark_broken(idx, off, "lz4: %s at offset %" PRIu64,
+					      magic == LEGACY_MAGIC ? "legacy frame" :
+					      "not an lz4 frame", off);
+			break;
+		}
+		rc = parse_header(idx, h, got, off, first, &f);
+		if (rc != 0)
+			break;
+		first = false;
+		if (f.bmax > idx->block_size)
+			idx->block_size = f.bmax;
+		rc = walk_blocks(&w, &f, off + f.hlen, &off);
+		if (rc != 0)
+			break;
+	}
+	free(w.buf);
+	return rc < 0 ? rc : 0;
+}
+
+static const char *const lz4_suffixes[] = { ".lz4", NULL };
+
+const struct bfs_codec bfs_codec_lz4 = {
+	.name = "lz4",
+	.suffixes = lz4_suffixes,
+	.probe = lz4_probe,
+	.scan = lz4_scan,
+	.decode = lz4_decode,
+	.measure = lz4_measure,
+};

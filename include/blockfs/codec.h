@@ -23,6 +23,7 @@ struct bfs_blk;
 struct bfs_codec {
 	const char *name;		/* "lz4", "bgzf": user.blockfs.format */
 	const char *const *suffixes;	/* backing name endings, NULL-terminated */
+	const char *sidecar;		/* index file beside NAME: NAME + this, or NULL */
 
 	/*
 	 * Is @head (a file's first @len bytes, len <= BFS_PROBE_LEN; less when
@@ -67,7 +68,10 @@ extern const struct bfs_codec bfs_codec_bgzf;
 
 /* The codec that claims @head, or NULL (serve the file unchanged). */
 const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len);
-/* The codec whose suffix ends @name (".lz4", ".gz", ".bgz"), or NULL. */
-const struct bfs_codec *bfs_codec_by_suffix(const char *name, size_t *suffix_len);
+/*
+ * The @n-th (codec, suffix) pair in registry order, false past the end.
+ * This order decides name collisions: .lz4, then .gz, then .bgz.
+ */
+bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec, const char **suffix);
 
 #endif

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The name rules of SPEC §5: which backing entry a shown name stands for,
+ * and what name a backing entry is shown under. Pure logic over two
+ * questions about one directory, so readdir (a listing in memory), lookup
+ * (syscalls) and the unit tests (a fake) share one implementation.
+ *
+ * A backing entry B = S + suffix, a regular file whose content its codec
+ * claims, is shown as S when no entry S exists and no entry S + suffix'
+ * with an earlier (codec, suffix) pair also claims S. Everything else is
+ * shown under its own name. Order: .lz4, .gz, .bgz.
+ */
+#ifndef BLOCKFS_NAMES_H
+#define BLOCKFS_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct bfs_codec;
+
+struct bfs_name_ops {
+	/* Does an entry of any type named @name exist? */
+	bool (*exists)(void *ctx, const char *name);
+	/* Is @name a regular file whose first bytes @codec claims? */
+	bool (*claims)(void *ctx, const char *name, const struct bfs_codec *codec);
+};
+
+/**
+ * bfs_name_shown() - the name backing entry @backing is shown under.
+ * @shown: NAME_MAX + 1 bytes; @codec: set to the codec it is decoded with,
+ * or NULL when shown unchanged.
+ */
+void bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing,
+		    char *shown, const struct bfs_codec **codec);
+
+/**
+ * bfs_name_resolve() - the backing entry shown as @name.
+ * @backing: NAME_MAX + 1 bytes.
+ * Return: 0, or -ENOENT when nothing is shown as @name (including a
+ * backing file that exists but is shown under a shorter name).
+ */
+int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name,
+		     char *backing, const struct bfs_codec **codec);
+
+#endif

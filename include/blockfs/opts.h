@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Mount options (SPEC §3): parsed from -o with fuse_opt, then checked
+ * once by bfs_opts_check(), which turns strings into values and refuses
+ * anything else with a message that names the option.
+ */
+#ifndef BLOCKFS_OPTS_H
+#define BLOCKFS_OPTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "blockfs/common.h"
+
+struct fuse_args;
+
+enum bfs_readpath { BFS_READPATH_PREAD, BFS_READPATH_MMAP, BFS_READPATH_AUTO };
+
+struct bfs_opts {
+	char *source;		/* first positional argument: the backing directory */
+
+	/* As given with -o; NULL when absent. Owned; bfs_opts_release() frees. */
+	char *readpath_s, *verify_s, *populate_s, *advice_s;
+	char *cache_size_s, *readahead_s, *workers_s;
+
+	/* Checked values. */
+	enum bfs_readpath readpath;
+	bool verify;
+};
+
+/**
+ * bfs_opts_parse() - take blockfs's options (and SOURCE) out of @args.
+ * Leaves the mountpoint and every FUSE option in @args. Sets defaults
+ * first, then checks. On failure prints why to stderr.
+ * Return: 0, or -1 (the caller exits with status 1).
+ */
+BFS_MUST_CHECK int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o);
+
+/* Check the strings in @o; on failure write a one-line reason to @err. */
+BFS_MUST_CHECK int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen);
+void bfs_opts_release(struct bfs_opts *o);
+/* One line per blockfs option, in man page order. */
+void bfs_opts_help(FILE *out);
+
+/**
+ * bfs_parse_size() - "4096", "64K", "256M", "1G" (powers of 1024).
+ * Return: 0, or -EINVAL (malformed) / -ERANGE (does not fit 64 bits).
+ */
+BFS_MUST_CHECK int bfs_parse_size(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to inode.c, xattr.c and ops.c: the mounted filesystem and its
+ * inodes. An inode is one backing object shown one way (decoded by a
+ * codec, or unchanged); it holds an O_PATH descriptor, so renames on the
+ * backing side never strand it.
+ *
+ * Lock order: fs->lock before inode->lock. Neither is held across a scan,
+ * a decode or a FUSE reply, except that inode->lock is held while a new
+ * file version is built, so that concurrent first opens scan once.
+ */
+#ifndef BLOCKFS_FS_I_H
+#define BLOCKFS_FS_I_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "blockfs/opts.h"
+
+struct bfs_codec;
+struct bfs_file;
+struct fuse_session;
+
+struct bfs_inode {
+	struct bfs_inode *hnext;	/* hash chain; protected by fs->lock */
+	uint64_t nlookup;		/* protected by fs->lock */
+	dev_t dev;			/* key: backing identity ... */
+	ino_t ino;
+	const struct bfs_codec *codec;	/* ... and how it is shown (NULL: unchanged) */
+	mode_t type;			/* S_IFMT bits of the backing object */
+	int fd;				/* O_PATH, owned */
+	pthread_mutex_t lock;		/* protects file and rpath */
+	struct bfs_file *file;		/* current version of a regular file, or NULL */
+	char *rpath;			/* backing path below SOURCE, as last looked up */
+};
+
+struct bfs_fs {
+	const struct bfs_opts *opts;
+	struct fuse_session *se;	/* for notifications; set once mounted */
+	int root_fd;			/* O_PATH of SOURCE; the root inode's fd */
+	struct bfs_inode root;
+	pthread_mutex_t lock;		/* protects the table, count and every nlookup */
+	struct bfs_inode **table;
+	size_t nbuckets, count;
+};
+
+/* A directory listing as shown: one snapshot per opendir. */
+struct bfs_dirent {
+	char *name;			/* shown name */
+	char *backing;			/* backing name */
+	const struct bfs_codec *codec;
+	ino_t ino;
+	unsigned char type;		/* DT_* */
+};
+
+struct bfs_dir {
+	struct bfs_dirent *ent;
+	size_t n;
+};
+
+int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *opts);
+void bfs_fs_destroy(struct bfs_fs *fs);
+
+/**
+ * bfs_inode_lookup() - the inode shown as @name in @dir, with its attributes.
+ * @out: gains one lookup reference (bfs_inode_forget() drops it).
+ * Return: 0 or -errno (-ENOENT when nothing is shown as @name).
+ */
+int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
+		     struct bfs_inode **out, struct stat *st);
+/* Like lookup, for an entry already resolved by a listing (readdirplus). */
+int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir,
+			   const struct bfs_dirent *de, struct bfs_inode **out, struct stat *st);
+void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlookup);
+
+/* Attributes as shown: the backing file's, with the decompressed size. */
+int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st);
+
+/**
+ * bfs_inode_file() - the current version of a regular file.
+ * Rebuilds it when the backing file changed since it was built.
+ * @out: one reference for the caller (bfs_file_put()).
+ * @changed: set when an older version existed and was replaced.
+ */
+int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
+		   bool *changed);
+
+int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out);
+void bfs_dir_free(struct bfs_dir *d);
+
+#endif

@@ -1,0 +1,562 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Inodes, lookups and listings: the bridge between backing directories
+ * and what the mount shows. Inodes follow passthrough_ll: an O_PATH
+ * descriptor each, counted by lookup/forget, found again by identity.
+ * No FUSE types here; ops.c translates.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "blockfs/codec.h"
+#include "blockfs/file.h"
+#include "blockfs/log.h"
+#include "blockfs/names.h"
+#include "fs_i.h"
+
+/* Large enough that coreutils and stdio read a mounted file in big chunks. */
+#define BFS_BLKSIZE (1u << 20)
+
+/* --- opening backing files ------------------------------------------------ */
+
+/* A real descriptor for the object behind an O_PATH one. */
+static int reopen(int opath_fd, int flags)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", opath_fd);
+	return open(path, flags | O_CLOEXEC);
+}
+
+/*
+ * Open @rpath below @root without following any symbolic link, so a link
+ * in SOURCE can never lead blockfs itself outside SOURCE.
+ */
+static int open_beneath(int root, const char *rpath, int flags)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+
+	return (int)syscall(SYS_openat2, root, rpath, &how, sizeof(how));
+}
+
+/* The codec that claims regular file @name in @dirfd, or NULL. */
+static const struct bfs_codec *sniff(int dirfd, const char *name)
+{
+	uint8_t head[BFS_PROBE_LEN];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return NULL;
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;		/* unreadable: shown unchanged, reads say why */
+	n = pread(fd, head, sizeof(head), 0);
+	close(fd);
+	return n > 0 ? bfs_codec_probe(head, (size_t)n) : NULL;
+}
+
+/* --- name questions answered with syscalls (lookup) ----------------------- */
+
+static bool sys_exists(void *ctx, const char *name)
+{
+	struct stat st;
+
+	return fstatat(*(int *)ctx, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static bool sys_claims(void *ctx, const char *name, const struct bfs_codec *codec)
+{
+	return sniff(*(int *)ctx, name) == codec;
+}
+
+static const struct bfs_name_ops sys_name_ops = { .exists = sys_exists, .claims = sys_claims };
+
+/* --- the inode table ------------------------------------------------------ */
+
+static size_t bucket(const struct bfs_fs *fs, dev_t dev, ino_t ino, const struct bfs_codec *c)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ull ^ (uint64_t)dev ^ (uintptr_t)c;
+
+	return (size_t)(h ^ h >> 29) & (fs->nbuckets - 1);
+}
+
+/* Double the buckets when chains grow past two on average. */
+static void maybe_grow(struct bfs_fs *fs)
+{
+	size_t old = fs->nbuckets;
+	struct bfs_inode **nt, **ot = fs->table;
+
+	if (fs->count < old * 2)
+		return;
+	nt = calloc(old * 2, sizeof(*nt));
+	if (!nt)
+		return;			/* longer chains, still correct */
+	fs->table = nt;
+	fs->nbuckets = old * 2;
+	for (size_t i = 0; i < old; i++) {
+		for (struct bfs_inode *in = ot[i], *next; in; in = next) {
+			size_t b = bucket(fs, in->dev, in->ino, in->codec);
+
+			next = in->hnext;
+			in->hnext = nt[b];
+			nt[b] = in;
+		}
+	}
+	free(ot);
+}
+
+static void inode_free(struct bfs_inode *in)
+{
+	close(in->fd);
+	bfs_file_put(in->file);
+	free(in->rpath);
+	pthread_mutex_destroy(&in->lock);
+	free(in);
+}
+
+int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *opts)
+{
+	struct stat st;
+
+	memset(fs, 0, sizeof(*fs));
+	fs->opts = opts;
+	fs->root_fd = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fs->root_fd < 0)
+		return -errno;
+	if (fstat(fs->root_fd, &st) < 0)
+		goto out_close;
+	fs->nbuckets = 1024;
+	fs->table = calloc(fs->nbuckets, sizeof(*fs->table));
+	fs->root.rpath = strdup(".");
+	if (!fs->table || !fs->root.rpath) {
+		errno = ENOMEM;
+		goto out_close;
+	}
+	fs->root.fd = fs->root_fd;
+	fs->root.dev = st.st_dev;
+	fs->root.ino = st.st_ino;
+	fs->root.type = S_IFDIR;
+	fs->root.nlookup = 1;
+	pthread_mutex_init(&fs->root.lock, NULL);
+	pthread_mutex_init(&fs->lock, NULL);
+	return 0;
+
+out_close:
+	free(fs->table);
+	free(fs->root.rpath);
+	close(fs->root_fd);
+	return -errno;
+}
+
+void bfs_fs_destroy(struct bfs_fs *fs)
+{
+	for (size_t i = 0; i < fs->nbuckets; i++) {
+		for (struct bfs_inode *in = fs->table[i], *next; in; in = next) {
+			next = in->hnext;
+			inode_free(in);
+		}
+	}
+	free(fs->table);
+	free(fs->root.rpath);
+	pthread_mutex_destroy(&fs->root.lock);
+	pthread_mutex_destroy(&fs->lock);
+	close(fs->root_fd);
+}
+
+/* Find or add the inode for O_PATH @fd (consumed) shown with @codec. */
+static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
+		     struct bfs_inode **out)
+{
+	struct bfs_inode *in;
+	struct stat st;
+	size_t b;
+
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode))
+		codec = NULL;
+	pthread_mutex_lock(&fs->lock);
+	b = bucket(fs, st.st_dev, st.st_ino, codec);
+	for (in = fs->table[b]; in; in = in->hnext)
+		if (in->ino == st.st_ino && in->dev == st.st_dev && in->codec == codec)
+			break;
+	if (in) {
+		in->nlookup++;
+		pthread_mutex_unlock(&fs->lock);
+		close(fd);
+		*out = in;
+		return 0;
+	}
+	in = calloc(1, sizeof(*in));
+	if (!in) {
+		pthread_mutex_unlock(&fs->lock);
+		close(fd);
+		return -ENOMEM;
+	}
+	in->dev = st.st_dev;
+	in->ino = st.st_ino;
+	in->codec = codec;
+	in->type = st.st_mode & S_IFMT;
+	in->fd = fd;
+	in->nlookup = 1;
+	pthread_mutex_init(&in->lock, NULL);
+	in->hnext = fs->table[b];
+	fs->table[b] = in;
+	fs->count++;
+	maybe_grow(fs);
+	pthread_mutex_unlock(&fs->lock);
+	*out = in;
+	return 0;
+}
+
+void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *in, uint64_t nlookup)
+{
+	struct bfs_inode **pp;
+
+	if (in == &fs->root)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	if (in->nlookup > nlookup) {
+		in->nlookup -= nlookup;
+		pthread_mutex_unlock(&fs->lock);
+		return;
+	}
+	for (pp = &fs->table[bucket(fs, in->dev, in->ino, in->codec)]; *pp; pp = &(*pp)->hnext) {
+		if (*pp == in) {
+			*pp = in->hnext;
+			break;
+		}
+	}
+	fs->count--;
+	pthread_mutex_unlock(&fs->lock);
+	inode_free(in);
+}
+
+/* Remember where @in was last seen, for sidecars and log lines. */
+static void set_rpath(struct bfs_inode *dir, struct bfs_inode *in, const char *backing)
+{
+	char *p;
+	int n;
+
+	pthread_mutex_lock(&dir->lock);
+	if (strcmp(dir->rpath, ".") == 0)
+		n = asprintf(&p, "%s", backing);
+	else
+		n = asprintf(&p, "%s/%s", dir->rpath, backing);
+	pthread_mutex_unlock(&dir->lock);
+	if (n < 0)
+		return;			/* keep the old path: it only names things */
+	pthread_mutex_lock(&in->lock);
+	if (!in->rpath || strcmp(in->rpath, p) != 0) {
+		free(in->rpath);
+		in->rpath = p;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&in->lock);
+	free(p);
+}
+
+static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, const char *backing,
+			  const struct bfs_codec *codec, struct bfs_inode **out, struct stat *st)
+{
+	struct bfs_inode *in = NULL;
+	int fd, rc;
+
+	fd = openat(dir->fd, backing, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = inode_get(fs, fd, codec, &in);
+	if (rc < 0)
+		return rc;
+	set_rpath(dir, in, backing);
+	rc = bfs_inode_stat(fs, in, st);
+	if (rc < 0) {
+		bfs_inode_forget(fs, in, 1);
+		return rc;
+	}
+	*out = in;
+	return 0;
+}
+
+int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
+		     struct bfs_inode **out, struct stat *st)
+{
+	const struct bfs_codec *codec;
+	char backing[NAME_MAX + 1];
+	int rc;
+
+	if (strlen(name) > NAME_MAX)
+		return -ENAMETOOLONG;
+	rc = bfs_name_resolve(&sys_name_ops, &dir->fd, name, backing, &codec);
+	if (rc < 0)
+		return rc;
+	return lookup_backing(fs, dir, backing, codec, out, st);
+}
+
+int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir,
+			   const struct bfs_dirent *de, struct bfs_inode **out, struct stat *st)
+{
+	return lookup_backing(fs, dir, de->backing, de->codec, out, st);
+}
+
+/* --- file versions -------------------------------------------------------- */
+
+/* The sidecar index beside @in's backing file, if one exists and is not older. */
+static int open_sidecar(struct bfs_fs *fs, struct bfs_inode *in, const struct stat *st)
+{
+	struct stat sst;
+	char *path;
+	int fd;
+
+	if (!in->codec->sidecar || asprintf(&path, "%s%s", in->rpath, in->codec->sidecar) < 0)
+		return -1;
+	fd = open_beneath(fs->root_fd, path, O_RDONLY | O_NONBLOCK);
+	free(path);
+	if (fd < 0)
+		return -1;
+	/* An index older than its file describes some earlier file. */
+	if (fstat(fd, &sst) < 0 || !S_ISREG(sst.st_mode) ||
+	    sst.st_mtim.tv_sec < st->st_mtim.tv_sec ||
+	    (sst.st_mtim.tv_sec == st->st_mtim.tv_sec && sst.st_mtim.tv_nsec < st->st_mtim.tv_nsec)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Current version given the backing file's stat @now; inode->lock held. */
+static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, const struct stat *now,
+			  struct bfs_file **out, bool *changed)
+{
+	struct bfs_file *f, *old = in->file;
+	int fd, side = -1, rc;
+
+	*changed = false;
+	if (old && !bfs_file_stale(old, now)) {
+		*out = bfs_file_get(old);
+		return 0;
+	}
+	fd = reopen(in->fd, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	if (in->codec)
+		side = open_sidecar(fs, in, now);
+	rc = bfs_file_open(&f, fd, side, in->codec, in->rpath ? in->rpath : "?", fs->opts->verify);
+	if (side >= 0)
+		close(side);
+	if (rc < 0) {
+		close(fd);
+		bfs_err("%s: cannot index: %s", in->rpath ? in->rpath : "?", strerror(-rc));
+		return rc;
+	}
+	in->file = f;
+	*out = bfs_file_get(f);
+	*changed = old != NULL;
+	bfs_file_put(old);		/* open readers keep it alive */
+	return 0;
+}
+
+static int backing_stat(struct bfs_inode *in, struct stat *st)
+{
+	return fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out,
+		   bool *changed)
+{
+	struct stat now;
+	int rc = backing_stat(in, &now);
+
+	if (rc < 0)
+		return rc;
+	if (!S_ISREG(now.st_mode))
+		return -EINVAL;
+	pthread_mutex_lock(&in->lock);
+	rc = current_locked(fs, in, &now, out, changed);
+	pthread_mutex_unlock(&in->lock);
+	return rc;
+}
+
+int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
+{
+	struct bfs_file *f;
+	bool changed;
+	int rc = backing_stat(in, st);
+
+	if (rc < 0)
+		return rc;
+	st->st_blksize = BFS_BLKSIZE;
+	if (!in->codec || !S_ISREG(st->st_mode))
+		return 0;
+	pthread_mutex_lock(&in->lock);
+	rc = current_locked(fs, in, st, &f, &changed);
+	pthread_mutex_unlock(&in->lock);
+	if (rc < 0)
+		return rc;
+	st->st_size = (off_t)bfs_file_size(f);
+	bfs_file_put(f);
+	return 0;
+}
+
+/* --- listings ------------------------------------------------------------- */
+
+struct lent {
+	char *name;
+	ino_t ino;
+	unsigned char type;
+	bool probed;			/* codec is known */
+	const struct bfs_codec *codec;	/* what claims it, when probed */
+};
+
+struct listing {
+	int dirfd;
+	struct lent *e;			/* sorted by name */
+	size_t n;
+};
+
+static int lent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct lent *)a)->name, ((const struct lent *)b)->name);
+}
+
+static struct lent *list_find(struct listing *l, const char *name)
+{
+	struct lent key = { .name = (char *)name };
+
+	return bsearch(&key, l->e, l->n, sizeof(*l->e), lent_cmp);
+}
+
+static bool list_exists(void *ctx, const char *name)
+{
+	return list_find(ctx, name) != NULL;
+}
+
+static bool list_claims(void *ctx, const char *name, const struct bfs_codec *codec)
+{
+	struct listing *l = ctx;
+	struct lent *e = list_find(l, name);
+
+	if (!e || (e->type != DT_REG && e->type != DT_UNKNOWN))
+		return false;
+	if (!e->probed) {
+		e->codec = sniff(l->dirfd, name);
+		e->probed = true;
+	}
+	return e->codec == codec;
+}
+
+static const struct bfs_name_ops list_name_ops = { .exists = list_exists, .claims = list_claims };
+
+static int read_listing(struct listing *l)
+{
+	struct dirent *d;
+	size_t cap = 0;
+	DIR *dp;
+	int fd;
+
+	fd = openat(l->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return -errno;
+	}
+	while ((errno = 0, d = readdir(dp))) {
+		if (l->n == cap) {
+			struct lent *ne = realloc(l->e, (cap = cap ? cap * 2 : 64) * sizeof(*ne));
+
+			if (!ne)
+				goto out_nomem;
+			l->e = ne;
+		}
+		l->e[l->n] = (struct lent){ .name = strdup(d->d_name), .ino = d->d_ino,
+					    .type = d->d_type };
+		if (!l->e[l->n].name)
+			goto out_nomem;
+		l->n++;
+	}
+	closedir(dp);
+	qsort(l->e, l->n, sizeof(*l->e), lent_cmp);
+	return 0;
+
+out_nomem:
+	closedir(dp);
+	return -ENOMEM;
+}
+
+void bfs_dir_free(struct bfs_dir *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->n; i++) {
+		free(d->ent[i].name);
+		free(d->ent[i].backing);
+	}
+	free(d->ent);
+	free(d);
+}
+
+int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
+{
+	struct listing l = { .dirfd = dir->fd };
+	struct bfs_dir *d;
+	int rc;
+
+	(void)fs;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	rc = read_listing(&l);
+	if (rc == 0 && l.n > 0) {
+		d->ent = calloc(l.n, sizeof(*d->ent));
+		if (!d->ent)
+			rc = -ENOMEM;
+	}
+	for (size_t i = 0; rc == 0 && i < l.n; i++) {
+		struct bfs_dirent *de = &d->ent[d->n];
+		char shown[NAME_MAX + 1];
+
+		if (strcmp(l.e[i].name, ".") == 0 || strcmp(l.e[i].name, "..") == 0) {
+			snprintf(shown, sizeof(shown), "%s", l.e[i].name);
+			de->codec = NULL;
+		} else {
+			bfs_name_shown(&list_name_ops, &l, l.e[i].name, shown, &de->codec);
+		}
+		de->name = strdup(shown);
+		de->backing = strdup(l.e[i].name);
+		de->ino = l.e[i].ino;
+		de->type = l.e[i].type;
+		d->n++;
+		if (!de->name || !de->backing)
+			rc = -ENOMEM;
+	}
+	for (size_t i = 0; i < l.n; i++)
+		free(l.e[i].name);
+	free(l.e);
+	if (rc < 0) {
+		bfs_dir_free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+/*
+ * blockfs and mount.blockfs: parse options, open SOURCE, mount, run the
+ * session loop, unwind. Nothing else lives here.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <fuse_lowlevel.h>
+#include <lz4.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <zlib.h>
+
+#include "blockfs/log.h"
+#include "blockfs/opts.h"
+#include "fs_i.h"
+#include "ops.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: blockfs [-f] [-d] [-s] [-o OPTIONS] SOURCE MOUNTPOINT\n"
+		     "       mount.blockfs SOURCE MOUNTPOINT [-o OPTIONS]\n");
+}
+
+static void help(void)
+{
+	usage(stdout);
+	printf("\nShows the LZ4 and BGZF files below SOURCE decompressed, read-only.\n\n");
+	bfs_opts_help(stdout);
+	printf("\nFUSE options:\n");
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+static void version(void)
+{
+	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\n", BFS_VERSION, fuse_pkgversion(),
+	       LZ4_versionString(), zlibVersion());
+}
+
+/* mount(8) options that mean nothing to FUSE: fstab and mount bookkeeping. */
+static bool mount_only(const char *o, size_t len)
+{
+	static const char *const names[] = {
+		"defaults", "auto", "noauto", "user", "users", "nouser", "owner", "group",
+		"_netdev", "nofail", "loop",
+	};
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(names); i++)
+		if (strlen(names[i]) == len && strncmp(o, names[i], len) == 0)
+			return true;
+	return (len >= 2 && strncmp(o, "x-", 2) == 0) ||
+	       (len >= 8 && strncmp(o, "comment=", 8) == 0);
+}
+
+/*
+ * The mount(8) helper convention: mount.blockfs SOURCE DIR [-sfnv] [-o OPTS]
+ * [-t TYPE]. -f means "fake" there, not "foreground".
+ * Return: 0, 1 for a fake mount (do nothing), -1 on a bad command line.
+ */
+static int helper_args(int argc, char **argv, struct fuse_args *out)
+{
+	char *kept = NULL;
+
+	if (argc < 3)
+		return -1;
+	if (fuse_opt_add_arg(out, "blockfs") < 0 || fuse_opt_add_arg(out, argv[1]) < 0 ||
+	    fuse_opt_add_arg(out, argv[2]) < 0)
+		return -1;
+	for (int i = 3; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "-f") == 0)
+			return 1;
+		if (strcmp(a, "-n") == 0 || strcmp(a, "-s") == 0 || strcmp(a, "-v") == 0)
+			continue;
+		if ((strcmp(a, "-t") == 0 || strcmp(a, "-N") == 0) && i + 1 < argc) {
+			i++;
+			continue;
+		}
+		if (strcmp(a, "-o") != 0 || i + 1 >= argc)
+			return -1;
+		for (const char *o = argv[++i]; *o;) {
+			size_t len = strcspn(o, ",");
+
+			if (len && !mount_only(o, len)) {
+				char *one = strndup(o, len);
+
+				if (!one || fuse_opt_add_opt(&kept, one) < 0) {
+					free(one);
+					return -1;
+				}
+				free(one);
+			}
+			o += len + (o[len] == ',');
+		}
+	}
+	if (kept && (fuse_opt_add_arg(out, "-o") < 0 || fuse_opt_add_arg(out, kept) < 0))
+		return -1;
+	free(kept);
+	return 0;
+}
+
+/* One descriptor per inode: allow as many as the hard limit does. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int add_fsname(struct fuse_args *args, const char *source)
+{
+	char *opt = NULL, *name;
+	int rc;
+
+	for (int i = 0; i < args->argc; i++)
+		if (strstr(args->argv[i], "fsname="))
+			return 0;	/* the user chose one */
+	if (asprintf(&name, "fsname=%s", source) < 0)
+		return -1;
+	rc = fuse_opt_add_opt_escaped(&opt, name);
+	free(name);
+	if (rc == 0)
+		rc = fuse_opt_add_arg(args, "-o");
+	if (rc == 0)
+		rc = fuse_opt_add_arg(args, opt);
+	free(opt);
+	return rc;
+}
+
+static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl)
+{
+	struct fuse_loop_config *cfg;
+	int rc;
+
+	if (cl->singlethread)
+		return fuse_session_loop(se);
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(cfg, (unsigned int)cl->clone_fd);
+	/* libfuse marks a limit the user did not give as UINT_MAX. */
+	if (cl->max_idle_threads != UINT_MAX)
+		fuse_loop_cfg_set_idle_threads(cfg, cl->max_idle_threads);
+	if (cl->max_threads != UINT_MAX)
+		fuse_loop_cfg_set_max_threads(cfg, cl->max_threads);
+	rc = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_cmdline_opts cl = { 0 };
+	struct fuse_session *se;
+	struct bfs_opts opts;
+	struct bfs_fs fs;
+	const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	int rc, status = 1;
+
+	if (strcmp(prog, "mount.blockfs") == 0) {
+		rc = helper_args(argc, argv, &args);
+		if (rc != 0) {
+			if (rc < 0)
+				usage(stderr);
+			fuse_opt_free_args(&args);
+			return rc < 0;
+		}
+	} else {
+		args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+	}
+	if (bfs_opts_parse(&args, &opts) < 0)
+		goto out_opts;
+	if (fuse_parse_cmdline(&args, &cl) != 0)
+		goto out_opts;
+	if (cl.show_help || cl.show_version) {
+		cl.show_help ? help() : version();
+		status = 0;
+		goto out_opts;
+	}
+	if (!opts.source || !cl.mountpoint) {
+		usage(stderr);
+		goto out_opts;
+	}
+	raise_nofile();
+	rc = bfs_fs_init(&fs, opts.source, &opts);
+	if (rc < 0) {
+		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));
+		goto out_opts;
+	}
+	if (add_fsname(&args, opts.source) < 0)
+		goto out_fs;
+	se = fuse_session_new(&args, &bfs_ops, sizeof(bfs_ops), &fs);
+	if (!se)
+		goto out_fs;		/* libfuse said why */
+	fs.se = se;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, cl.mountpoint) != 0)
+		goto out_signals;
+	if (fuse_daemonize(cl.foreground) != 0)
+		goto out_unmount;
+	if (!cl.foreground)
+		bfs_log_to_syslog(true);
+	status = run(se, &cl) < 0;
+
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_fs:
+	bfs_fs_destroy(&fs);
+out_opts:
+	free(cl.mountpoint);
+	bfs_opts_release(&opts);
+	fuse_opt_free_args(&args);
+	return status;
+}

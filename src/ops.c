@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fuse_lowlevel_ops: each bfs_op_* turns a request into calls on inodes
+ * and file versions, then sends exactly one reply. Internal codes are
+ * 0/-errno; bfs_kernel_errno() is the one place they become reply codes.
+ * No locks are held here; nothing here decodes.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "blockfs/file.h"
+#include "fs_i.h"
+#include "ops.h"
+#include "xattr.h"
+
+/*
+ * Backing files may change, so names and attributes are trusted for one
+ * second, as libfuse's default; file data is kept across opens unless the
+ * backing file changed (bfs_op_open), which is what keeps repeated reads
+ * of an unchanged file away from the daemon.
+ */
+#define ENTRY_TIMEOUT 1.0
+#define ATTR_TIMEOUT 1.0
+
+_Static_assert(sizeof(fuse_ino_t) >= sizeof(struct bfs_inode *), "inode pointers are node ids");
+
+static struct bfs_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct bfs_inode *inode_of(fuse_req_t req, fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? &fs_of(req)->root : (struct bfs_inode *)(uintptr_t)ino;
+}
+
+static fuse_ino_t ino_of(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	return in == &fs->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)in;
+}
+
+int bfs_kernel_errno(int rc)
+{
+	switch (rc) {
+	case -EBADMSG:		/* corrupt block */
+	case -EILSEQ:		/* checksum mismatch */
+	case -EFBIG:		/* more blocks than blockfs indexes */
+		return EIO;
+	default:
+		return -rc;
+	}
+}
+
+static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+static void reply_entry(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *in,
+			const struct stat *st)
+{
+	struct fuse_entry_param e = {
+		.ino = ino_of(fs, in),
+		.attr = *st,
+		.attr_timeout = ATTR_TIMEOUT,
+		.entry_timeout = ENTRY_TIMEOUT,
+	};
+
+	fuse_reply_entry(req, &e);
+}
+
+static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct bfs_fs *fs = fs_of(req);
+	struct bfs_inode *in;
+	struct stat st;
+	int rc = bfs_inode_lookup(fs, inode_of(req, parent), name, &in, &st);
+
+	if (rc < 0)
+		fuse_reply_err(req, bfs_kernel_errno(rc));
+	else
+		reply_entry(req, fs, in, &st);
+}
+
+static void bfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	bfs_inode_forget(fs_of(req), inode_of(req, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void bfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		bfs_inode_forget(fs_of(req), inode_of(req, forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = bfs_inode_stat(fs_of(req), inode_of(req, ino), &st);
+
+	(void)fi;
+	if (rc < 0)
+		fuse_reply_err(req, bfs_kernel_errno(rc));
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static void bfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t n = readlinkat(inode_of(req, ino)->fd, "", buf, sizeof(buf));
+
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else if (n == sizeof(buf))
+		fuse_reply_err(req, ENAMETOOLONG);
+	else {
+		buf[n] = '\0';
+		fuse_reply_readlink(req, buf);
+	}
+}
+
+static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct bfs_fs *fs = fs_of(req);
+	struct bfs_file *f;
+	bool changed;
+	int rc;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	rc = bfs_inode_file(fs, inode_of(req, ino), &f, &changed);
+	if (rc < 0) {
+		fuse_reply_err(req, bfs_kernel_errno(rc));
+		return;
+	}
+	/*
+	 * A changed backing file: the kernel drops the pages it holds when
+	 * keep_cache is off, and the attributes once we say so, so that a
+	 * new size is seen on this very open.
+	 */
+	fi->keep_cache = !changed;
+	if (changed && fs->se)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	fi->fh = (uint64_t)(uintptr_t)f;
+	if (fuse_reply_open(req, fi) != 0)
+		bfs_file_put(f);	/* the open was interrupted: no release will come */
+}
+
+static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	struct bfs_file *f = (struct bfs_file *)(uintptr_t)fi->fh;
+	char *buf = malloc(size ? size : 1);
+	ssize_t n;
+
+	(void)ino;
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = bfs_file_read(f, buf, size, (uint64_t)off);
+	if (n < 0)
+		fuse_reply_err(req, bfs_kernel_errno((int)n));
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	bfs_file_put((struct bfs_file *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void bfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct bfs_dir *d;
+	int rc = bfs_dir_open(fs_of(req), inode_of(req, ino), &d);
+
+	if (rc < 0) {
+		fuse_reply_err(req, bfs_kernel_errno(rc));
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	if (fuse_reply_open(req, fi) != 0)
+		bfs_dir_free(d);
+}
+
+static bool is_dot(const char *name)
+{
+	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+}
+
+/* One entry of readdirplus; 0 when it did not fit (and was undone). */
+static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
+		       const struct bfs_dirent *de, char *p, size_t rem, off_t next)
+{
+	struct fuse_entry_param e = { .attr_timeout = ATTR_TIMEOUT, .entry_timeout = ENTRY_TIMEOUT };
+	struct bfs_inode *in = NULL;
+	size_t len;
+
+	if (is_dot(de->name)) {
+		/* Node id 0: the kernel makes no dentry, only a name. */
+		e.attr.st_ino = de->ino;
+		e.attr.st_mode = (mode_t)de->type << 12;
+	} else if (bfs_inode_lookup_entry(fs, dir, de, &in, &e.attr) == 0) {
+		e.ino = ino_of(fs, in);
+	} else {
+		return SIZE_MAX;	/* gone since the listing: skip it */
+	}
+	len = fuse_add_direntry_plus(req, p, rem, de->name, &e, next);
+	if (len > rem) {
+		if (in)
+			bfs_inode_forget(fs, in, 1);
+		return 0;
+	}
+	return len;
+}
+
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi, bool plus)
+{
+	struct bfs_dir *d = (struct bfs_dir *)(uintptr_t)fi->fh;
+	struct bfs_fs *fs = fs_of(req);
+	struct bfs_inode *dir = inode_of(req, ino);
+	char *buf = malloc(size), *p = buf;
+	size_t rem = size;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = (size_t)off; i < d->n; i++) {
+		const struct bfs_dirent *de = &d->ent[i];
+		size_t len;
+
+		if (plus) {
+			len = add_plus(req, fs, dir, de, p, rem, (off_t)i + 1);
+			if (len == SIZE_MAX)
+				continue;
+		} else {
+			struct stat st = { .st_ino = de->ino, .st_mode = (mode_t)de->type << 12 };
+
+			len = fuse_add_direntry(req, p, rem, de->name, &st, (off_t)i + 1);
+			if (len > rem)
+				len = 0;
+		}
+		if (len == 0)
+			break;
+		p += len;
+		rem -= len;
+	}
+	fuse_reply_buf(req, buf, size - rem);
+	free(buf);
+}
+
+static void bfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	readdir_common(req, ino, size, off, fi, false);
+}
+
+static void bfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			       struct fuse_file_info *fi)
+{
+	readdir_common(req, ino, size, off, fi, true);
+}
+
+static void bfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	bfs_dir_free((struct bfs_dir *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void bfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	(void)ino;
+	if (fstatvfs(fs_of(req)->root_fd, &sv) < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+static void bfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	(void)ino;
+	fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+}
+
+static void bfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t n;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = bfs_xattr_get(fs_of(req), inode_of(req, ino), name, buf, size);
+	if (n < 0)
+		fuse_reply_err(req, bfs_kernel_errno((int)n));
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void bfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t n;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = bfs_xattr_list(fs_of(req), inode_of(req, ino), buf, size);
+	if (n < 0)
+		fuse_reply_err(req, bfs_kernel_errno((int)n));
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void bfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			    size_t size, int flags)
+{
+	fuse_reply_err(req, -bfs_xattr_set(fs_of(req), inode_of(req, ino), name, value, size, flags));
+}
+
+static void bfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, -bfs_xattr_remove(fs_of(req), inode_of(req, ino), name));
+}
+
+/* Everything that would change the tree: blockfs serves data read-only. */
+static void erofs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			  struct fuse_file_info *fi)
+{
+	(void)ino, (void)attr, (void)to_set, (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void erofs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			dev_t rdev)
+{
+	(void)parent, (void)name, (void)mode, (void)rdev;
+	fuse_reply_err(req, EROFS);
+}
+
+static void erofs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)parent, (void)name, (void)mode;
+	fuse_reply_err(req, EROFS);
+}
+
+static void erofs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent, (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void erofs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link, (void)parent, (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void erofs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void erofs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino, (void)newparent, (void)newname;
+	fuse_reply_err(req, EROFS);
+}
+
+static void erofs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			 struct fuse_file_info *fi)
+{
+	(void)parent, (void)name, (void)mode, (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void erofs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	(void)ino, (void)buf, (void)size, (void)off, (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void erofs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			    struct fuse_file_info *fi)
+{
+	(void)ino, (void)mode, (void)offset, (void)length, (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+const struct fuse_lowlevel_ops bfs_ops = {
+	.init = bfs_op_init,
+	.lookup = bfs_op_lookup,
+	.forget = bfs_op_forget,
+	.forget_multi = bfs_op_forget_multi,
+	.getattr = bfs_op_getattr,
+	.readlink = bfs_op_readlink,
+	.open = bfs_op_open,
+	.read = bfs_op_read,
+	.release = bfs_op_release,
+	.opendir = bfs_op_opendir,
+	.readdir = bfs_op_readdir,
+	.readdirplus = bfs_op_readdirplus,
+	.releasedir = bfs_op_releasedir,
+	.statfs = bfs_op_statfs,
+	.access = bfs_op_access,
+	.getxattr = bfs_op_getxattr,
+	.listxattr = bfs_op_listxattr,
+	.setxattr = bfs_op_setxattr,
+	.removexattr = bfs_op_removexattr,
+	.setattr = erofs_setattr,
+	.mknod = erofs_mknod,
+	.mkdir = erofs_mkdir,
+	.unlink = erofs_unlink,
+	.rmdir = erofs_unlink,
+	.symlink = erofs_symlink,
+	.rename = erofs_rename,
+	.link = erofs_link,
+	.create = erofs_create,
+	.write = erofs_write,
+	.fallocate = erofs_fallocate,
+};

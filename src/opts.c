@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The -o table, the checks, and --help. Options that name a feature not
+ * built yet are refused by name rather than silently ignored: a user who
+ * asks for mmap must not get pread and believe the numbers.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fuse_lowlevel.h>
+
+#include "blockfs/opts.h"
+
+#define BFS_OPT(t, f) { t, offsetof(struct bfs_opts, f), 0 }
+
+static const struct fuse_opt bfs_opt_spec[] = {
+	BFS_OPT("readpath=%s", readpath_s),
+	BFS_OPT("populate=%s", populate_s),
+	BFS_OPT("advice=%s", advice_s),
+	BFS_OPT("cache_size=%s", cache_size_s),
+	BFS_OPT("readahead=%s", readahead_s),
+	BFS_OPT("workers=%s", workers_s),
+	BFS_OPT("verify=%s", verify_s),
+	FUSE_OPT_END
+};
+
+static const struct {
+	const char *name, *values, *help;
+} helps[] = {
+	{ "readpath", "pread|mmap|auto", "how compressed bytes are read (pread)" },
+	{ "populate", "off|on|async", "mmap path: pre-fault the mapping (off)" },
+	{ "advice", "normal|sequential|random|willneed|noreuse", "default access hint (normal)" },
+	{ "cache_size", "SIZE", "bound on decompressed blocks held in memory" },
+	{ "readahead", "SIZE", "how far ahead to decompress a sequential stream" },
+	{ "workers", "N", "threads that decompress ahead (online CPUs)" },
+	{ "verify", "on|off", "check per-block checksums the files carry (on)" },
+};
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	struct bfs_opts *o = data;
+
+	(void)out;
+	if (key != FUSE_OPT_KEY_NONOPT || o->source)
+		return 1;		/* keep: mountpoint, -f, -o allow_other, ... */
+	o->source = strdup(arg);	/* first positional argument: the backing dir */
+	return o->source ? 0 : -1;
+}
+
+int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o)
+{
+	char err[256];
+
+	memset(o, 0, sizeof(*o));
+	if (fuse_opt_parse(args, o, bfs_opt_spec, opt_proc) < 0)
+		return -1;		/* fuse_opt printed why */
+	if (bfs_opts_check(o, err, sizeof(err)) < 0) {
+		fprintf(stderr, "blockfs: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* Index of @s in the NULL-terminated @names, or -1. */
+static int pick(const char *s, const char *const *names)
+{
+	for (int i = 0; names[i]; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
+{
+	static const char *const readpaths[] = { "pread", "mmap", "auto", NULL };
+	static const char *const onoff[] = { "off", "on", NULL };
+	static const struct {
+		const char *name;
+		size_t off;
+	} later[] = {
+		{ "populate", offsetof(struct bfs_opts, populate_s) },
+		{ "advice", offsetof(struct bfs_opts, advice_s) },
+		{ "cache_size", offsetof(struct bfs_opts, cache_size_s) },
+		{ "readahead", offsetof(struct bfs_opts, readahead_s) },
+		{ "workers", offsetof(struct bfs_opts, workers_s) },
+	};
+	int v;
+
+	o->readpath = BFS_READPATH_PREAD;
+	o->verify = true;
+	if (o->readpath_s) {
+		v = pick(o->readpath_s, readpaths);
+		if (v < 0)
+			goto bad_readpath;
+		o->readpath = (enum bfs_readpath)v;
+		if (o->readpath != BFS_READPATH_PREAD) {
+			snprintf(err, errlen, "readpath=%s is not built yet; this version reads with pread",
+				 o->readpath_s);
+			return -EINVAL;
+		}
+	}
+	if (o->verify_s) {
+		v = pick(o->verify_s, onoff);
+		if (v < 0) {
+			snprintf(err, errlen, "bad value '%s' for option verify: expected on or off",
+				 o->verify_s);
+			return -EINVAL;
+		}
+		o->verify = v;
+	}
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(later); i++) {
+		if (*(char **)((char *)o + later[i].off)) {
+			snprintf(err, errlen, "option %s is not built yet in this version",
+				 later[i].name);
+			return -EINVAL;
+		}
+	}
+	return 0;
+
+bad_readpath:
+	snprintf(err, errlen, "bad value '%s' for option readpath: expected pread, mmap or auto",
+		 o->readpath_s);
+	return -EINVAL;
+}
+
+void bfs_opts_release(struct bfs_opts *o)
+{
+	free(o->source);
+	free(o->readpath_s);
+	free(o->verify_s);
+	free(o->populate_s);
+	free(o->advice_s);
+	free(o->cache_size_s);
+	free(o->readahead_s);
+	free(o->workers_s);
+	memset(o, 0, sizeof(*o));
+}
+
+void bfs_opts_help(FILE *out)
+{
+	fprintf(out, "blockfs options:\n");
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(helps); i++) {
+		char lhs[64];
+
+		snprintf(lhs, sizeof(lhs), "-o %s=%s", helps[i].name, helps[i].values);
+		fprintf(out, "    %-48s %s\n", lhs, helps[i].help);
+	}
+}
+
+int bfs_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned int shift = 0;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')	/* strtoull would take "-1" and " 1" */
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k': case 'K':
+		shift = 10;
+		break;
+	case 'm': case 'M':
+		shift = 20;
+		break;
+	case 'g': case 'G':
+		shift = 30;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (shift && *++end != '\0')
+		return -EINVAL;
+	if (v > UINT64_MAX >> shift)
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
