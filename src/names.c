@@ -75,7 +75,8 @@ int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name
 		snprintf(backing, NAME_MAX + 1, "%s", name);
 		return 0;
 	}
-	for (size_t i = 0; (rc = with_suffix(name, i, backing, codec)) >= 0; i++)
+	/* An empty stem names nothing: ".lz4" alone is shown as itself. */
+	for (size_t i = 0; *name && (rc = with_suffix(name, i, backing, codec)) >= 0; i++)
 		if (rc > 0 && ops->claims(ctx, backing, *codec))
 			return 0;
 	*codec = NULL;

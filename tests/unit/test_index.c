@@ -1,8 +1,240 @@
-/* STUB: being written. */
+// SPDX-License-Identifier: MIT
+/* The block index: appending, lookup, bounds, damage, and settling guesses. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
-static void test_nothing_yet(void **state) { (void)state; skip(); }
-int main(void) { const struct CMUnitTest t[] = { cmocka_unit_test(test_nothing_yet) }; return cmocka_run_group_tests(t, NULL, NULL); }
+
+#include <errno.h>
+#include <string.h>
+
+#include "blockfs/codec.h"
+#include "blockfs/index.h"
+#include "blockfs/io.h"
+
+/* A codec whose blocks state their exact size in their first 4 bytes; 0 = corrupt. */
+static int fake_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+			const char **why)
+{
+	(void)blk;
+	*usize = bfs_le32(src);
+	if (*usize == 0) {
+		*why = "fake corruption";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static const struct bfs_codec fake = { .name = "fake", .measure = fake_measure };
+
+static void setup_index(struct bfs_index *idx, uint64_t file_size)
+{
+	bfs_index_init(idx, file_size);
+}
+
+static void expect_find(const struct bfs_index *idx, uint64_t uoff, int rc, size_t blkno)
+{
+	size_t k = SIZE_MAX;
+
+	assert_int_equal(bfs_index_find(idx, uoff, &k), rc);
+	if (rc == 0)
+		assert_int_equal(k, blkno);
+}
+
+static void test_find_across_blocks(void **state)
+{
+	struct bfs_index idx;
+
+	(void)state;
+	setup_index(&idx, 1000);
+	assert_int_equal(bfs_index_add(&idx, 0, 10, 100, 0), 0);
+	assert_int_equal(bfs_index_add(&idx, 10, 10, 50, 0), 0);
+	assert_int_equal(bfs_index_add(&idx, 20, 10, 200, 0), 0);
+	assert_int_equal(idx.usize, 350);
+	assert_int_equal(idx.max_usize, 200);
+	assert_int_equal(atomic_load(&idx.nexact), 3);
+	expect_find(&idx, 0, 0, 0);
+	expect_find(&idx, 99, 0, 0);
+	expect_find(&idx, 100, 0, 1);
+	expect_find(&idx, 149, 0, 1);
+	expect_find(&idx, 150, 0, 2);
+	expect_find(&idx, 349, 0, 2);
+	expect_find(&idx, 350, -ENXIO, 0);
+	bfs_index_destroy(&idx);
+}
+
+static void test_empty_index_finds_nothing(void **state)
+{
+	struct bfs_index idx;
+
+	(void)state;
+	setup_index(&idx, 0);
+	expect_find(&idx, 0, -ENXIO, 0);
+	bfs_index_destroy(&idx);
+}
+
+static void test_empty_block_refused(void **state)
+{
+	struct bfs_index idx;
+
+	(void)state;
+	setup_index(&idx, 100);
+	assert_int_equal(bfs_index_add(&idx, 0, 10, 0, 0), -EINVAL);
+	assert_int_equal(idx.n, 0);
+	bfs_index_destroy(&idx);
+}
+
+static void test_block_count_bounded_by_file_size(void **state)
+{
+	struct bfs_index idx;
+
+	(void)state;
+	setup_index(&idx, 8);		/* room for at most 8 / 4 + 1 blocks */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(bfs_index_add(&idx, (uint64_t)i * 4, 4, 1, 0), 0);
+	assert_int_equal(bfs_index_add(&idx, 12, 4, 1, 0), -EFBIG);
+	assert_int_equal(idx.n, 3);
+	bfs_index_destroy(&idx);
+}
+
+static void test_many_blocks_grow(void **state)
+{
+	struct bfs_index idx;
+
+	(void)state;
+	setup_index(&idx, 1 << 20);
+	for (uint32_t i = 0; i < 10000; i++)
+		assert_int_equal(bfs_index_add(&idx, i * 8ull, 8, 3, 0), 0);
+	expect_find(&idx, 3 * 9999 + 2, 0, 9999);
+	expect_find(&idx, 3 * 5000, 0, 5000);
+	bfs_index_destroy(&idx);
+}
+
+static void test_mark_broken_adds_poison(void **state)
+{
+	struct bfs_index idx;
+
+	(void)state;
+	setup_index(&idx, 100);
+	assert_int_equal(bfs_index_add(&idx, 0, 10, 100, 0), 0);
+	bfs_index_mark_broken(&idx, 10, "bad magic at byte %d", 10);
+	assert_true(idx.broken);
+	assert_string_equal(idx.why, "bad magic at byte 10");
+	assert_int_equal(idx.n, 2);
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD);
+	assert_int_equal(idx.blk[1].usize, 1);
+	assert_int_equal(idx.usize, 101);
+	expect_find(&idx, 100, 0, 1);
+	bfs_index_destroy(&idx);
+}
+
+/* Backing bytes: at offset 16*i a block whose first 4 bytes give its size. */
+static void fill_sizes(uint8_t *file, const uint32_t *sizes, size_t n)
+{
+	memset(file, 0xee, 16 * n);
+	for (size_t i = 0; i < n; i++)
+		bfs_put_le32(file + 16 * i, sizes[i]);
+}
+
+static void add_guessed(struct bfs_index *idx, const uint32_t *guess, const uint32_t *flags,
+			size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(bfs_index_add(idx, 16 * i, 16, guess[i], flags[i]), 0);
+}
+
+static void test_settle_fixes_short_guess(void **state)
+{
+	static const uint32_t real[] = { 100, 300, 1000, 10 };
+	static const uint32_t guess[] = { 100, 1000, 1000, 10 };
+	static const uint32_t flags[] = { 0, BFS_BLK_GUESS, BFS_BLK_GUESS, 0 };
+	uint8_t file[64];
+	struct bfs_index idx;
+	struct bfs_io io;
+
+	(void)state;
+	fill_sizes(file, real, 4);
+	bfs_io_init_mem(&io, file, sizeof(file));
+	setup_index(&idx, sizeof(file));
+	add_guessed(&idx, guess, flags, 4);
+	assert_int_equal(atomic_load(&idx.nexact), 1);
+	expect_find(&idx, 150, -ENXIO, 0);	/* not exact yet: not searchable */
+
+	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 150), 0);
+	assert_int_equal(atomic_load(&idx.nexact), 2);
+	assert_int_equal(idx.blk[1].usize, 300);
+	assert_int_equal(idx.blk[1].flags & BFS_BLK_GUESS, 0);
+	assert_int_equal(idx.blk[2].uoff, 400);	/* later guesses moved */
+	assert_int_equal(idx.blk[3].uoff, 1400);
+	assert_int_equal(idx.usize, 1410);
+	expect_find(&idx, 150, 0, 1);
+
+	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 1409), 0);
+	assert_int_equal(atomic_load(&idx.nexact), 4);
+	expect_find(&idx, 1409, 0, 3);
+	expect_find(&idx, 1410, -ENXIO, 0);
+	bfs_index_destroy(&idx);
+}
+
+static void test_settle_cuts_at_corrupt_block(void **state)
+{
+	static const uint32_t real[] = { 100, 0, 1000 };	/* block 1 is corrupt */
+	static const uint32_t guess[] = { 100, 1000, 1000 };
+	static const uint32_t flags[] = { 0, BFS_BLK_GUESS, BFS_BLK_GUESS };
+	uint8_t file[48];
+	struct bfs_index idx;
+	struct bfs_io io;
+
+	(void)state;
+	fill_sizes(file, real, 3);
+	bfs_io_init_mem(&io, file, sizeof(file));
+	setup_index(&idx, sizeof(file));
+	add_guessed(&idx, guess, flags, 3);
+
+	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 2000), -EBADMSG);
+	assert_true(idx.broken);
+	assert_non_null(strstr(idx.why, "fake corruption"));
+	assert_int_equal(idx.n, 2);
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD);
+	assert_int_equal(idx.usize, 101);
+	expect_find(&idx, 99, 0, 0);			/* what precedes stays readable */
+	expect_find(&idx, 100, 0, 1);			/* the damage itself: the poison block */
+	bfs_index_destroy(&idx);
+}
+
+static void test_settle_io_error_changes_nothing(void **state)
+{
+	static const uint32_t guess[] = { 100, 1000 };
+	static const uint32_t flags[] = { 0, BFS_BLK_GUESS };
+	uint8_t file[20] = { 0 };
+	struct bfs_index idx;
+	struct bfs_io io;
+
+	(void)state;
+	bfs_io_init_mem(&io, file, sizeof(file));	/* block 1 would need bytes 16..31 */
+	setup_index(&idx, 64);
+	add_guessed(&idx, guess, flags, 2);
+	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 500), -EIO);
+	assert_int_equal(atomic_load(&idx.nexact), 1);
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS);
+	assert_false(idx.broken);
+	bfs_index_destroy(&idx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_find_across_blocks),
+		cmocka_unit_test(test_empty_index_finds_nothing),
+		cmocka_unit_test(test_empty_block_refused),
+		cmocka_unit_test(test_block_count_bounded_by_file_size),
+		cmocka_unit_test(test_many_blocks_grow),
+		cmocka_unit_test(test_mark_broken_adds_poison),
+		cmocka_unit_test(test_settle_fixes_short_guess),
+		cmocka_unit_test(test_settle_cuts_at_corrupt_block),
+		cmocka_unit_test(test_settle_io_error_changes_nothing),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

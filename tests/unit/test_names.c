@@ -1,8 +1,216 @@
-/* STUB: being written. */
+// SPDX-License-Identifier: MIT
+/* The name rules of SPEC §5 over a fake directory. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
-static void test_nothing_yet(void **state) { (void)state; skip(); }
-int main(void) { const struct CMUnitTest t[] = { cmocka_unit_test(test_nothing_yet) }; return cmocka_run_group_tests(t, NULL, NULL); }
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "blockfs/codec.h"
+#include "blockfs/names.h"
+
+struct fake_ent {
+	const char *name;
+	const struct bfs_codec *claimed_by;	/* NULL: not a file any codec claims */
+};
+
+struct fake_dir {
+	const struct fake_ent *e;
+	size_t n;
+};
+
+static const struct fake_ent *find(const struct fake_dir *d, const char *name)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (strcmp(d->e[i].name, name) == 0)
+			return &d->e[i];
+	return NULL;
+}
+
+static bool fake_exists(void *ctx, const char *name)
+{
+	return find(ctx, name) != NULL;
+}
+
+static bool fake_claims(void *ctx, const char *name, const struct bfs_codec *c)
+{
+	const struct fake_ent *e = find(ctx, name);
+
+	return e && e->claimed_by == c;
+}
+
+static const struct bfs_name_ops ops = { .exists = fake_exists, .claims = fake_claims };
+
+#define LZ4 (&bfs_codec_lz4)
+#define BGZF (&bfs_codec_bgzf)
+#define DIR_OF(arr) { .e = (arr), .n = sizeof(arr) / sizeof((arr)[0]) }
+
+static void expect_shown(struct fake_dir *d, const char *backing, const char *shown,
+			 const struct bfs_codec *codec)
+{
+	char out[NAME_MAX + 1];
+	const struct bfs_codec *c = (const void *)1;
+
+	bfs_name_shown(&ops, d, backing, out, &c);
+	assert_string_equal(out, shown);
+	assert_ptr_equal(c, codec);
+}
+
+static void expect_resolve(struct fake_dir *d, const char *name, int rc, const char *backing,
+			   const struct bfs_codec *codec)
+{
+	char out[NAME_MAX + 1];
+	const struct bfs_codec *c = (const void *)1;
+
+	assert_int_equal(bfs_name_resolve(&ops, d, name, out, &c), rc);
+	if (rc == 0) {
+		assert_string_equal(out, backing);
+		assert_ptr_equal(c, codec);
+	}
+}
+
+static void test_lz4_shown_without_suffix(void **state)
+{
+	static const struct fake_ent e[] = { { "data.lz4", LZ4 } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, "data.lz4", "data", LZ4);
+	expect_resolve(&d, "data", 0, "data.lz4", LZ4);
+	expect_resolve(&d, "data.lz4", -ENOENT, NULL, NULL);
+}
+
+static void test_bgzf_both_suffixes(void **state)
+{
+	static const struct fake_ent e[] = { { "a.gz", BGZF }, { "b.bgz", BGZF } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, "a.gz", "a", BGZF);
+	expect_shown(&d, "b.bgz", "b", BGZF);
+	expect_resolve(&d, "b", 0, "b.bgz", BGZF);
+}
+
+static void test_plain_file_keeps_its_name(void **state)
+{
+	static const struct fake_ent e[] = { { "x", NULL }, { "x.lz4", LZ4 } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, "x", "x", NULL);
+	expect_shown(&d, "x.lz4", "x.lz4", NULL);
+	expect_resolve(&d, "x", 0, "x", NULL);
+	expect_resolve(&d, "x.lz4", 0, "x.lz4", NULL);
+}
+
+static void test_unclaimed_suffix_unchanged(void **state)
+{
+	/* plain gzip, lz4 -BD, a directory named y.lz4: nothing claims them */
+	static const struct fake_ent e[] = { { "p.gz", NULL }, { "y.lz4", NULL } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, "p.gz", "p.gz", NULL);
+	expect_shown(&d, "y.lz4", "y.lz4", NULL);
+	expect_resolve(&d, "p", -ENOENT, NULL, NULL);
+	expect_resolve(&d, "y.lz4", 0, "y.lz4", NULL);
+}
+
+static void test_lz4_wins_over_gz(void **state)
+{
+	static const struct fake_ent e[] = { { "s.gz", BGZF }, { "s.lz4", LZ4 } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, "s.lz4", "s", LZ4);
+	expect_shown(&d, "s.gz", "s.gz", NULL);
+	expect_resolve(&d, "s", 0, "s.lz4", LZ4);
+	expect_resolve(&d, "s.gz", 0, "s.gz", NULL);
+}
+
+static void test_gz_wins_over_bgz(void **state)
+{
+	static const struct fake_ent e[] = { { "s.bgz", BGZF }, { "s.gz", BGZF } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, "s.gz", "s", BGZF);
+	expect_shown(&d, "s.bgz", "s.bgz", NULL);
+}
+
+static void test_unclaimed_lz4_does_not_block_gz(void **state)
+{
+	static const struct fake_ent e[] = { { "s.lz4", NULL }, { "s.gz", BGZF } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, "s.gz", "s", BGZF);
+	expect_shown(&d, "s.lz4", "s.lz4", NULL);
+	expect_resolve(&d, "s", 0, "s.gz", BGZF);
+}
+
+static void test_suffix_alone_is_not_a_name(void **state)
+{
+	static const struct fake_ent e[] = { { ".lz4", LZ4 } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, ".lz4", ".lz4", NULL);
+	expect_resolve(&d, "", -ENOENT, NULL, NULL);
+}
+
+static void test_double_suffix(void **state)
+{
+	static const struct fake_ent e[] = { { "a.lz4", LZ4 }, { "a.lz4.lz4", LZ4 } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, "a.lz4", "a", LZ4);
+	expect_shown(&d, "a.lz4.lz4", "a.lz4.lz4", NULL);	/* its stem exists */
+	expect_resolve(&d, "a.lz4", -ENOENT, NULL, NULL);	/* shown as "a" */
+	expect_resolve(&d, "a.lz4.lz4", 0, "a.lz4.lz4", NULL);
+}
+
+static void test_longest_names(void **state)
+{
+	char stem[NAME_MAX + 1], full[NAME_MAX + 8];
+	struct fake_ent e[1];
+	struct fake_dir d = { .e = e, .n = 1 };
+
+	(void)state;
+	memset(stem, 'n', NAME_MAX - 4);
+	stem[NAME_MAX - 4] = '\0';
+	snprintf(full, sizeof(full), "%s.lz4", stem);
+	e[0] = (struct fake_ent){ full, LZ4 };
+	expect_shown(&d, full, stem, LZ4);
+	expect_resolve(&d, stem, 0, full, LZ4);
+
+	/* one more byte and stem.lz4 would not fit: but stem.gz still may */
+	strcat(stem, "n");
+	snprintf(full, sizeof(full), "%s.gz", stem);
+	e[0] = (struct fake_ent){ full, BGZF };
+	expect_resolve(&d, stem, 0, full, BGZF);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lz4_shown_without_suffix),
+		cmocka_unit_test(test_bgzf_both_suffixes),
+		cmocka_unit_test(test_plain_file_keeps_its_name),
+		cmocka_unit_test(test_unclaimed_suffix_unchanged),
+		cmocka_unit_test(test_lz4_wins_over_gz),
+		cmocka_unit_test(test_gz_wins_over_bgz),
+		cmocka_unit_test(test_unclaimed_lz4_does_not_block_gz),
+		cmocka_unit_test(test_suffix_alone_is_not_a_name),
+		cmocka_unit_test(test_double_suffix),
+		cmocka_unit_test(test_longest_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
