@@ -24,13 +24,14 @@
  * Linked-block frames (lz4 -BD) let a block copy from the 64 KiB before
  * it, so they cannot be decoded block by block; frames with a dictionary
  * ID need a dictionary we do not have. probe() says false for both and
- * such files are served unchanged. Legacy frames (184C2102) likewise.
+ * such files are served unchanged; legacy frames (184C2102) likewise.
+ * Should scan meet one first anyway (the file changed after the probe)
+ * it returns -ENOTSUP; met after a good frame, it is damage.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +81,7 @@
 
 /* lz4_Block_format.md: a match is at least 4 bytes; its length field adds to that */
 #define LZ4_MIN_MATCH		4
-#define LZ4_RUN_MASK		15u		/* a 4-bit length of 15 continues in extra bytes */
+#define LZ4_RUN_MASK		15u		/* a 4-bit length of 15 goes on in more bytes */
 
 /* xxHash_spec.md (XXH32) */
 #define XXH_P1			0x9E3779B1u
@@ -380,7 +381,8 @@ static int lz4_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *ds
 		return -EBADMSG;
 	}
 	/* The checksum covers the data as stored, so check it before decoding. */
-	if (verify && (blk->flags & BFS_BLK_CSUM) && xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
+	if (verify && (blk->flags & BFS_BLK_CSUM) &&
+	    xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
 		*why = "block checksum mismatch";
 		return -EILSEQ;
 	}
@@ -488,7 +490,8 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 			goto broken;
 		}
 		if (pend_clen) {
-			rc = add_block(w, pend_off, pend_clen, f->bmax, flags | BFS_BLK_GUESS, f->bmax);
+			rc = add_block(w, pend_off, pend_clen, f->bmax, flags | BFS_BLK_GUESS,
+				       f->bmax);
 			if (rc < 0)
 				return rc;
 			pend_clen = 0;
@@ -511,7 +514,7 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 		if (rc < 0)
 			return rc;
 		if (rc > 0) {
-			pos = pend_off;		/* the damage is this block, not the EndMark */
+			pos = pend_off;	/* the damage is this block, not the EndMark */
 			pend_clen = 0;
 			goto broken;
 		}
@@ -528,8 +531,11 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 		}
 		pos += C_CSUM_LEN;
 	}
-	/* With guesses the sum is unknown here; settle cannot be asked to check it. */
-	if (f->has_csize && exact && sum != f->csize) {
+	/*
+	 * With guesses the sum is unknown here, and settle cannot be asked to
+	 * check it. A declared size of 0 means "unknown" to liblz4 too.
+	 */
+	if (f->has_csize && f->csize && exact && sum != f->csize) {
 		bfs_index_mark_broken(w->idx, pos,
 				      "lz4: frame ending at %" PRIu64 " holds %" PRIu64
 				      " bytes, its header says %" PRIu64, pos, sum, f->csize);
