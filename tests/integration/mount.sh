@@ -237,6 +237,11 @@ make_fixtures() {
 		cp "$GEN/small" "$BADORIG/$f.txt"
 	done
 
+	# Backing files changed while mounted (check_live), in $SRC/live.
+	mkdir -p "$SRC/live"
+	lz4 -q -f -B4 "$GEN/part_a" "$SRC/live/fresh.txt.lz4" &&
+		lz4 -q -f -B4 "$GEN/small" "$SRC/live/shrink.txt.lz4" || return 1
+
 	# Known structure the xattr checks rely on.
 	[[ $(py bgzf-members "$SRC/exactg.bin.gz") == 4 ]] || return 1     # 3 + EOF member
 	[[ $(py lz4-blocks "$SRC/exact4.bin.lz4") == 4 ]] || return 1
@@ -254,7 +259,8 @@ ok "fixtures: $(find "$SRC" -type f | wc -l) backing files ($(du -sh "$SRC" | cu
 EXPECTED_NAMES=$(
 	{
 		(cd "$ORIG" && find . -mindepth 1 -printf '%P\n')
-		printf '%s\n' bad bad/crc.txt bad/crcg.txt bad/trunc.txt bad/truncg.txt
+		printf '%s\n' bad bad/crc.txt bad/crcg.txt bad/trunc.txt bad/truncg.txt \
+			live live/fresh.txt live/shrink.txt
 	} | LC_ALL=C sort
 )
 
@@ -525,9 +531,49 @@ check_damage() {
 	check "$p: other files read fine after the damaged files (bin_b6x.so)" cmp "$GEN/bin" "$MNT/bin_b6x.so"
 }
 
-# run_pass LABEL OPTIONS STRICT: mount, run the read set, unmount.
+# Several readers at once, on different files and on the same file.
+check_parallel() {
+	local p=$1 pids=() rel pid failed=0
+	for rel in t_b4.txt tg.txt bin_b4.so rnd_g.bin big_b6.txt t_b4.txt tg.txt concat.txt; do
+		t cmp "$ORIG/$rel" "$MNT/$rel" &
+		pids+=("$!")
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" || failed=$((failed + 1))
+	done
+	check_eq "$p: 8 concurrent readers all compare equal (failures)" 0 "$failed"
+}
+
+# SPEC §5: a backing file replaced while mounted is seen fresh on its next
+# open; one truncated under an open reader gives EIO, never a dead daemon.
+check_live() {
+	local p=$1 out
+	check "$p: live: fresh.txt before the change" cmp "$GEN/part_a" "$MNT/live/fresh.txt"
+	lz4 -q -f -B5 "$GEN/part_b" "$STATE/fresh.new" && mv "$STATE/fresh.new" "$SRC/live/fresh.txt.lz4"
+	check "$p: live: fresh.txt replaced on the backing side is seen on the next open" \
+		cmp "$GEN/part_b" "$MNT/live/fresh.txt"
+	out=$(t bash -c 'exec 3<"$1" && head -c 4096 <&3 >/dev/null && truncate -s 20000 "$2" || exit 99
+		n=$(dd bs=65536 skip=4 count=1 status=none <&3 2>/dev/null | wc -c)
+		echo "dd exit ${PIPESTATUS[0]}, $n bytes"
+		dd bs=65536 skip=4 count=1 status=none <&3 2>&1 >/dev/null' _ \
+		"$MNT/live/shrink.txt" "$SRC/live/shrink.txt.lz4" 2>&1)
+	if [[ "$out" == *"Input/output error"* ]]; then
+		ok "$p: live: reading a file truncated under an open reader gives EIO"
+	else
+		not_ok "$p: live: reading a file truncated under an open reader gives EIO" "got: $out"
+	fi
+	if daemon_alive; then
+		ok "$p: live: daemon alive after the backing changes"
+	else
+		not_ok "$p: live: daemon alive after the backing changes"
+	fi
+}
+
+# run_pass LABEL OPTIONS STRICT LIVE: mount, run the read set, unmount.
+# STRICT: corrupt blocks must give EIO (checksums verified). LIVE: also
+# change backing files under the mount (last pass only).
 run_pass() {
-	local p=$1 opts=$2 strict=$3 rc t0=$SECONDS
+	local p=$1 opts=$2 strict=$3 live=$4 rc t0=$SECONDS
 	if bfs_mount "$SRC" "$MNT" "$STATE/daemon-$p.log" "$opts"; then
 		ok "$p: mounted with -o $opts"
 	else
@@ -542,6 +588,10 @@ run_pass() {
 	check_xattrs "$p"
 	check_erofs "$p"
 	check_damage "$p" "$strict"
+	check_parallel "$p"
+	if ((live)); then
+		check_live "$p"
+	fi
 	if bfs_umount; then
 		ok "$p: fusermount3 -u; daemon exited 0"
 	else
@@ -635,8 +685,24 @@ check_daemon_mode() {
 	fi
 }
 
-run_pass verify=on readpath=pread,verify=on 1
-run_pass verify=off readpath=pread,verify=off 0
+check_help_version() {
+	local out rc=0 w
+	out=$(t "$BLOCKFS" -h 2>&1) || rc=$?
+	for w in readpath populate advice cache_size readahead workers verify; do
+		[[ "$out" == *"$w"* ]] || rc="$rc, no $w"
+	done
+	check_eq "blockfs -h: exit 0, lists every SPEC option" 0 "$rc"
+	rc=0
+	out=$(t "$BLOCKFS" -V 2>&1) || rc=$?
+	for w in blockfs libfuse liblz4 zlib; do
+		[[ "$out" == *"$w"* ]] || rc="$rc, no $w"
+	done
+	check_eq "blockfs -V: exit 0, versions of blockfs, libfuse, liblz4, zlib" 0 "$rc"
+}
+
+run_pass verify=on readpath=pread,verify=on 1 0
+run_pass verify=off readpath=pread,verify=off 0 1
+check_help_version
 check_options
 check_daemon_mode
 
