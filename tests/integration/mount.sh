@@ -150,7 +150,8 @@ make_fixtures() {
 		lz4f "$GEN/small" sub/inner.txt -B4 -BX || return 1
 
 	# Several frames concatenated (different block sizes, an empty frame in
-	# the middle), and skippable frames before, after and between frames.
+	# the middle), and skippable frames before (100-byte and 4-byte
+	# payloads), after and between frames.
 	lz4 -q -f -B4 "$GEN/part_a" "$GEN/a.lz4" &&
 		lz4 -q -f -B5 -BX --content-size "$GEN/part_b" "$GEN/b.lz4" &&
 		lz4 -q -f "$GEN/empty" "$GEN/e.lz4" || return 1
@@ -164,7 +165,10 @@ make_fixtures() {
 		cp "$GEN/a.lz4" "$SRC/skip_mid.txt.lz4" &&
 		py skippable "$SRC/skip_mid.txt.lz4" 0 5 &&
 		cat "$GEN/b.lz4" >>"$SRC/skip_mid.txt.lz4" || return 1
+	: >"$SRC/skip_pre4.txt.lz4"
+	py skippable "$SRC/skip_pre4.txt.lz4" 4 1 && cat "$GEN/a.lz4" >>"$SRC/skip_pre4.txt.lz4" || return 1
 	cp "$GEN/part_a" "$ORIG/skip_pre.txt"
+	cp "$GEN/part_a" "$ORIG/skip_pre4.txt"
 	cp "$GEN/part_a" "$ORIG/skip_post.txt"
 	cat "$GEN/part_a" "$GEN/part_b" >"$ORIG/skip_mid.txt"
 
@@ -368,7 +372,7 @@ check_links_and_collisions() {
 
 check_xattrs() {
 	local p=$1 spec shown backing want got
-	for spec in t_b4.txt:lz4 t_all.txt:lz4 concat.txt:lz4 skip_mid.txt:lz4 empty:lz4 \
+	for spec in t_b4.txt:lz4 t_all.txt:lz4 concat.txt:lz4 skip_mid.txt:lz4 skip_pre.txt:lz4 empty:lz4 \
 		sub/inner.txt:lz4 tg.txt:bgzf tgi.txt:bgzf bin_g.so:bgzf tg_cat.txt:bgzf \
 		empty_g:bgzf sub/deeper/inner2.txt:bgzf dup:lz4 \
 		plain.txt.gz:raw linked.txt.lz4:raw notlz4.lz4:raw notgz.gz:raw raw.dat:raw \
