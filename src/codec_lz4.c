@@ -175,36 +175,24 @@ static const char *check_flg_bd(uint8_t flg, uint8_t bd, struct frame *f)
 	return NULL;
 }
 
-/*
- * Only skippable frames that fit in @head are looked past: the probe sees
- * BFS_PROBE_LEN bytes, and a file that opens with a longer one (rare; the
- * lz4 CLI never writes one first) is simply served unchanged.
- */
+/* A frame blockfs serves block by block; skippable frames are lz4_prelude()'s. */
 static bool lz4_probe(const uint8_t *head, size_t len)
 {
-	size_t off = 0;
 	struct frame f;
 
-	for (;;) {
-		uint32_t magic, skip;
-
-		if (len - off < MAGIC_LEN)
-			return false;
-		magic = bfs_le32(head + off);
-		if (!is_skippable(magic))
-			break;
-		if (len - off < SKIP_HDR_LEN)
-			return false;
-		skip = bfs_le32(head + off + MAGIC_LEN);
-		if (skip > len - off - SKIP_HDR_LEN)
-			return false;
-		off += SKIP_HDR_LEN + skip;
-	}
-	if (bfs_le32(head + off) != FRAME_MAGIC || len - off < MAGIC_LEN + 2)
+	if (len < MAGIC_LEN + 2 || bfs_le32(head) != FRAME_MAGIC)
 		return false;
-	if (check_flg_bd(head[off + 4], head[off + 5], &f))
+	if (check_flg_bd(head[4], head[5], &f))
 		return false;
 	return f.indep && !f.dict;
+}
+
+/* A skippable frame of any length: probe again after it. */
+static uint64_t lz4_prelude(const uint8_t *head, size_t len)
+{
+	if (len < SKIP_HDR_LEN || !is_skippable(bfs_le32(head)))
+		return 0;
+	return SKIP_HDR_LEN + (uint64_t)bfs_le32(head + MAGIC_LEN);
 }
 
 /*
@@ -660,6 +648,7 @@ const struct bfs_codec bfs_codec_lz4 = {
 	.name = "lz4",
 	.suffixes = lz4_suffixes,
 	.probe = lz4_probe,
+	.prelude = lz4_prelude,
 	.scan = lz4_scan,
 	.decode = lz4_decode,
 	.measure = lz4_measure,

@@ -55,19 +55,20 @@ static int open_beneath(int root, const char *rpath, int flags)
 /* The codec that claims regular file @name in @dirfd, or NULL. */
 static const struct bfs_codec *sniff(int dirfd, const char *name)
 {
-	uint8_t head[BFS_PROBE_LEN];
+	const struct bfs_codec *c = NULL;
+	struct bfs_io io;
 	struct stat st;
-	ssize_t n;
 	int fd;
 
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-		return NULL;
 	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;		/* unreadable: shown unchanged, reads say why */
-	n = pread(fd, head, sizeof(head), 0);
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
+		c = bfs_codec_sniff(&io);
+	}
 	close(fd);
-	return n > 0 ? bfs_codec_probe(head, (size_t)n) : NULL;
+	return c;
 }
 
 /* --- name questions answered with syscalls (lookup) ----------------------- */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "blockfs/codec.h"
@@ -32,12 +33,13 @@ static int open_sidecar(const char *path, const struct bfs_codec *codec)
 
 int main(int argc, char **argv)
 {
-	uint8_t head[BFS_PROBE_LEN];
 	const struct bfs_codec *codec = NULL;
+	struct bfs_io io;
+	struct stat st;
 	struct bfs_file *f;
 	uint64_t off = 0, len = UINT64_MAX;
 	char *buf;
-	ssize_t n;
+	ssize_t n = 0;
 	int fd, side, rc;
 
 	if (argc < 2 || argc > 4) {
@@ -53,9 +55,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "blockfs-cat: %s: %s\n", argv[1], strerror(errno));
 		return 1;
 	}
-	n = pread(fd, head, sizeof(head), 0);
-	if (n > 0)
-		codec = bfs_codec_probe(head, (size_t)n);
+	if (fstat(fd, &st) == 0) {
+		bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
+		codec = bfs_codec_sniff(&io);
+	}
 	side = open_sidecar(argv[1], codec);
 	rc = bfs_file_open(&f, fd, side, codec, argv[1], true);
 	if (side >= 0)

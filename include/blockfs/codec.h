@@ -34,6 +34,14 @@ struct bfs_codec {
 	bool (*probe)(const uint8_t *head, size_t len);
 
 	/*
+	 * Optional. When @head opens with something this format lets a reader
+	 * skip (LZ4 skippable frames), how many bytes to skip before probing
+	 * again; 0 otherwise. Lets bfs_codec_sniff() see past a prelude of any
+	 * length with one small read per hop.
+	 */
+	uint64_t (*prelude)(const uint8_t *head, size_t len);
+
+	/*
 	 * Append one entry per block of @io to @idx (initialised, empty).
 	 * @side: the sidecar index (BGZF .gzi) if one exists, else NULL.
 	 * Damage in the middle is not an error: the scan keeps the blocks
@@ -68,6 +76,11 @@ extern const struct bfs_codec bfs_codec_bgzf;
 
 /* The codec that claims @head, or NULL (serve the file unchanged). */
 const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len);
+/*
+ * The codec that claims the file behind @io, looking past preludes; NULL
+ * when none does or the file cannot be read. A few small reads.
+ */
+const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io);
 /*
  * The @n-th (codec, suffix) pair in registry order, false past the end.
  * This order decides name collisions: .lz4, then .gz, then .bgz.

@@ -206,7 +206,7 @@ static size_t put_header(struct buf *b, const LZ4F_preferences_t *p)
 
 static void put_skippable(struct buf *b, unsigned int nibble, size_t len)
 {
-	uint8_t junk[64];
+	uint8_t junk[1024];
 
 	assert_true(len <= sizeof(junk));
 	memset(junk, 0xA5, sizeof(junk));
@@ -381,31 +381,57 @@ static void test_probe_rejects_other_data(void **state)
 	assert_false(bfs_codec_lz4.probe(text, sizeof(text) - 1));
 }
 
-static void test_probe_sees_past_small_skippable_frame(void **state)
+static const struct bfs_codec *sniff_file(struct fx *f)
 {
-	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	struct bfs_io io;
 
-	put_skippable(&f->file, 0xF, 4);
-	put_skippable(&f->file, 0x0, 0);
-	put_header(&f->file, &p);
-	assert_true(f->file.len <= BFS_PROBE_LEN);
-	assert_true(bfs_codec_lz4.probe(f->file.p, f->file.len));
+	bfs_io_init_mem(&io, f->file.p, f->file.len);
+	return bfs_codec_sniff(&io);
 }
 
-static void test_probe_rejects_skippable_frame_longer_than_head(void **state)
+static void test_sniff_sees_past_skippable_frames(void **state)
 {
 	struct fx *f = *state;
 	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
 
-	put_skippable(&f->file, 0, BFS_PROBE_LEN);
+	put_skippable(&f->file, 0xF, 1000);	/* longer than any probe head */
+	put_skippable(&f->file, 0x0, 0);
 	put_header(&f->file, &p);
 	buf_le32(&f->file, 0);			/* EndMark: an empty frame */
-	assert_false(bfs_codec_lz4.probe(f->file.p, BFS_PROBE_LEN));
-	/* ...and scan, which can see the whole file, still serves it */
+	assert_false(bfs_codec_lz4.probe(f->file.p, BFS_PROBE_LEN));	/* magic only */
+	assert_ptr_equal(sniff_file(f), &bfs_codec_lz4);
+	/* ...and scan serves it */
 	assert_int_equal(scan(f), 0);
 	assert_false(f->idx.broken);
 	assert_int_equal(f->idx.n, 0);
+}
+
+static void test_sniff_skippable_then_not_lz4(void **state)
+{
+	static const uint8_t gz[] = { 0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 6, 0, 'B', 'C',
+				      2, 0, 27, 0 };
+	struct fx *f = *state;
+
+	put_skippable(&f->file, 0x3, 40);
+	buf_put(&f->file, gz, sizeof(gz));
+	assert_null(sniff_file(f));		/* only LZ4 may follow an LZ4 prelude */
+}
+
+static void test_sniff_skippable_only(void **state)
+{
+	struct fx *f = *state;
+
+	put_skippable(&f->file, 0x1, 100);
+	assert_null(sniff_file(f));
+}
+
+static void test_sniff_skippable_past_eof(void **state)
+{
+	struct fx *f = *state;
+
+	put_skippable(&f->file, 0x1, 100);
+	f->file.len -= 50;			/* the frame claims more than there is */
+	assert_null(sniff_file(f));
 }
 
 /* ---- scan + decode of well-formed files ---- */
@@ -1227,8 +1253,10 @@ int main(void)
 		T(test_probe_rejects_legacy_magic),
 		T(test_probe_rejects_bad_flg_bd),
 		T(test_probe_rejects_other_data),
-		T(test_probe_sees_past_small_skippable_frame),
-		T(test_probe_rejects_skippable_frame_longer_than_head),
+		T(test_sniff_sees_past_skippable_frames),
+		T(test_sniff_skippable_then_not_lz4),
+		T(test_sniff_skippable_only),
+		T(test_sniff_skippable_past_eof),
 		T(test_roundtrip_block_64k),
 		T(test_roundtrip_block_256k),
 		T(test_roundtrip_block_1m),
