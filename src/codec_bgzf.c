@@ -545,6 +545,7 @@ static const char *const bgzf_suffixes[] = { ".gz", ".bgz", NULL };	/* .gz wins 
 const struct bfs_codec bfs_codec_bgzf = {
 	.name = "bgzf",
 	.suffixes = bgzf_suffixes,
+	.sidecar = ".gzi",	/* bgzip -i writes NAME.gz.gzi */
 	.probe = bgzf_probe,
 	.scan = bgzf_scan,
 	.decode = bgzf_decode,
