@@ -331,7 +331,6 @@ static int bgzf_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 	uint64_t off = 0;
 	int rc;
 
-	idx->block_size = BGZF_BLOCK_MAX;
 	if (side) {
 		uint64_t pc = 0, pu = 0;
 		uint8_t *tab;
@@ -371,6 +370,11 @@ static int bgzf_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 		return -ENOMEM;
 	rc = walk_members(&w, off);
 	free(w.buf);
+	/*
+	 * BGZF declares no block size; report what the writer used (bgzip:
+	 * 65280), which the largest block is, or the format's limit.
+	 */
+	idx->block_size = idx->max_usize ? idx->max_usize : BGZF_BLOCK_MAX;
 	return rc;
 }
 

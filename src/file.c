@@ -220,8 +220,14 @@ static int decode_one(struct bfs_file *f, struct tls *t, size_t k, const uint8_t
 	const char *why = "corrupt block";
 	int rc;
 
-	if (b->flags & BFS_BLK_BAD)
-		return block_failed(f, k, -EBADMSG, f->idx.why);
+	if (b->flags & BFS_BLK_BAD) {
+		char reason[sizeof(f->idx.why)];
+
+		pthread_mutex_lock(&f->idx.settle_lock);	/* settling writes it */
+		memcpy(reason, f->idx.why, sizeof(reason));
+		pthread_mutex_unlock(&f->idx.settle_lock);
+		return block_failed(f, k, -EBADMSG, reason);
+	}
 	if (!src) {
 		rc = grow(&t->cbuf, &t->ccap, b->clen);
 		if (rc == 0)
@@ -248,7 +254,7 @@ ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off)
 	if (size == 0 || off >= atomic_load(&idx->usize))
 		return 0;
 	rc = bfs_index_settle(idx, &f->io, f->codec, off + size - 1);
-	if (rc < 0 && rc != -EBADMSG)	/* a corrupt block became BAD: serve what precedes it */
+	if (rc < 0)
 		return rc;
 	usize = atomic_load(&idx->usize);
 	if (off >= usize)
@@ -256,7 +262,7 @@ ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off)
 	if (size > usize - off)
 		size = (size_t)(usize - off);
 	if (bfs_index_find(idx, off, &k0) < 0 || bfs_index_find(idx, off + size - 1, &k1) < 0)
-		return -EIO;		/* settle stopped short: only on -EBADMSG above */
+		return -EIO;		/* cannot happen once settled; never serve a guess */
 	t = tls_get();
 	if (!t)
 		return -ENOMEM;

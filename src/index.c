@@ -115,15 +115,18 @@ int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno)
 	return 0;
 }
 
-/* A guessed block turned out corrupt: nothing after it has a known offset. */
-static void cut_at(struct bfs_index *idx, size_t k, const char *why)
+/*
+ * A guessed block turned out corrupt. Keep its guess, which is what every
+ * writer but a flushing one produces, and make it poison: the blocks after
+ * it stay readable, as SPEC §6 asks. (A block both flushed short and
+ * corrupt would misplace what follows; only a seek table rules that out.)
+ */
+static void poison_guess(struct bfs_index *idx, size_t k, const char *why)
 {
 	struct bfs_blk *b = &idx->blk[k];
-	uint64_t coff = b->coff;
 
-	idx->usize = b->uoff;
-	idx->n = k;
-	bfs_index_mark_broken(idx, coff, "block %zu: %s", k, why);
+	b->flags = (b->flags & ~BFS_BLK_GUESS) | BFS_BLK_BAD;
+	snprintf(idx->why, sizeof(idx->why), "block %zu: %s", k, why);
 }
 
 int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_codec *codec,
@@ -157,11 +160,10 @@ int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_
 			rc = bfs_io_read(io, buf, b->clen, b->coff);
 			if (rc < 0)
 				break;
-			rc = codec->measure(b, buf, &exact, &why);
-			if (rc < 0) {
-				cut_at(idx, k, why);
+			if (codec->measure(b, buf, &exact, &why) < 0) {
+				poison_guess(idx, k, why);
 				atomic_store_explicit(&idx->nexact, k + 1, memory_order_release);
-				break;
+				continue;
 			}
 			if (exact != b->usize) {
 				/* Only later, unpublished entries move. */

@@ -27,7 +27,7 @@ struct bfs_codec;
 enum {
 	BFS_BLK_CSUM = 1u << 0,		/* LZ4: a block checksum (xxh32) follows the data */
 	BFS_BLK_GUESS = 1u << 1,	/* usize is a guess until settled */
-	BFS_BLK_BAD = 1u << 2,		/* poison: the file's structure broke here; reads fail */
+	BFS_BLK_BAD = 1u << 2,		/* poison: reads of it fail (corrupt, or damage here) */
 };
 
 /* Upper bound on blocks in one file: 16 Mi entries, 512 MiB of index. */
@@ -50,7 +50,7 @@ struct bfs_index {
 	uint32_t block_size;	/* nominal block size the file declares */
 	size_t max_blocks;	/* scan may add no more (bounded by the file's size) */
 	bool broken;		/* scan stopped at damage; blk[n-1] is BFS_BLK_BAD */
-	char why[128];		/* what was wrong, when broken */
+	char why[128];		/* what was wrong: damage, or the last block poisoned */
 	atomic_size_t nexact;	/* blocks [0, nexact) have exact sizes */
 	pthread_mutex_t settle_lock;	/* serialises bfs_index_settle() */
 };
@@ -85,8 +85,10 @@ int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno);
 
 /**
  * bfs_index_settle() - make sizes exact up to the block holding @uoff.
- * Reads and measures guessed blocks in order with @codec's measure().
- * Return: 0, or -errno (-EBADMSG: a block is corrupt; it becomes BAD).
+ * Reads and measures guessed blocks in order with @codec's measure(). A
+ * guessed block that fails to measure keeps its guess and becomes
+ * BFS_BLK_BAD (reads of it fail; idx->why says why); settling goes on.
+ * Return: 0, or -errno from the I/O (nothing is changed for that block).
  * Context: any thread; takes settle_lock, does I/O.
  */
 BFS_MUST_CHECK int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io,

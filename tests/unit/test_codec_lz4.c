@@ -1200,7 +1200,35 @@ static void test_content_size_mismatch(void **state)
 	assert_int_equal(f->idx.blk[0].usize, 1000);
 }
 
-static void test_corrupt_guess_cut_by_settle(void **state)
+/*
+ * Block @k failed to measure: it keeps its guess (the block max) and is
+ * poison; every other block is exact and in place, and decodes.
+ */
+static void assert_poisoned(struct fx *f, size_t k, const char *why)
+{
+	uint8_t *out = malloc(f->idx.max_usize);
+	const char *w = NULL;
+
+	assert_non_null(out);
+	assert_false(f->idx.broken);
+	assert_non_null(strstr(f->idx.why, why));
+	assert_int_equal(atomic_load(&f->idx.nexact), f->idx.n);
+	for (size_t i = 0; i < f->idx.n; i++) {
+		const struct bfs_blk *b = &f->idx.blk[i];
+
+		assert_int_equal(b->uoff, i * 64 * KIB);
+		if (i == k) {
+			assert_int_equal(b->flags & (BFS_BLK_BAD | BFS_BLK_GUESS), BFS_BLK_BAD);
+			continue;
+		}
+		assert_int_equal(b->flags & (BFS_BLK_BAD | BFS_BLK_GUESS), 0);
+		assert_int_equal(bfs_codec_lz4.decode(b, f->file.p + b->coff, out, true, &w), 0);
+		assert_memory_equal(out, f->in + b->uoff, b->usize);
+	}
+	free(out);
+}
+
+static void test_corrupt_guess_poisoned_by_settle(void **state)
 {
 	struct fx *f = *state;
 	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
@@ -1213,9 +1241,28 @@ static void test_corrupt_guess_cut_by_settle(void **state)
 	/* a literal run longer than the block: measure must refuse it */
 	f->file.p[b->coff + 4] = 0xF0;
 	memset(f->file.p + b->coff + 5, 0xFF, b->clen - 5);
-	assert_int_equal(bfs_index_settle(&f->idx, &f->io, &bfs_codec_lz4, UINT64_MAX), -EBADMSG);
-	assert_broken_at(f, 2, f->idx.blk[0].coff + f->idx.blk[0].clen,
-			 "lz4 block ends inside a sequence");
+	settle_all(f);
+	assert_poisoned(f, 1, "lz4 block ends inside a sequence");
+}
+
+/*
+ * A guessed block that still parses but fails its checksum must not be
+ * trusted to place the blocks after it, whatever -o verify says.
+ */
+static void test_settle_checks_checksum_of_guess(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	const struct bfs_blk *b;
+
+	f->in = gen_text(200 * KIB, 25);
+	put_frame(&f->file, f->in, 200 * KIB, &p);
+	assert_int_equal(scan(f), 0);
+	b = &f->idx.blk[1];
+	assert_true(b->flags & BFS_BLK_GUESS);
+	f->file.p[b->coff + b->clen - 1] ^= 0x01;	/* the checksum, not the data */
+	settle_all(f);
+	assert_poisoned(f, 1, "block checksum mismatch");
 }
 
 static ssize_t failing_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
@@ -1302,7 +1349,8 @@ int main(void)
 		T(test_trailing_partial_magic),
 		T(test_skippable_frame_past_eof),
 		T(test_content_size_mismatch),
-		T(test_corrupt_guess_cut_by_settle),
+		T(test_corrupt_guess_poisoned_by_settle),
+		T(test_settle_checks_checksum_of_guess),
 		T(test_io_error_is_returned),
 #undef T
 	};

@@ -177,7 +177,7 @@ static void test_settle_fixes_short_guess(void **state)
 	bfs_index_destroy(&idx);
 }
 
-static void test_settle_cuts_at_corrupt_block(void **state)
+static void test_settle_poisons_corrupt_guess_in_place(void **state)
 {
 	static const uint32_t real[] = { 100, 0, 1000 };	/* block 1 is corrupt */
 	static const uint32_t guess[] = { 100, 1000, 1000 };
@@ -192,14 +192,19 @@ static void test_settle_cuts_at_corrupt_block(void **state)
 	setup_index(&idx, sizeof(file));
 	add_guessed(&idx, guess, flags, 3);
 
-	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 2000), -EBADMSG);
-	assert_true(idx.broken);
-	assert_non_null(strstr(idx.why, "fake corruption"));
-	assert_int_equal(idx.n, 2);
-	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD);
-	assert_int_equal(idx.usize, 101);
-	expect_find(&idx, 99, 0, 0);			/* what precedes stays readable */
-	expect_find(&idx, 100, 0, 1);			/* the damage itself: the poison block */
+	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 2099), 0);
+	assert_false(idx.broken);			/* the structure is intact */
+	assert_non_null(strstr(idx.why, "block 1: fake corruption"));
+	assert_int_equal(idx.n, 3);
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD);	/* keeps its guess ... */
+	assert_int_equal(idx.blk[1].usize, 1000);
+	assert_int_equal(idx.blk[2].flags, 0);		/* ... and what follows is settled */
+	assert_int_equal(idx.blk[2].uoff, 1100);
+	assert_int_equal(atomic_load(&idx.nexact), 3);
+	assert_int_equal(idx.usize, 2100);
+	expect_find(&idx, 99, 0, 0);
+	expect_find(&idx, 100, 0, 1);
+	expect_find(&idx, 1100, 0, 2);
 	bfs_index_destroy(&idx);
 }
 
@@ -232,7 +237,7 @@ int main(void)
 		cmocka_unit_test(test_many_blocks_grow),
 		cmocka_unit_test(test_mark_broken_adds_poison),
 		cmocka_unit_test(test_settle_fixes_short_guess),
-		cmocka_unit_test(test_settle_cuts_at_corrupt_block),
+		cmocka_unit_test(test_settle_poisons_corrupt_guess_in_place),
 		cmocka_unit_test(test_settle_io_error_changes_nothing),
 	};
 
