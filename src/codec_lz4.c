@@ -16,10 +16,20 @@
  *   HC   (xxh32(FLG .. end of dict id, seed 0) >> 8) & 0xFF
  *
  * One index entry per data block: coff is the size word, clen covers the
- * word, the data and the block checksum. Frames record compressed sizes
- * only, so a compressed block's decoded size is a guess (the block max;
- * the lz4 CLI fills every block but the last) until bfs_index_settle()
- * measures it; the last block of each frame is measured during the scan.
+ * word, the data and the block checksum.
+ *
+ * A file that ends with blockfs's seek table (seektable.h, written by
+ * blockfs-pack) is indexed from the table alone: one read of the file's
+ * last 4 KiB, a second only for a table bigger than that, and every size
+ * exact. A table that fails its checks is ignored and the blocks walked;
+ * one that passes them but lies is caught by decode (size word against
+ * clen, decoded length against usize), so it can cost EIO, never wrong
+ * bytes.
+ *
+ * Without a table: frames record compressed sizes only, so a compressed
+ * block's decoded size is a guess (the block max; the lz4 CLI fills every
+ * block but the last) until bfs_index_settle() measures it; the last
+ * block of each frame is measured during the scan.
  *
  * Linked-block frames (lz4 -BD) let a block copy from the 64 KiB before
  * it, so they cannot be decoded block by block; frames with a dictionary
@@ -40,6 +50,8 @@
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "blockfs/seektable.h"
+#include "blockfs/xxh32.h"
 
 /* lz4_Frame_format.md, "General Structure of LZ4 Frame format" */
 #define FRAME_MAGIC		0x184D2204u
@@ -82,58 +94,6 @@
 /* lz4_Block_format.md: a match is at least 4 bytes; its length field adds to that */
 #define LZ4_MIN_MATCH		4
 #define LZ4_RUN_MASK		15u		/* a 4-bit length of 15 goes on in more bytes */
-
-/* xxHash_spec.md (XXH32) */
-#define XXH_P1			0x9E3779B1u
-#define XXH_P2			0x85EBCA77u
-#define XXH_P3			0xC2B2AE3Du
-#define XXH_P4			0x27D4EB2Fu
-#define XXH_P5			0x165667B1u
-#define XXH_STRIPE		16
-
-static uint32_t rotl32(uint32_t x, unsigned int r)
-{
-	return x << r | x >> (32 - r);
-}
-
-static uint32_t xxh_round(uint32_t acc, uint32_t in)
-{
-	return rotl32(acc + in * XXH_P2, 13) * XXH_P1;
-}
-
-/* XXH32 as the xxHash specification describes it; LZ4 frames use seed 0. */
-static uint32_t xxh32(const uint8_t *p, size_t len, uint32_t seed)
-{
-	const uint8_t *end = p + len;
-	uint32_t h;
-
-	if (len >= XXH_STRIPE) {
-		uint32_t v1 = seed + XXH_P1 + XXH_P2, v2 = seed + XXH_P2;
-		uint32_t v3 = seed, v4 = seed - XXH_P1;
-
-		do {
-			v1 = xxh_round(v1, bfs_le32(p));
-			v2 = xxh_round(v2, bfs_le32(p + 4));
-			v3 = xxh_round(v3, bfs_le32(p + 8));
-			v4 = xxh_round(v4, bfs_le32(p + 12));
-			p += XXH_STRIPE;
-		} while ((size_t)(end - p) >= XXH_STRIPE);
-		h = rotl32(v1, 1) + rotl32(v2, 7) + rotl32(v3, 12) + rotl32(v4, 18);
-	} else {
-		h = seed + XXH_P5;
-	}
-	h += (uint32_t)len;		/* the spec adds len mod 2^32 */
-	for (; end - p >= 4; p += 4)
-		h = rotl32(h + bfs_le32(p) * XXH_P3, 17) * XXH_P4;
-	for (; p < end; p++)
-		h = rotl32(h + (uint32_t)*p * XXH_P5, 11) * XXH_P1;
-	h ^= h >> 15;
-	h *= XXH_P2;
-	h ^= h >> 13;
-	h *= XXH_P3;
-	h ^= h >> 16;
-	return h;
-}
 
 static bool is_skippable(uint32_t magic)
 {
@@ -314,6 +274,16 @@ static int lz4_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *
 	rc = check_block(blk, src, &stored, &dlen, why);
 	if (rc < 0)
 		return rc;
+	/*
+	 * The measured size places every later block, so a corrupt block
+	 * that still parses would shift them all: check the checksum here
+	 * whenever the block has one, whatever -o verify says.
+	 */
+	if ((blk->flags & BFS_BLK_CSUM) &&
+	    bfs_xxh32(src + BLK_HDR_LEN, dlen, 0) != bfs_le32(src + BLK_HDR_LEN + dlen)) {
+		*why = "block checksum mismatch";
+		return -EBADMSG;
+	}
 	if (stored) {
 		*usize = dlen;
 		return 0;
@@ -370,7 +340,7 @@ static int lz4_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *ds
 	}
 	/* The checksum covers the data as stored, so check it before decoding. */
 	if (verify && (blk->flags & BFS_BLK_CSUM) &&
-	    xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
+	    bfs_xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
 		*why = "block checksum mismatch";
 		return -EILSEQ;
 	}
@@ -565,7 +535,7 @@ static int parse_header(struct bfs_index *idx, const uint8_t *h, size_t got, uin
 		why = "frame header past end of file";
 		goto broken;
 	}
-	hc = (uint8_t)(xxh32(h + MAGIC_LEN, f->hlen - MAGIC_LEN - 1, 0) >> 8);
+	hc = (uint8_t)(bfs_xxh32(h + MAGIC_LEN, f->hlen - MAGIC_LEN - 1, 0) >> 8);
 	if (hc != h[f->hlen - 1]) {
 		why = "frame header checksum mismatch";
 		goto broken;
@@ -583,6 +553,39 @@ broken:
 	return 1;
 }
 
+/*
+ * Index the file from its seek table. Return 0 when done, 1 when there is
+ * no usable table (walk instead), or -errno (-EIO, -ENOMEM).
+ */
+static int scan_table(struct bfs_io *io, struct bfs_index *idx)
+{
+	struct bfs_st_table t;
+	uint32_t bmax = 0;
+	const char *why;
+	int rc;
+
+	rc = bfs_st_load(io, idx->max_blocks, &t, &why);
+	if (rc == 1 || rc == -EBADMSG)
+		return 1;		/* stale, foreign or damaged: the frames say it all */
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < t.n; i++) {
+		const struct bfs_st_entry *e = &t.e[i];
+
+		rc = bfs_index_add(idx, e->coff, e->clen, e->usize, e->csum ? BFS_BLK_CSUM : 0);
+		if (rc < 0)
+			break;
+		idx->blk[idx->n - 1].aux = e->bmax;
+		if (e->bmax > bmax)
+			bmax = e->bmax;
+	}
+	free(t.e);
+	if (rc < 0)
+		return rc;	/* -ENOMEM: load already checked count and total */
+	idx->block_size = t.block_size ? t.block_size : bmax;
+	return 0;
+}
+
 static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *idx)
 {
 	struct walk w = { .io = io, .idx = idx };
@@ -591,6 +594,10 @@ static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 	int rc = 0;
 
 	(void)side;				/* LZ4 has no sidecar index */
+	rc = scan_table(io, idx);
+	if (rc <= 0)
+		return rc;
+	rc = 0;
 	while (off < io->size) {
 		uint8_t h[HDR_MAX];
 		size_t got = io->size - off < sizeof(h) ? (size_t)(io->size - off) : sizeof(h);

@@ -22,6 +22,8 @@
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "blockfs/seektable.h"
+#include "blockfs/xxh32.h"
 
 #define KIB 1024u
 #define MIB (1024u * 1024u)
@@ -1289,6 +1291,314 @@ static void test_io_error_is_returned(void **state)
 	assert_int_equal(bfs_codec_lz4.scan(&f->io, NULL, &f->idx), -EIO);
 }
 
+
+/* ---- seek table (seektable.h) ---- */
+
+/* Walk the file as it is, then append a table made from the settled index. */
+static void append_table(struct fx *f, uint32_t block_size)
+{
+	struct bfs_st_writer w = { 0 };
+	const uint8_t *tab;
+	size_t len;
+
+	assert_int_equal(scan(f), 0);
+	settle_all(f);
+	for (size_t i = 0; i < f->idx.n; i++) {
+		const struct bfs_blk *b = &f->idx.blk[i];
+		struct bfs_st_entry e = { .coff = b->coff, .clen = b->clen, .usize = b->usize,
+					  .bmax = b->aux, .csum = b->flags & BFS_BLK_CSUM };
+
+		assert_int_equal(bfs_st_writer_add(&w, &e), 0);
+	}
+	assert_int_equal(bfs_st_writer_finish(&w, f->file.len, block_size, &tab, &len), 0);
+	buf_put(&f->file, tab, len);
+	bfs_st_writer_release(&w);
+}
+
+static int st_reads;
+
+static ssize_t st_counting_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
+{
+	st_reads++;
+	return bfs_io_mem_ops.read(io, buf, len, off);
+}
+
+static int counted_scan(struct fx *f)
+{
+	static const struct bfs_io_ops counting = { .name = "counting", .read = st_counting_read };
+
+	if (f->have_idx)
+		bfs_index_destroy(&f->idx);
+	bfs_io_init_mem(&f->io, f->file.p, f->file.len);
+	f->io.ops = &counting;
+	bfs_index_init(&f->idx, f->file.len);
+	f->have_idx = true;
+	st_reads = 0;
+	return bfs_codec_lz4.scan(&f->io, NULL, &f->idx);
+}
+
+/* The table alone builds an exact index: one read, no guesses, same blocks. */
+static void test_seek_table_is_used(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, true, 0);
+	struct bfs_blk walked[8];
+	size_t n;
+
+	f->in = gen_text(300 * KIB + 5, 40);
+	f->n = 300 * KIB + 5;
+	put_frame(&f->file, f->in, f->n, &p);
+	append_table(f, 64 * KIB);
+	n = f->idx.n;
+	assert_int_equal(n, 5);
+	memcpy(walked, f->idx.blk, n * sizeof(walked[0]));
+
+	assert_int_equal(counted_scan(f), 0);
+	assert_int_equal(st_reads, 1);
+	assert_int_equal(f->idx.n, n);
+	assert_int_equal(atomic_load(&f->idx.nexact), n);
+	assert_int_equal(f->idx.block_size, 64 * KIB);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(f->idx.blk[i].coff, walked[i].coff);
+		assert_int_equal(f->idx.blk[i].clen, walked[i].clen);
+		assert_int_equal(f->idx.blk[i].usize, walked[i].usize);
+		assert_int_equal(f->idx.blk[i].flags, BFS_BLK_CSUM);
+		assert_int_equal(f->idx.blk[i].aux, 64 * KIB);
+	}
+	assert_decodes_to(f, f->in, f->n);
+}
+
+/* Short blocks in the middle (flushes) need no settling with a table. */
+static void test_seek_table_exact_for_short_middle_blocks(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+
+	f->in = gen_text(200 * KIB, 41);
+	f->n = 200 * KIB;
+	put_frame_chunked(&f->file, f->in, f->n, &p, 10 * KIB);
+	append_table(f, 0);
+	assert_int_equal(counted_scan(f), 0);
+	assert_int_equal(f->idx.n, 20);
+	assert_int_equal(atomic_load(&f->idx.nexact), 20);
+	assert_int_equal(f->idx.usize, f->n);
+	assert_int_equal(f->idx.block_size, 64 * KIB);	/* unknown: the block max */
+	assert_decodes_to(f, f->in, f->n);
+}
+
+static void test_seek_table_over_frames_and_skippables(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p1 = prefs(LZ4F_max64KB, true, true, false, 0);
+	LZ4F_preferences_t p2 = prefs(LZ4F_max256KB, false, false, true, 0);
+
+	f->in = gen_text(400 * KIB, 42);
+	f->n = 400 * KIB;
+	put_skippable(&f->file, 3, 10);
+	put_frame(&f->file, f->in, 100 * KIB, &p1);
+	put_skippable(&f->file, 0, 100);
+	put_frame(&f->file, f->in + 100 * KIB, 300 * KIB, &p2);
+	append_table(f, 0);
+	assert_int_equal(counted_scan(f), 0);
+	assert_int_equal(st_reads, 1);
+	assert_int_equal(f->idx.n, 4);
+	assert_int_equal(f->idx.blk[0].flags, BFS_BLK_CSUM);
+	assert_int_equal(f->idx.blk[3].flags, 0);
+	assert_int_equal(f->idx.blk[3].aux, 256 * KIB);
+	assert_int_equal(f->idx.block_size, 256 * KIB);
+	assert_decodes_to(f, f->in, f->n);
+}
+
+static void test_seek_table_of_empty_frame(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+
+	put_frame(&f->file, NULL, 0, &p);
+	append_table(f, 64 * KIB);
+	assert_int_equal(counted_scan(f), 0);
+	assert_int_equal(st_reads, 1);
+	assert_int_equal(f->idx.n, 0);
+	assert_int_equal(f->idx.usize, 0);
+	assert_false(f->idx.broken);
+}
+
+/* cat packed.lz4 other.lz4: the table is not at the end; walk. */
+static void test_seek_table_followed_by_a_frame_is_walked(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+
+	f->in = gen_text(200 * KIB, 43);
+	f->n = 200 * KIB;
+	put_frame(&f->file, f->in, 100 * KIB, &p);
+	append_table(f, 64 * KIB);
+	put_frame(&f->file, f->in + 100 * KIB, 100 * KIB, &p);
+	assert_int_equal(scan(f), 0);
+	settle_all(f);
+	assert_decodes_to(f, f->in, f->n);
+}
+
+/* cat other.lz4 packed.lz4: the table's offset no longer matches; walk. */
+static void test_seek_table_moved_by_concatenation_is_walked(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	struct buf both = { 0 };
+
+	f->in = gen_text(200 * KIB, 44);
+	f->n = 200 * KIB;
+	put_frame(&f->file, f->in + 100 * KIB, 100 * KIB, &p);
+	append_table(f, 64 * KIB);
+	put_frame(&both, f->in, 100 * KIB, &p);
+	buf_put(&both, f->file.p, f->file.len);
+	free(f->file.p);
+	f->file = both;
+	assert_int_equal(scan(f), 0);
+	assert_int_equal(f->idx.n, 4);
+	settle_all(f);
+	assert_decodes_to(f, f->in, f->n);
+}
+
+static void test_damaged_seek_table_is_walked(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+
+	f->in = gen_text(200 * KIB, 45);
+	f->n = 200 * KIB;
+	put_frame(&f->file, f->in, f->n, &p);
+	append_table(f, 64 * KIB);
+	f->file.p[f->file.len - BFS_ST_FOOTER_LEN - 3] ^= 0x40;	/* an entry byte */
+	assert_int_equal(counted_scan(f), 0);
+	assert_true(st_reads > 2);
+	assert_true(f->idx.blk[1].flags & BFS_BLK_GUESS);
+	settle_all(f);
+	assert_decodes_to(f, f->in, f->n);
+}
+
+/* Edit entry @i of the table at the end of @f and fix the checksum: a lie. */
+static uint8_t *lie_entry(struct fx *f, size_t nent, size_t i)
+{
+	return f->file.p + f->file.len - BFS_ST_FOOTER_LEN - (nent - i) * BFS_ST_ENTRY_LEN;
+}
+
+static void reseal(struct fx *f, size_t nent)
+{
+	uint8_t *tab = f->file.p + f->file.len - bfs_st_size(nent);
+
+	bfs_put_le32(f->file.p + f->file.len - 8,
+		     bfs_xxh32(tab + BFS_ST_HDR_LEN, (size_t)bfs_st_size(nent) - 16, 0));
+}
+
+static void decode_expect(struct fx *f, size_t k, int want)
+{
+	const struct bfs_blk *b = &f->idx.blk[k];
+	uint8_t *dst = malloc(b->usize);
+	const char *why = NULL;
+
+	assert_non_null(dst);
+	assert_int_equal(bfs_codec_lz4.decode(b, f->file.p + b->coff, dst, true, &why), want);
+	if (want)
+		assert_non_null(why);
+	free(dst);
+}
+
+/* A table whose sizes lie passes the table checks; decode catches it. */
+static void test_lying_usize_caught_by_decode(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	uint8_t *e;
+
+	f->in = gen_text(200 * KIB, 46);
+	f->n = 200 * KIB;
+	put_frame(&f->file, f->in, f->n, &p);
+	append_table(f, 64 * KIB);
+	/* block 1 one byte short, block 3 (the last, 8 KiB) one byte long */
+	e = lie_entry(f, 4, 1);
+	bfs_put_le32(e + 12, bfs_le32(e + 12) - 1);
+	e = lie_entry(f, 4, 3);
+	bfs_put_le32(e + 12, bfs_le32(e + 12) + 1);
+	reseal(f, 4);
+	assert_int_equal(scan(f), 0);
+	assert_int_equal(f->idx.n, 4);
+	assert_int_equal(f->idx.blk[1].usize, 64 * KIB - 1);
+	decode_expect(f, 0, 0);
+	decode_expect(f, 1, -EBADMSG);
+	decode_expect(f, 2, 0);
+	decode_expect(f, 3, -EBADMSG);
+}
+
+static void test_lying_usize_of_stored_block_caught_by_decode(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	uint8_t *e;
+
+	f->in = gen_random(100 * KIB, 47);
+	f->n = 100 * KIB;
+	put_frame(&f->file, f->in, f->n, &p);
+	append_table(f, 64 * KIB);
+	e = lie_entry(f, 2, 1);
+	bfs_put_le32(e + 12, bfs_le32(e + 12) - 1);
+	e = f->file.p + f->file.len - BFS_ST_FOOTER_LEN + 8;	/* the total, to match */
+	bfs_put_le64(e, bfs_le64(e) - 1);
+	reseal(f, 2);
+	assert_int_equal(scan(f), 0);
+	decode_expect(f, 0, 0);
+	decode_expect(f, 1, -EBADMSG);
+}
+
+/*
+ * An offset into the middle of a block, or a wrong clen, meets the size
+ * word check (the lies keep the table's own order and gap rules).
+ */
+static void test_lying_offset_and_clen_caught_by_decode(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	uint8_t *e;
+
+	f->in = gen_text(200 * KIB, 48);
+	f->n = 200 * KIB;
+	put_frame(&f->file, f->in, f->n, &p);
+	append_table(f, 64 * KIB);
+	e = lie_entry(f, 4, 1);
+	bfs_put_le64(e, bfs_le64(e) + 16);
+	bfs_put_le32(e + 8, bfs_le32(e + 8) - 16);
+	e = lie_entry(f, 4, 3);
+	bfs_put_le32(e + 8, bfs_le32(e + 8) - 1);
+	reseal(f, 4);
+	assert_int_equal(scan(f), 0);
+	decode_expect(f, 0, 0);
+	decode_expect(f, 1, -EBADMSG);
+	decode_expect(f, 2, 0);
+	decode_expect(f, 3, -EBADMSG);
+}
+
+/* A table claiming checksums that the frame does not carry. */
+static void test_lying_checksum_flag_caught_by_decode(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	uint8_t *e;
+
+	f->in = gen_text(100 * KIB, 49);
+	f->n = 100 * KIB;
+	put_frame(&f->file, f->in, f->n, &p);
+	append_table(f, 64 * KIB);
+	for (size_t i = 0; i < 2; i++) {
+		e = lie_entry(f, 2, i);
+		bfs_put_le32(e + 12, bfs_le32(e + 12) | 0x80000000u);
+	}
+	reseal(f, 2);
+	assert_int_equal(scan(f), 0);
+	assert_int_equal(f->idx.blk[0].flags, BFS_BLK_CSUM);
+	decode_expect(f, 0, -EBADMSG);
+	decode_expect(f, 1, -EBADMSG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1352,6 +1662,17 @@ int main(void)
 		T(test_corrupt_guess_poisoned_by_settle),
 		T(test_settle_checks_checksum_of_guess),
 		T(test_io_error_is_returned),
+		T(test_seek_table_is_used),
+		T(test_seek_table_exact_for_short_middle_blocks),
+		T(test_seek_table_over_frames_and_skippables),
+		T(test_seek_table_of_empty_frame),
+		T(test_seek_table_followed_by_a_frame_is_walked),
+		T(test_seek_table_moved_by_concatenation_is_walked),
+		T(test_damaged_seek_table_is_walked),
+		T(test_lying_usize_caught_by_decode),
+		T(test_lying_usize_of_stored_block_caught_by_decode),
+		T(test_lying_offset_and_clen_caught_by_decode),
+		T(test_lying_checksum_flag_caught_by_decode),
 #undef T
 	};
 
