@@ -77,6 +77,17 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlook
 
 /* Attributes as shown: the backing file's, with the decompressed size. */
 int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st);
+/* The same, with the size of version @f that an open handle reads. */
+int bfs_inode_stat_version(struct bfs_inode *inode, const struct bfs_file *f, struct stat *st);
+
+/**
+ * bfs_inode_check_name() - does the path @inode was last found at still
+ * name it? A backing file replaced by rename is a new object under the
+ * old name, while the kernel's cached entry still points at the old inode.
+ * Return: 0, or -ESTALE, which makes the VFS walk the path again with
+ * LOOKUP_REVAL, so that the open finds the new file.
+ */
+int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *inode);
 
 /**
  * bfs_inode_file() - the current version of a regular file.

@@ -409,13 +409,57 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	if (!in->codec || !S_ISREG(st->st_mode))
 		return 0;
 	pthread_mutex_lock(&in->lock);
-	rc = current_locked(fs, in, st, &f, &changed);
+	/*
+	 * While open readers hold the current version, keep showing it: the
+	 * kernel's one i_size serves them too, and a reader whose backing
+	 * file shrank must meet EIO, not an early end of file. The next open,
+	 * or a stat once they have let go, sees the new file.
+	 */
+	if (in->file && atomic_load(&in->file->refs) > 1)
+		f = bfs_file_get(in->file);
+	else
+		rc = current_locked(fs, in, st, &f, &changed);
 	pthread_mutex_unlock(&in->lock);
 	if (rc < 0)
 		return rc;
 	st->st_size = (off_t)bfs_file_size(f);
 	bfs_file_put(f);
 	return 0;
+}
+
+int bfs_inode_stat_version(struct bfs_inode *in, const struct bfs_file *f, struct stat *st)
+{
+	int rc = backing_stat(in, st);
+
+	if (rc < 0)
+		return rc;
+	st->st_blksize = BFS_BLKSIZE;
+	if (in->codec)
+		st->st_size = (off_t)bfs_file_size(f);
+	return 0;
+}
+
+int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	struct stat st;
+	char *path;
+	int fd, rc = 0;
+
+	if (in == &fs->root)
+		return 0;
+	pthread_mutex_lock(&in->lock);
+	path = in->rpath ? strdup(in->rpath) : NULL;
+	pthread_mutex_unlock(&in->lock);
+	if (!path)
+		return 0;		/* nothing to compare with: trust the entry */
+	fd = open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
+	free(path);
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : 0;
+	if (fstat(fd, &st) == 0 && (st.st_ino != in->ino || st.st_dev != in->dev))
+		rc = -ESTALE;
+	close(fd);
+	return rc;
 }
 
 /* --- listings ------------------------------------------------------------- */

@@ -109,10 +109,20 @@ static void bfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget
 
 static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct bfs_inode *in = inode_of(req, ino);
 	struct stat st;
-	int rc = bfs_inode_stat(fs_of(req), inode_of(req, ino), &st);
+	int rc;
 
-	(void)fi;
+	/*
+	 * Through an open handle (fstat; the kernel refreshing the size
+	 * before a read) answer for the version that handle reads, so that a
+	 * reader whose backing file was truncated meets EIO, not an early EOF.
+	 * The kernel passes a handle for regular files only.
+	 */
+	if (fi && fi->fh)
+		rc = bfs_inode_stat_version(in, (struct bfs_file *)(uintptr_t)fi->fh, &st);
+	else
+		rc = bfs_inode_stat(fs_of(req), in, &st);
 	if (rc < 0)
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 	else
@@ -145,7 +155,9 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	rc = bfs_inode_file(fs, inode_of(req, ino), &f, &changed);
+	rc = bfs_inode_check_name(fs, inode_of(req, ino));
+	if (rc == 0)
+		rc = bfs_inode_file(fs, inode_of(req, ino), &f, &changed);
 	if (rc < 0) {
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;

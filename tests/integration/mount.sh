@@ -556,10 +556,10 @@ check_live() {
 	lz4 -q -f -B5 "$GEN/part_b" "$STATE/fresh.new" && mv "$STATE/fresh.new" "$SRC/live/fresh.txt.lz4"
 	check "$p: live: fresh.txt replaced on the backing side is seen on the next open" \
 		cmp "$GEN/part_b" "$MNT/live/fresh.txt"
+	# One dd only: its skip moves the offset that fd 3 shares.
 	out=$(t bash -c 'exec 3<"$1" && head -c 4096 <&3 >/dev/null && truncate -s 20000 "$2" || exit 99
-		n=$(dd bs=65536 skip=4 count=1 status=none <&3 2>/dev/null | wc -c)
-		echo "dd exit ${PIPESTATUS[0]}, $n bytes"
-		dd bs=65536 skip=4 count=1 status=none <&3 2>&1 >/dev/null' _ \
+		dd bs=65536 skip=4 count=1 status=none <&3 2>&1 >/dev/null
+		echo "dd exit $?"' _ \
 		"$MNT/live/shrink.txt" "$SRC/live/shrink.txt.lz4" 2>&1)
 	if [[ "$out" == *"Input/output error"* ]]; then
 		ok "$p: live: reading a file truncated under an open reader gives EIO"
