@@ -1,0 +1,937 @@
+// SPDX-License-Identifier: MIT
+/*
+ * blockfs-pack: make files that blockfs serves best, from plain files and
+ * trees (seekable LZ4 frames, or BGZF with a .gzi), check such files (-t)
+ * and index existing ones (--index). This file owns the command line,
+ * naming, temporary files and renames, the tree walk and the progress
+ * line; pack_stream.c compresses, pack_check.c checks and indexes.
+ *
+ * Safety: every output is written under a hidden temporary name in its
+ * target directory, synced, and renamed into place only when complete,
+ * never over an existing file unless -f (renameat2 RENAME_NOREPLACE). An
+ * interrupt removes the temporary files; inputs are only ever read.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lz4.h>
+#include <zlib.h>
+
+#include "blockfs/opts.h"
+#include "pack.h"
+
+#define EXIT_USAGE 2
+#define MAX_THREADS 1024
+#define PROGRESS_EVERY_NS 200000000L
+
+enum { OPT_INDEX = 256, OPT_NO_CHECKSUM };
+
+/* ---- messages ---- */
+
+static bool progress_shown;
+
+static void progress_clear(void)
+{
+	if (progress_shown) {
+		fputs("\r\033[K", stderr);
+		progress_shown = false;
+	}
+}
+
+void pk_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	progress_clear();
+	fputs("blockfs-pack: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+const char *pk_human(char *buf, size_t len, double b)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	unsigned int u = 0;
+
+	while (b >= 1024 && u + 1 < BFS_ARRAY_SIZE(unit)) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
+	return buf;
+}
+
+/* ---- temporary files and interrupts ---- */
+
+/* What the handler removes; written with signals blocked. */
+static char *volatile cleanup_path[2];
+static volatile int cleanup_fd = -1;
+static volatile off_t cleanup_len;
+static mode_t file_mode;	/* 0666 & ~umask: for outputs without an input file */
+
+static void on_signal(int sig)
+{
+	for (int i = 0; i < 2; i++)
+		if (cleanup_path[i])
+			unlink(cleanup_path[i]);
+	if (cleanup_fd >= 0)
+		(void)!ftruncate(cleanup_fd, cleanup_len);
+	if (progress_shown)
+		(void)!write(STDERR_FILENO, "\r\033[K", 4);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void signals_block(sigset_t *old)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &s, old);
+}
+
+static void set_cleanup(int slot, char *path)
+{
+	sigset_t old;
+
+	signals_block(&old);
+	cleanup_path[slot] = path;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void pk_cleanup_truncate(int fd, uint64_t len)
+{
+	sigset_t old;
+
+	signals_block(&old);
+	cleanup_len = (off_t)len;
+	cleanup_fd = fd;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+int pk_tmp_open(int slot, const char *final, char **tmp)
+{
+	const char *slash = strrchr(final, '/');
+	const char *base = slash ? slash + 1 : final;
+	int dirlen = slash ? (int)(slash - final + 1) : 0;
+	int fd;
+
+	/* ".NAME.XXXXXX", the name cut so that it fits NAME_MAX */
+	if (asprintf(tmp, "%.*s.%.*s.XXXXXX", dirlen, final, NAME_MAX - 8, base) < 0)
+		return -ENOMEM;
+	fd = mkostemp(*tmp, O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+
+		free(*tmp);
+		*tmp = NULL;
+		return -err;
+	}
+	set_cleanup(slot, *tmp);
+	return fd;
+}
+
+void pk_tmp_abort(int slot, int fd, char *tmp)
+{
+	if (!tmp)
+		return;
+	close(fd);
+	unlink(tmp);
+	set_cleanup(slot, NULL);
+	free(tmp);
+}
+
+int pk_tmp_commit(int slot, int fd, char *tmp, const char *final, bool force)
+{
+	int rc = 0;
+
+	if (fsync(fd) < 0 && errno != EINVAL)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;		/* NFS reports write errors here */
+	if (rc == 0) {
+		if (force)
+			rc = rename(tmp, final);
+		else {
+			rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE);
+			if (rc < 0 && (errno == EINVAL || errno == ENOSYS)) {
+				/* a filesystem without RENAME_NOREPLACE: link(2) refuses too */
+				rc = link(tmp, final);
+				if (rc == 0)
+					unlink(tmp);
+			}
+		}
+		rc = rc < 0 ? -errno : 0;
+	}
+	if (rc < 0)
+		unlink(tmp);
+	set_cleanup(slot, NULL);
+	free(tmp);
+	return rc;
+}
+
+/* ---- progress ---- */
+
+struct prog {
+	bool on;
+	uint64_t total;		/* 0: unknown */
+	uint64_t base;		/* bytes of inputs finished */
+	struct timespec t0, last;
+};
+
+static double secs(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static void tick(void *ctx, uint64_t in_done)
+{
+	struct prog *p = ctx;
+	struct timespec now;
+	char d[32], t[32], r[32];
+	uint64_t done = p->base + in_done;
+	double el, rate;
+
+	if (!p->on)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (secs(&p->last, &now) * 1e9 < PROGRESS_EVERY_NS)
+		return;
+	p->last = now;
+	el = secs(&p->t0, &now);
+	rate = el > 0 ? (double)done / el : 0;
+	pk_human(d, sizeof(d), (double)done);
+	pk_human(r, sizeof(r), rate);
+	if (p->total && rate > 0 && done <= p->total) {
+		long eta = (long)((double)(p->total - done) / rate + 0.5);
+
+		fprintf(stderr, "\r%s / %s  %s/s  ETA %ld:%02ld\033[K", d,
+			pk_human(t, sizeof(t), (double)p->total), r, eta / 60, eta % 60);
+	} else {
+		fprintf(stderr, "\r%s  %s/s\033[K", d, r);
+	}
+	progress_shown = true;
+}
+
+/* ---- packing one stream ---- */
+
+struct ctx {
+	struct pk_opts o;
+	struct pk_pool *pool;
+	struct prog prog;
+	const char *ext;	/* ".lz4" or ".gz" */
+	const char *out;	/* -o */
+	int failures;
+	uint64_t skipped;
+	/* -r */
+	dev_t dst_dev;
+	ino_t dst_ino;
+	struct link { dev_t dev; ino_t ino; char *out; } *links;
+	size_t nlinks;
+};
+
+static bool is_root(void)
+{
+	return geteuid() == 0;
+}
+
+/* Owner, mode and times of @st onto the open output @fd. */
+static void copy_meta(int fd, const struct stat *st)
+{
+	struct timespec ts[2];
+
+	if (!st) {
+		(void)fchmod(fd, file_mode);
+		return;
+	}
+	if (is_root())
+		(void)!fchown(fd, st->st_uid, st->st_gid);	/* before chmod: it clears set-id bits */
+	(void)fchmod(fd, st->st_mode & 07777);
+	ts[0] = st->st_atim;
+	ts[1] = st->st_mtim;
+	(void)futimens(fd, ts);
+}
+
+/*
+ * Compress @in into @out_path (NULL: standard output). @ist: the input's
+ * stat when it is a file whose mode and times the output takes.
+ * Return 0, or 1 after saying why.
+ */
+static int pack_to(struct ctx *c, int in, const struct stat *ist, const char *in_name,
+		   const char *out_path)
+{
+	struct pk_result res;
+	char *tmp = NULL, *gtmp = NULL, *gzi_path = NULL;
+	int out = STDOUT_FILENO, gfd = -1, rc;
+	const char *side = "write";
+	struct timespec t0, t1;
+
+	if (out_path) {
+		out = pk_tmp_open(0, out_path, &tmp);
+		if (out < 0) {
+			pk_err("%s: cannot create a file beside it: %s", out_path, strerror(-out));
+			return 1;
+		}
+		if (c->o.codec == PK_GZIP) {
+			if (asprintf(&gzi_path, "%s.gzi", out_path) < 0) {
+				gzi_path = NULL;
+				rc = -ENOMEM;
+				goto fail;
+			}
+			gfd = pk_tmp_open(1, gzi_path, &gtmp);
+			if (gfd < 0) {
+				rc = gfd;
+				gfd = -1;
+				goto fail;
+			}
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = pk_pool_run(c->pool, in, out, gfd, &res, tick, &c->prog, &side);
+	if (rc < 0)
+		goto fail;
+	c->prog.base += res.in_bytes;
+	if (!out_path)
+		return 0;
+	copy_meta(out, ist);
+	rc = pk_tmp_commit(0, out, tmp, out_path, c->o.force);
+	tmp = NULL;
+	if (rc < 0) {
+		pk_tmp_abort(1, gfd, gtmp);
+		free(gzi_path);
+		if (rc == -EEXIST)
+			pk_err("%s: already exists; use -f to overwrite", out_path);
+		else
+			pk_err("%s: %s", out_path, strerror(-rc));
+		return 1;
+	}
+	if (gtmp && !res.indexed) {
+		pk_tmp_abort(1, gfd, gtmp);
+	} else if (gtmp) {
+		(void)fchmod(gfd, (ist ? ist->st_mode : file_mode) & 0666);
+		rc = pk_tmp_commit(1, gfd, gtmp, gzi_path, c->o.force);
+		if (rc < 0)
+			pk_err("%s: %s (%s itself is complete; blockfs walks its members)", gzi_path,
+			       rc == -EEXIST ? "already exists; use -f to overwrite" : strerror(-rc),
+			       out_path);
+	}
+	free(gzi_path);
+	if (c->o.verbose) {
+		char a[32], b[32], r[32];
+		double el;
+
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		el = secs(&t0, &t1);
+		progress_clear();
+		fprintf(stderr, "%s -> %s: %s -> %s (%.1f%%), %" PRIu64 " blocks, %" PRIu64
+			" stored, %s/s%s\n", in_name, out_path,
+			pk_human(a, sizeof(a), (double)res.in_bytes),
+			pk_human(b, sizeof(b), (double)res.out_bytes),
+			res.in_bytes ? 100.0 * (double)res.out_bytes / (double)res.in_bytes : 0.0,
+			res.blocks, res.stored,
+			pk_human(r, sizeof(r), el > 0 ? (double)res.in_bytes / el : 0),
+			res.indexed ? "" : ", no seek table (too many blocks)");
+	}
+	return 0;
+
+fail:
+	pk_tmp_abort(0, out, tmp);
+	pk_tmp_abort(1, gfd, gtmp);
+	free(gzi_path);
+	if (strcmp(side, "read") == 0)
+		pk_err("%s: read error: %s", in_name, strerror(-rc));
+	else
+		pk_err("%s: write error: %s", out_path ? out_path : "standard output",
+		       strerror(-rc));
+	return 1;
+}
+
+/* ---- FILE... ---- */
+
+static const char *packed_suffix(const char *name)
+{
+	static const char *const sfx[] = { ".lz4", ".gz", ".bgz", ".tlz4", ".tgz" };
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(sfx); i++) {
+		size_t sl = strlen(sfx[i]);
+
+		if (len > sl && strcmp(name + len - sl, sfx[i]) == 0)
+			return sfx[i];
+	}
+	return NULL;
+}
+
+static int pack_file(struct ctx *c, const char *path)
+{
+	struct stat ist, ost;
+	char *out_path = NULL;
+	const char *sfx;
+	int in, rc;
+
+	if (strcmp(path, "-") == 0) {
+		const char *o = c->out && strcmp(c->out, "-") != 0 ? c->out : NULL;
+
+		if (!o && isatty(STDOUT_FILENO) && !c->o.force) {
+			pk_err("refusing to write compressed data to a terminal (use -o FILE or -f)");
+			return 1;
+		}
+		if (o && !c->o.force && lstat(o, &ost) == 0) {
+			pk_err("%s: already exists; use -f to overwrite", o);
+			return 1;
+		}
+		return pack_to(c, STDIN_FILENO, NULL, "standard input", o);
+	}
+	sfx = packed_suffix(path);
+	if (sfx && !c->out) {
+		pk_err("%s: already has the %s suffix; not packing it again (use --index to add a "
+		       "seek table, or -o to name the output)", path, sfx);
+		return 1;
+	}
+	in = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (in < 0) {
+		pk_err("%s: %s", path, strerror(errno));
+		return 1;
+	}
+	if (fstat(in, &ist) < 0) {
+		pk_err("%s: %s", path, strerror(errno));
+		close(in);
+		return 1;
+	}
+	if (S_ISDIR(ist.st_mode)) {
+		pk_err("%s: is a directory (use -r SRC DST)", path);
+		close(in);
+		return 1;
+	}
+	if (c->out && strcmp(c->out, "-") == 0) {
+		if (isatty(STDOUT_FILENO) && !c->o.force) {
+			pk_err("refusing to write compressed data to a terminal (use -f)");
+			close(in);
+			return 1;
+		}
+		rc = pack_to(c, in, NULL, path, NULL);
+		close(in);
+		return rc;
+	}
+	if (c->out)
+		out_path = strdup(c->out);
+	else if (asprintf(&out_path, "%s%s", path, c->ext) < 0)
+		out_path = NULL;
+	if (!out_path) {
+		pk_err("out of memory");
+		close(in);
+		return 1;
+	}
+	if (stat(out_path, &ost) == 0) {
+		if (ost.st_dev == ist.st_dev && ost.st_ino == ist.st_ino) {
+			pk_err("%s: is its own output", path);
+			rc = 1;
+			goto out;
+		}
+		if (!c->o.force) {
+			pk_err("%s: already exists; use -f to overwrite", out_path);
+			rc = 1;
+			goto out;
+		}
+	}
+	rc = pack_to(c, in, S_ISREG(ist.st_mode) ? &ist : NULL, path, out_path);
+out:
+	free(out_path);
+	close(in);
+	return rc;
+}
+
+/* ---- -r SRC DST ---- */
+
+static char *join(const char *a, const char *b)
+{
+	char *p;
+
+	return asprintf(&p, "%s/%s", a, b) < 0 ? NULL : p;
+}
+
+static void tree_fail(struct ctx *c, const char *path, const char *what, int err)
+{
+	pk_err("%s: %s%s%s", path, what, err ? ": " : "", err ? strerror(err) : "");
+	c->failures++;
+}
+
+/* Owner, mode and times of @st onto @path, which is not a symbolic link. */
+static void set_meta_path(const char *path, const struct stat *st)
+{
+	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+
+	if (is_root())
+		(void)!lchown(path, st->st_uid, st->st_gid);
+	(void)chmod(path, st->st_mode & 07777);
+	(void)utimensat(AT_FDCWD, path, ts, 0);
+}
+
+static struct link *link_find(struct ctx *c, const struct stat *st)
+{
+	for (size_t i = 0; i < c->nlinks; i++)
+		if (c->links[i].dev == st->st_dev && c->links[i].ino == st->st_ino)
+			return &c->links[i];
+	return NULL;
+}
+
+static void link_add(struct ctx *c, const struct stat *st, const char *out)
+{
+	struct link *nl = realloc(c->links, (c->nlinks + 1) * sizeof(*nl));
+
+	if (!nl)
+		return;			/* then it is packed again: only slower */
+	c->links = nl;
+	nl[c->nlinks].out = strdup(out);
+	if (!nl[c->nlinks].out)
+		return;
+	nl[c->nlinks].dev = st->st_dev;
+	nl[c->nlinks].ino = st->st_ino;
+	c->nlinks++;
+}
+
+/* A regular file of the tree: packed to NAME.lz4 (stored blocks where it does not shrink). */
+static void tree_file(struct ctx *c, const char *sp, const char *dp, const struct stat *st)
+{
+	struct link *l = st->st_nlink > 1 ? link_find(c, st) : NULL;
+	struct stat ost;
+	char *out;
+	int in;
+
+	if (asprintf(&out, "%s%s", dp, c->ext) < 0) {
+		tree_fail(c, sp, "out of memory", 0);
+		return;
+	}
+	if (lstat(out, &ost) == 0 && (!c->o.force || S_ISDIR(ost.st_mode))) {
+		tree_fail(c, out, "already exists (another entry of SRC, or use -f)", 0);
+		goto out;
+	}
+	if (l) {
+		/* A hard link in SRC is a hard link in DST: packed once. */
+		if (c->o.force)
+			unlink(out);
+		if (link(l->out, out) < 0)
+			tree_fail(c, out, "cannot link", errno);
+		goto out;
+	}
+	in = open(sp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	if (in < 0) {
+		tree_fail(c, sp, "cannot open", errno);
+		goto out;
+	}
+	if (pack_to(c, in, st, sp, out) != 0)
+		c->failures++;
+	else if (st->st_nlink > 1)
+		link_add(c, st, out);
+	close(in);
+out:
+	free(out);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void tree_dir(struct ctx *c, const char *src, const char *dst);
+
+static void tree_entry(struct ctx *c, const char *src, const char *dst, const char *name)
+{
+	char *sp = join(src, name), *dp = join(dst, name);
+	struct stat st, dst_st;
+
+	if (!sp || !dp) {
+		tree_fail(c, src, "out of memory", 0);
+		goto out;
+	}
+	if (lstat(sp, &st) < 0) {
+		tree_fail(c, sp, "cannot stat", errno);
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (st.st_dev == c->dst_dev && st.st_ino == c->dst_ino)
+			goto out;	/* DST inside SRC: not packed into itself */
+		if (mkdir(dp, 0700) < 0 &&
+		    !(errno == EEXIST && c->o.force && stat(dp, &dst_st) == 0 &&
+		      S_ISDIR(dst_st.st_mode))) {
+			tree_fail(c, dp, "cannot create directory", errno);
+			goto out;
+		}
+		tree_dir(c, sp, dp);
+		set_meta_path(dp, &st);		/* after its entries: they change its mtime */
+	} else if (S_ISREG(st.st_mode)) {
+		tree_file(c, sp, dp, &st);
+	} else if (S_ISLNK(st.st_mode)) {
+		char target[PATH_MAX + 1];
+		ssize_t n = readlink(sp, target, PATH_MAX);
+		struct timespec ts[2] = { st.st_atim, st.st_mtim };
+
+		if (n < 0) {
+			tree_fail(c, sp, "cannot read link", errno);
+			goto out;
+		}
+		target[n] = '\0';
+		if (c->o.force && lstat(dp, &dst_st) == 0 && !S_ISDIR(dst_st.st_mode))
+			unlink(dp);
+		if (symlink(target, dp) < 0) {
+			tree_fail(c, dp, "cannot create link", errno);
+			goto out;
+		}
+		if (is_root())
+			(void)!lchown(dp, st.st_uid, st.st_gid);
+		(void)utimensat(AT_FDCWD, dp, ts, AT_SYMLINK_NOFOLLOW);
+	} else if (S_ISFIFO(st.st_mode)) {
+		if (mkfifo(dp, 0600) < 0 && !(errno == EEXIST && c->o.force)) {
+			tree_fail(c, dp, "cannot create fifo", errno);
+			goto out;
+		}
+		set_meta_path(dp, &st);
+	} else {
+		if (!c->o.quiet)
+			pk_err("%s: skipped (a device or socket)", sp);
+		c->skipped++;
+	}
+out:
+	free(sp);
+	free(dp);
+}
+
+static void tree_dir(struct ctx *c, const char *src, const char *dst)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+	fd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		tree_fail(c, src, "cannot read directory", errno);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((errno = 0, de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*nn));
+
+			if (!nn)
+				break;
+			names = nn;
+		}
+		names[n] = strdup(de->d_name);
+		if (names[n])
+			n++;
+	}
+	if (errno)
+		tree_fail(c, src, "cannot read directory", errno);
+	closedir(d);
+	/* Sorted: the same tree packs the same way, whatever readdir's order. */
+	qsort(names, n, sizeof(*names), cmp_names);
+	for (size_t i = 0; i < n; i++) {
+		tree_entry(c, src, dst, names[i]);
+		free(names[i]);
+	}
+	free(names);
+}
+
+static uint64_t tree_total;
+
+static int count_file(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)path;
+	(void)ftw;
+	if (type == FTW_F && S_ISREG(st->st_mode))
+		tree_total += (uint64_t)st->st_size;
+	return 0;
+}
+
+static int pack_tree(struct ctx *c, const char *src, const char *dst)
+{
+	struct stat sst, dst_st;
+
+	if (stat(src, &sst) < 0) {
+		pk_err("%s: %s", src, strerror(errno));
+		return 1;
+	}
+	if (!S_ISDIR(sst.st_mode)) {
+		pk_err("%s: not a directory", src);
+		return 1;
+	}
+	if (lstat(dst, &dst_st) == 0) {
+		if (!c->o.force) {
+			pk_err("%s: already exists; -r packs into a new tree (use -f to pack into it)",
+			       dst);
+			return 1;
+		}
+		if (!S_ISDIR(dst_st.st_mode)) {
+			pk_err("%s: exists and is not a directory", dst);
+			return 1;
+		}
+	} else if (mkdir(dst, 0700) < 0) {
+		pk_err("%s: cannot create directory: %s", dst, strerror(errno));
+		return 1;
+	}
+	if (stat(dst, &dst_st) < 0) {
+		pk_err("%s: %s", dst, strerror(errno));
+		return 1;
+	}
+	c->dst_dev = dst_st.st_dev;
+	c->dst_ino = dst_st.st_ino;
+	if (c->prog.on) {
+		tree_total = 0;
+		nftw(src, count_file, 64, FTW_PHYS | FTW_MOUNT);
+		c->prog.total = tree_total;
+	}
+	tree_dir(c, src, dst);
+	set_meta_path(dst, &sst);
+	for (size_t i = 0; i < c->nlinks; i++)
+		free(c->links[i].out);
+	free(c->links);
+	progress_clear();
+	if (c->skipped && !c->o.quiet)
+		pk_err("%" PRIu64 " devices or sockets skipped", c->skipped);
+	return c->failures ? 1 : 0;
+}
+
+/* ---- command line ---- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: blockfs-pack [OPTIONS] FILE...       pack each FILE to FILE.lz4 (or FILE.gz); '-' = stdin to stdout\n"
+		"       blockfs-pack [OPTIONS] -r SRC DST    pack the tree SRC into a new tree DST\n"
+		"       blockfs-pack -t FILE...              check packed files\n"
+		"       blockfs-pack --index FILE...         add a seek table (.lz4) or write the .gzi (BGZF)\n"
+		"\n"
+		"  -c, --codec lz4|lz4hc|gzip   format (gzip means BGZF); default lz4\n"
+		"  -l, --level N                lz4 1-12 (3+ is HC; default 1), lz4hc 3-12 (default 9),\n"
+		"                               gzip 0-9 (default 6)\n"
+		"  -B, --block-size SIZE        decompressed bytes per block, K/M suffixes: lz4 4K-4M\n"
+		"                               (default 256K), gzip 4K-65280 (default 65280)\n"
+		"  -j, --threads N              compression threads (default: online CPUs)\n"
+		"  -o, --output OUT             output of a single FILE ('-': standard output)\n"
+		"      --no-checksum            no LZ4 block checksums (on by default)\n"
+		"  -f, --force                  overwrite existing outputs\n"
+		"  -q, --quiet                  no progress line, no notes\n"
+		"  -v, --verbose                one line per file\n"
+		"  -h, --help                   this text\n"
+		"  -V, --version                versions\n");
+}
+
+static int parse_uint(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "codec", required_argument, NULL, 'c' },
+		{ "level", required_argument, NULL, 'l' },
+		{ "block-size", required_argument, NULL, 'B' },
+		{ "threads", required_argument, NULL, 'j' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "recursive", no_argument, NULL, 'r' },
+		{ "test", no_argument, NULL, 't' },
+		{ "index", no_argument, NULL, OPT_INDEX },
+		{ "no-checksum", no_argument, NULL, OPT_NO_CHECKSUM },
+		{ "force", no_argument, NULL, 'f' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ctx c = { .o = { .codec = PK_LZ4, .level = -1, .csum = true } };
+	const char *level_s = NULL, *block_s = NULL;
+	bool recursive = false, test = false, index = false;
+	long online = sysconf(_SC_NPROCESSORS_ONLN), v;
+	struct sigaction sa;
+	mode_t um;
+	int opt, rc = 0;
+
+	c.o.threads = online > 0 ? (unsigned int)(online < MAX_THREADS ? online : MAX_THREADS) : 1;
+	while ((opt = getopt_long(argc, argv, "c:l:B:j:o:rtfqvhV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			if (strcmp(optarg, "lz4") == 0)
+				c.o.codec = PK_LZ4;
+			else if (strcmp(optarg, "lz4hc") == 0)
+				c.o.codec = PK_LZ4HC;
+			else if (strcmp(optarg, "gzip") == 0 || strcmp(optarg, "bgzf") == 0)
+				c.o.codec = PK_GZIP;
+			else {
+				pk_err("-c %s: unknown codec (lz4, lz4hc or gzip)", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'l':
+			level_s = optarg;
+			break;
+		case 'B':
+			block_s = optarg;
+			break;
+		case 'j':
+			if (parse_uint(optarg, 1, MAX_THREADS, &v) < 0) {
+				pk_err("-j %s: a thread count from 1 to %d", optarg, MAX_THREADS);
+				return EXIT_USAGE;
+			}
+			c.o.threads = (unsigned int)v;
+			break;
+		case 'o':
+			c.out = optarg;
+			break;
+		case 'r':
+			recursive = true;
+			break;
+		case 't':
+			test = true;
+			break;
+		case OPT_INDEX:
+			index = true;
+			break;
+		case OPT_NO_CHECKSUM:
+			c.o.csum = false;
+			break;
+		case 'f':
+			c.o.force = true;
+			break;
+		case 'q':
+			c.o.quiet = true;
+			break;
+		case 'v':
+			c.o.verbose++;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("blockfs-pack %s\nliblz4 %s\nzlib %s\n", BFS_VERSION,
+			       LZ4_versionString(), zlibVersion());
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+
+	/* Levels and block size, checked per codec. */
+	{
+		long lo = c.o.codec == PK_LZ4 ? 1 : c.o.codec == PK_LZ4HC ? 3 : 0;
+		long hi = c.o.codec == PK_GZIP ? 9 : 12;
+
+		c.o.level = c.o.codec == PK_LZ4 ? 1 : c.o.codec == PK_LZ4HC ? 9 : 6;
+		if (level_s) {
+			if (parse_uint(level_s, lo, hi, &v) < 0) {
+				pk_err("-l %s: %s levels are %ld to %ld", level_s,
+				       c.o.codec == PK_GZIP ? "gzip" :
+				       c.o.codec == PK_LZ4HC ? "lz4hc" : "lz4", lo, hi);
+				return EXIT_USAGE;
+			}
+			c.o.level = (int)v;
+		}
+	}
+	c.o.block = c.o.codec == PK_GZIP ? PK_BGZF_BLOCK : PK_LZ4_DEFAULT_BLOCK;
+	if (block_s) {
+		uint32_t hi = c.o.codec == PK_GZIP ? PK_BGZF_BLOCK : PK_BLOCK_MAX;
+		uint64_t b;
+
+		if (bfs_parse_size(block_s, &b) < 0 || b < PK_BLOCK_MIN || b > hi) {
+			pk_err("-B %s: the block size is %uK to %u%s for %s", block_s,
+			       PK_BLOCK_MIN >> 10, c.o.codec == PK_GZIP ? hi : hi >> 20,
+			       c.o.codec == PK_GZIP ? " (a BGZF member holds at most 65280 bytes)" :
+			       "M", c.o.codec == PK_GZIP ? "gzip" : "lz4");
+			return EXIT_USAGE;
+		}
+		c.o.block = (uint32_t)b;
+	}
+	c.ext = c.o.codec == PK_GZIP ? ".gz" : ".lz4";
+
+	if (recursive + test + index > 1) {
+		pk_err("-r, -t and --index do not go together");
+		return EXIT_USAGE;
+	}
+	if (optind >= argc || (recursive && argc - optind != 2)) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (c.out && (recursive || test || index || argc - optind != 1)) {
+		pk_err("-o names the output of a single FILE");
+		return EXIT_USAGE;
+	}
+
+	um = umask(0);
+	umask(um);
+	file_mode = 0666 & ~um;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);	/* a closed pipe becomes EPIPE and a message */
+
+	if (test || index) {
+		for (int i = optind; i < argc; i++)
+			rc |= test ? pk_check_file(argv[i], &c.o) : pk_index_file(argv[i], &c.o);
+		return rc ? 1 : 0;
+	}
+
+	c.prog.on = !c.o.quiet && isatty(STDERR_FILENO);
+	clock_gettime(CLOCK_MONOTONIC, &c.prog.t0);
+	c.prog.last = c.prog.t0;
+	if (pk_pool_new(&c.pool, &c.o) < 0) {
+		pk_err("cannot start %u threads: out of memory", c.o.threads);
+		return 1;
+	}
+	if (recursive) {
+		rc = pack_tree(&c, argv[optind], argv[optind + 1]);
+	} else {
+		if (c.prog.on) {
+			for (int i = optind; i < argc; i++) {
+				struct stat st;
+
+				if (strcmp(argv[i], "-") != 0 && stat(argv[i], &st) == 0 &&
+				    S_ISREG(st.st_mode))
+					c.prog.total += (uint64_t)st.st_size;
+			}
+		}
+		for (int i = optind; i < argc; i++)
+			rc |= pack_file(&c, argv[i]);
+		progress_clear();
+	}
+	pk_pool_free(c.pool);
+	return rc ? 1 : 0;
+}

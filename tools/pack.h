@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * blockfs-pack's private contract between its parts: the command line and
+ * file handling (blockfs-pack.c), the compression pipeline that turns one
+ * input stream into an LZ4 frame with a seek table or into BGZF with its
+ * .gzi (pack_stream.c), and the checks behind -t and --index
+ * (pack_check.c). Nothing here is installed.
+ */
+#ifndef BLOCKFS_PACK_H
+#define BLOCKFS_PACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "blockfs/common.h"
+
+enum pk_codec { PK_LZ4, PK_LZ4HC, PK_GZIP };
+
+/* lz4_Frame_format.md: block max sizes 64K..4M; the packer's range of -B */
+#define PK_BLOCK_MIN		(4u << 10)
+#define PK_BLOCK_MAX		(4u << 20)
+/* SAM/BAM spec 4.1: bgzip puts at most 0xff00 input bytes in a member */
+#define PK_BGZF_BLOCK		0xff00u
+#define PK_LZ4_DEFAULT_BLOCK	(256u << 10)
+
+struct pk_opts {
+	enum pk_codec codec;
+	int level;		/* checked for the codec */
+	uint32_t block;		/* decompressed bytes per block (BGZF: per member) */
+	unsigned int threads;	/* compression workers */
+	bool csum;		/* LZ4 block checksums */
+	bool force, quiet;
+	int verbose;
+};
+
+/* What one stream became. */
+struct pk_result {
+	uint64_t in_bytes;	/* read */
+	uint64_t out_bytes;	/* written, table included */
+	uint64_t blocks;	/* data blocks (BGZF: data members) */
+	uint64_t stored;	/* blocks kept raw because they would not shrink */
+	bool indexed;		/* a seek table (LZ4) or .gzi (BGZF) was written */
+};
+
+/* Called from the writing thread after each chunk: bytes of input done so far. */
+typedef void pk_tick_fn(void *ctx, uint64_t in_done);
+
+struct pk_pool;
+
+/* Start @o->threads workers; they live until pk_pool_free(). */
+BFS_MUST_CHECK int pk_pool_new(struct pk_pool **out, const struct pk_opts *o);
+void pk_pool_free(struct pk_pool *p);
+
+/**
+ * pk_pool_run() - compress all of @in (read to end of file) into @out.
+ * @gzi:  BGZF only: where the .gzi goes, or -1 for none.
+ * @tick: progress callback or NULL.
+ * Blocks are compressed on all workers; the calling thread reads input
+ * and writes output in order, so memory stays at two chunks per worker.
+ * Return: 0, or -errno with *@side = "read" (from @in) or "write".
+ */
+BFS_MUST_CHECK int pk_pool_run(struct pk_pool *p, int in, int out, int gzi,
+			       struct pk_result *res, pk_tick_fn *tick, void *ctx,
+			       const char **side);
+
+/*
+ * -t: check @path. Return 0 when good; 1 after printing one line to
+ * stderr that names the file and what is wrong.
+ */
+int pk_check_file(const char *path, const struct pk_opts *o);
+
+/*
+ * --index: give @path a seek table (LZ4, appended in place) or a .gzi
+ * (BGZF). Return 0, or 1 after printing why not.
+ */
+int pk_index_file(const char *path, const struct pk_opts *o);
+
+/*
+ * Outputs are written under a temporary name in the target directory and
+ * renamed into place when complete; an interrupt (SIGINT, SIGTERM,
+ * SIGHUP) removes the temporary files first (blockfs-pack.c).
+ * @slot: 0 for the data file, 1 for its .gzi.
+ */
+BFS_MUST_CHECK int pk_tmp_open(int slot, const char *final, char **tmp);
+/* fsync, close, rename onto @final; never over an existing file unless @force (-EEXIST). */
+BFS_MUST_CHECK int pk_tmp_commit(int slot, int fd, char *tmp, const char *final, bool force);
+/* Close and remove a temporary file that will not be used; NULL @tmp is a no-op. */
+void pk_tmp_abort(int slot, int fd, char *tmp);
+/* In-place append (--index): on interrupt, cut @fd back to @len. -1 clears. */
+void pk_cleanup_truncate(int fd, uint64_t len);
+
+/* "1.50 GiB" into @buf. */
+const char *pk_human(char *buf, size_t len, double bytes);
+
+/* Messages: "blockfs-pack: " + text, to stderr. */
+void pk_err(const char *fmt, ...) BFS_PRINTF(1, 2);
+
+#endif

@@ -1,0 +1,592 @@
+// SPDX-License-Identifier: MIT
+/*
+ * blockfs-pack -t and --index. Both read a file the way blockfs does
+ * (the core's codecs: walk, measure, decode with checksums), so what -t
+ * accepts blockfs serves; -t also decodes the whole file with the
+ * format's own library (LZ4F, zlib), so what it accepts lz4 -d and
+ * gzip -d accept too, and compares the two decodings.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lz4frame.h>
+#include <zlib.h>
+
+#include "blockfs/codec.h"
+#include "blockfs/index.h"
+#include "blockfs/io.h"
+#include "blockfs/seektable.h"
+#include "blockfs/xxh32.h"
+#include "pack.h"
+
+#define LZ4_MAGIC	0x184D2204u
+#define LZ4_LEGACY	0x184C2102u
+#define STREAM_CHUNK	(1u << 20)
+
+/* SAM/BAM spec 4.1: the empty member that ends every BGZF file */
+static const uint8_t bgzf_eof[28] = {
+	0x1f, 0x8b, 0x08, 0x04, 0, 0, 0, 0, 0, 0xff, 6, 0, 'B', 'C', 2, 0,
+	0x1b, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
+static int bad(const char *path, const char *fmt, ...) BFS_PRINTF(2, 3);
+
+static int bad(const char *path, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pk_err("%s: %s", path, msg);
+	return 1;
+}
+
+/* What a whole-file decode gave: length and XXH32 of the bytes. */
+struct digest {
+	uint64_t len;
+	struct bfs_xxh32 h;
+};
+
+static void digest_init(struct digest *d)
+{
+	d->len = 0;
+	bfs_xxh32_init(&d->h, 0);
+}
+
+static void digest_add(struct digest *d, const void *p, size_t n)
+{
+	d->len += n;
+	bfs_xxh32_update(&d->h, p, n);
+}
+
+static bool digest_eq(const struct digest *a, const struct digest *b)
+{
+	return a->len == b->len && bfs_xxh32_digest(&a->h) == bfs_xxh32_digest(&b->h);
+}
+
+/*
+ * Build the index as blockfs does without a table (@io may end before a
+ * seek table), settle every block and decode each with its checksum.
+ * Return 0 with *@d, or 1 after saying what is wrong.
+ */
+static int walk_and_decode(const char *path, struct bfs_io *io, const struct bfs_codec *c,
+			   struct bfs_index *idx, struct digest *d)
+{
+	uint8_t *src = NULL, *dst = NULL;
+	size_t srccap = 0;
+	int rc;
+
+	rc = c->scan(io, NULL, idx);
+	if (rc == -ENOTSUP)
+		return bad(path, "uses a feature blockfs cannot serve block by block");
+	if (rc < 0)
+		return bad(path, "read error: %s", strerror(-rc));
+	rc = bfs_index_settle(idx, io, c, UINT64_MAX);
+	if (rc < 0)
+		return bad(path, "read error: %s", strerror(-rc));
+	digest_init(d);
+	dst = malloc(idx->max_usize ? idx->max_usize : 1);
+	if (!dst)
+		return bad(path, "out of memory");
+	for (size_t k = 0; k < idx->n; k++) {
+		const struct bfs_blk *b = &idx->blk[k];
+		const char *why = "corrupt block";
+
+		if ((b->flags & BFS_BLK_BAD) && k + 1 == idx->n && idx->broken) {
+			rc = bad(path, "%s", idx->why);
+			goto out;
+		}
+		if (b->clen > srccap) {
+			free(src);
+			srccap = b->clen;
+			src = malloc(srccap);
+			if (!src) {
+				rc = bad(path, "out of memory");
+				goto out;
+			}
+		}
+		rc = bfs_io_read(io, src, b->clen, b->coff);
+		if (rc < 0) {
+			rc = bad(path, "read error at byte %llu: %s", (unsigned long long)b->coff,
+				 strerror(-rc));
+			goto out;
+		}
+		rc = c->decode(b, src, dst, true, &why);
+		if (rc == 0 && (b->flags & BFS_BLK_BAD))
+			rc = -EBADMSG;		/* decodes, but failed to measure */
+		if (rc < 0) {
+			rc = bad(path, "block %zu at byte %llu: %s", k, (unsigned long long)b->coff,
+				 why);
+			goto out;
+		}
+		digest_add(d, dst, b->usize);
+	}
+	rc = 0;
+out:
+	free(src);
+	free(dst);
+	return rc;
+}
+
+/* The whole file through LZ4F, as lz4 -d reads it. */
+static int lz4f_decode(const char *path, struct bfs_io *io, struct digest *d)
+{
+	LZ4F_dctx *dc;
+	uint8_t *in = malloc(STREAM_CHUNK), *out = malloc(STREAM_CHUNK);
+	uint64_t off = 0;
+	size_t hint = 1;
+	int rc = 0;
+
+	digest_init(d);
+	if (!in || !out || LZ4F_isError(LZ4F_createDecompressionContext(&dc, LZ4F_VERSION))) {
+		free(in);
+		free(out);
+		return bad(path, "out of memory");
+	}
+	while (off < io->size) {
+		size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
+		size_t pos = 0;
+
+		rc = bfs_io_read(io, in, len, off);
+		if (rc < 0) {
+			rc = bad(path, "read error: %s", strerror(-rc));
+			goto out;
+		}
+		off += len;
+		while (pos < len) {
+			size_t sin = len - pos, sout = STREAM_CHUNK;
+
+			hint = LZ4F_decompress(dc, out, &sout, in + pos, &sin, NULL);
+			if (LZ4F_isError(hint)) {
+				rc = bad(path, "liblz4 refuses it: %s", LZ4F_getErrorName(hint));
+				goto out;
+			}
+			digest_add(d, out, sout);
+			pos += sin;
+		}
+	}
+	if (hint != 0)
+		rc = bad(path, "liblz4: the file ends inside a frame (truncated)");
+out:
+	LZ4F_freeDecompressionContext(dc);
+	free(in);
+	free(out);
+	return rc;
+}
+
+static int check_lz4(const char *path, struct bfs_io *io)
+{
+	struct bfs_st_table t = { 0 };
+	struct bfs_io walk = *io;
+	struct bfs_index idx;
+	struct digest dw, dl;
+	const char *why = NULL;
+	int rc;
+
+	rc = bfs_st_load(io, BFS_INDEX_MAX_BLOCKS, &t, &why);
+	if (rc == -EBADMSG)
+		return bad(path, "seek table unusable (blockfs ignores it): %s", why);
+	if (rc < 0)
+		return bad(path, "read error: %s", strerror(-rc));
+	if (rc == 0)
+		walk.size = t.table_off;	/* walk the frames, not the table */
+	bfs_index_init(&idx, walk.size);
+	rc = walk_and_decode(path, &walk, &bfs_codec_lz4, &idx, &dw);
+	if (rc == 0 && t.e) {
+		if (t.n != idx.n)
+			rc = bad(path, "seek table lists %zu blocks, the frames hold %zu", t.n,
+				 idx.n);
+		for (size_t k = 0; rc == 0 && k < t.n; k++) {
+			const struct bfs_blk *b = &idx.blk[k];
+			const struct bfs_st_entry *e = &t.e[k];
+
+			if (e->coff != b->coff || e->clen != b->clen || e->usize != b->usize ||
+			    e->bmax != b->aux || e->csum != !!(b->flags & BFS_BLK_CSUM))
+				rc = bad(path, "seek table disagrees with block %zu at byte %llu",
+					 k, (unsigned long long)b->coff);
+		}
+	}
+	if (rc == 0)
+		rc = lz4f_decode(path, io, &dl);
+	if (rc == 0 && !digest_eq(&dw, &dl))
+		rc = bad(path, "blockfs and liblz4 decode it differently");
+	free(t.e);
+	bfs_index_destroy(&idx);
+	return rc;
+}
+
+/* The whole file through zlib, member after member, as gzip -d reads it. */
+static int zlib_decode(const char *path, struct bfs_io *io, struct digest *d)
+{
+	uint8_t *in = malloc(STREAM_CHUNK), *out = malloc(STREAM_CHUNK);
+	z_stream z = { 0 };
+	uint64_t off = 0;
+	int rc = 0, zr = Z_STREAM_END;
+
+	digest_init(d);
+	if (!in || !out || inflateInit2(&z, 15 + 16) != Z_OK) {
+		free(in);
+		free(out);
+		return bad(path, "out of memory");
+	}
+	while (off < io->size) {
+		size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
+
+		rc = bfs_io_read(io, in, len, off);
+		if (rc < 0) {
+			rc = bad(path, "read error: %s", strerror(-rc));
+			goto out;
+		}
+		off += len;
+		z.next_in = in;
+		z.avail_in = (uInt)len;
+		while (z.avail_in > 0) {
+			if (zr == Z_STREAM_END && z.total_in > 0)
+				inflateReset(&z);	/* the next member */
+			z.next_out = out;
+			z.avail_out = STREAM_CHUNK;
+			zr = inflate(&z, Z_NO_FLUSH);
+			if (zr != Z_OK && zr != Z_STREAM_END) {
+				rc = bad(path, "zlib refuses it: %s", z.msg ? z.msg : "corrupt data");
+				goto out;
+			}
+			digest_add(d, out, STREAM_CHUNK - z.avail_out);
+		}
+	}
+	if (zr != Z_STREAM_END)
+		rc = bad(path, "zlib: the file ends inside a member (truncated)");
+out:
+	inflateEnd(&z);
+	free(in);
+	free(out);
+	return rc;
+}
+
+/* The .gzi bgzip -i would write for @idx, into *@out (caller frees). */
+static int gzi_bytes(const struct bfs_index *idx, uint8_t **out, size_t *len)
+{
+	size_t n = idx->n ? idx->n - 1 : 0;
+	uint8_t *b = malloc(8 + n * 16);
+
+	if (!b)
+		return -ENOMEM;
+	bfs_put_le64(b, n);
+	for (size_t i = 1; i < idx->n; i++) {
+		bfs_put_le64(b + 8 + (i - 1) * 16, idx->blk[i].coff);
+		bfs_put_le64(b + 8 + (i - 1) * 16 + 8, idx->blk[i].uoff);
+	}
+	*out = b;
+	*len = 8 + n * 16;
+	return 0;
+}
+
+/* 1 when @path exists with exactly @want's bytes, 0 when it differs, -errno. */
+static int same_file(const char *path, const uint8_t *want, size_t len)
+{
+	struct stat st;
+	uint8_t *have;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != len) {
+		close(fd);
+		return 0;
+	}
+	have = malloc(len ? len : 1);
+	if (!have) {
+		close(fd);
+		return -ENOMEM;
+	}
+	{
+		struct bfs_io io;
+
+		bfs_io_init_fd(&io, fd, len);
+		rc = bfs_io_read(&io, have, len, 0);
+	}
+	if (rc == 0)
+		rc = memcmp(have, want, len) == 0;
+	free(have);
+	close(fd);
+	return rc;
+}
+
+static int check_bgzf(const char *path, struct bfs_io *io)
+{
+	struct bfs_index idx;
+	struct digest dw, dz;
+	uint8_t tail[sizeof(bgzf_eof)], *gzi = NULL;
+	char *side = NULL;
+	size_t glen;
+	int rc;
+
+	bfs_index_init(&idx, io->size);
+	rc = walk_and_decode(path, io, &bfs_codec_bgzf, &idx, &dw);
+	if (rc == 0 && (io->size < sizeof(tail) ||
+			bfs_io_read(io, tail, sizeof(tail), io->size - sizeof(tail)) < 0 ||
+			memcmp(tail, bgzf_eof, sizeof(tail)) != 0))
+		rc = bad(path, "no BGZF end-of-file marker (truncated?)");
+	if (rc == 0 && asprintf(&side, "%s.gzi", path) < 0) {
+		side = NULL;
+		rc = bad(path, "out of memory");
+	}
+	if (rc == 0 && gzi_bytes(&idx, &gzi, &glen) < 0)
+		rc = bad(path, "out of memory");
+	if (rc == 0) {
+		int same = same_file(side, gzi, glen);
+
+		if (same == 0)
+			rc = bad(path, "%s does not match the members (stale? blockfs-pack --index -f)",
+				 side);
+		else if (same < 0 && same != -ENOENT)
+			rc = bad(path, "%s: %s", side, strerror(-same));
+	}
+	if (rc == 0)
+		rc = zlib_decode(path, io, &dz);
+	if (rc == 0 && !digest_eq(&dw, &dz))
+		rc = bad(path, "blockfs and zlib decode it differently");
+	free(gzi);
+	free(side);
+	bfs_index_destroy(&idx);
+	return rc;
+}
+
+static int open_checked(const char *path, int flags, struct bfs_io *io, uint8_t *head,
+			size_t *hlen)
+{
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	fd = open(path, flags | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return bad(path, "%s", strerror(errno)), -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return bad(path, "not a regular file"), -1;
+	}
+	bfs_io_init_fd(io, fd, (uint64_t)st.st_size);
+	n = pread(fd, head, BFS_PROBE_LEN, 0);
+	if (n < 0) {
+		bad(path, "read error: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	*hlen = (size_t)n;
+	return fd;
+}
+
+int pk_check_file(const char *path, const struct pk_opts *o)
+{
+	uint8_t head[BFS_PROBE_LEN];
+	struct bfs_io io;
+	struct digest d;
+	size_t hlen;
+	int fd, rc;
+
+	fd = open_checked(path, O_RDONLY, &io, head, &hlen);
+	if (fd < 0)
+		return 1;
+	if (bfs_codec_lz4.probe(head, hlen)) {
+		rc = check_lz4(path, &io);
+	} else if (bfs_codec_bgzf.probe(head, hlen)) {
+		rc = check_bgzf(path, &io);
+	} else if (hlen >= 4 && (bfs_le32(head) == LZ4_MAGIC || bfs_le32(head) == LZ4_LEGACY ||
+				 (bfs_le32(head) & 0xFFFFFFF0u) == 0x184D2A50u)) {
+		/* linked blocks, a dictionary, legacy: blockfs shows it unchanged */
+		rc = lz4f_decode(path, &io, &d);
+	} else if (hlen >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
+		rc = zlib_decode(path, &io, &d);	/* plain gzip: shown unchanged */
+	} else {
+		rc = bad(path, "not an LZ4 or gzip file");
+	}
+	close(fd);
+	if (rc == 0 && o->verbose)
+		fprintf(stderr, "%s: OK\n", path);
+	return rc;
+}
+
+/* ---- --index ---- */
+
+static int index_lz4(const char *path, int fd, struct bfs_io *io, const struct pk_opts *o)
+{
+	struct bfs_st_writer w = { 0 };
+	struct bfs_st_table t;
+	struct bfs_index idx;
+	const char *why = NULL;
+	const uint8_t *tab;
+	size_t len;
+	int rc;
+
+	rc = bfs_st_load(io, BFS_INDEX_MAX_BLOCKS, &t, &why);
+	if (rc == 0) {
+		free(t.e);
+		if (!o->quiet)
+			fprintf(stderr, "%s: already has a seek table\n", path);
+		return 0;
+	}
+	if (rc < 0 && rc != -EBADMSG)
+		return bad(path, "read error: %s", strerror(-rc));
+	/* An unusable table (rc == -EBADMSG) is a skippable frame like any other: walk past it. */
+	bfs_index_init(&idx, io->size);
+	rc = bfs_codec_lz4.scan(io, NULL, &idx);
+	if (rc == 0)
+		rc = bfs_index_settle(&idx, io, &bfs_codec_lz4, UINT64_MAX);
+	if (rc < 0) {
+		rc = bad(path, rc == -ENOTSUP ? "cannot be read block by block" : "read error: %s",
+			 strerror(-rc));
+		goto out;
+	}
+	for (size_t k = 0; k < idx.n; k++) {
+		const struct bfs_blk *b = &idx.blk[k];
+		struct bfs_st_entry e = { .coff = b->coff, .clen = b->clen, .usize = b->usize,
+					  .bmax = b->aux, .csum = b->flags & BFS_BLK_CSUM };
+
+		if (b->flags & BFS_BLK_BAD) {
+			rc = bad(path, "damaged, not indexed: %s", idx.why);
+			goto out;
+		}
+		if (bfs_st_writer_add(&w, &e) < 0) {
+			rc = bad(path, "block %zu at byte %llu cannot be described by a seek table",
+				 k, (unsigned long long)b->coff);
+			goto out;
+		}
+	}
+	if (bfs_st_writer_finish(&w, io->size, 0, &tab, &len) < 0) {
+		rc = bad(path, "cannot build a seek table (%zu blocks)", idx.n);
+		goto out;
+	}
+	/* An interrupt from here on cuts the file back: it stays valid LZ4 either way. */
+	pk_cleanup_truncate(fd, io->size);
+	{
+		ssize_t n = pwrite(fd, tab, len, (off_t)io->size);
+
+		if (n != (ssize_t)len || fsync(fd) < 0) {
+			int err = n < 0 ? errno : (n != (ssize_t)len ? ENOSPC : errno);
+
+			if (ftruncate(fd, (off_t)io->size) < 0)
+				err = errno;
+			pk_cleanup_truncate(-1, 0);
+			rc = bad(path, "write error: %s (file left as it was)", strerror(err));
+			goto out;
+		}
+	}
+	pk_cleanup_truncate(-1, 0);
+	if (o->verbose)
+		fprintf(stderr, "%s: seek table of %zu blocks added (%zu bytes)\n", path, idx.n,
+			len);
+	rc = 0;
+out:
+	bfs_st_writer_release(&w);
+	bfs_index_destroy(&idx);
+	return rc;
+}
+
+static int index_bgzf(const char *path, struct bfs_io *io, const struct pk_opts *o)
+{
+	struct bfs_index idx;
+	uint8_t *gzi = NULL;
+	char *side = NULL, *tmp = NULL;
+	size_t glen;
+	int rc, same, fd = -1;
+
+	bfs_index_init(&idx, io->size);
+	rc = bfs_codec_bgzf.scan(io, NULL, &idx);
+	if (rc < 0) {
+		rc = bad(path, "read error: %s", strerror(-rc));
+		goto out;
+	}
+	if (idx.broken) {
+		rc = bad(path, "damaged, not indexed: %s", idx.why);
+		goto out;
+	}
+	if (gzi_bytes(&idx, &gzi, &glen) < 0 || asprintf(&side, "%s.gzi", path) < 0) {
+		side = NULL;
+		rc = bad(path, "out of memory");
+		goto out;
+	}
+	same = same_file(side, gzi, glen);
+	if (same == 1) {
+		if (!o->quiet)
+			fprintf(stderr, "%s: %s is already up to date\n", path, side);
+		rc = 0;
+		goto out;
+	}
+	if (same == 0 && !o->force) {
+		rc = bad(path, "%s already exists and differs; use -f to replace it", side);
+		goto out;
+	}
+	fd = pk_tmp_open(1, side, &tmp);
+	if (fd < 0) {
+		rc = bad(side, "cannot create: %s", strerror(-fd));
+		goto out;
+	}
+	{
+		struct stat st;
+		ssize_t n = write(fd, gzi, glen);
+
+		if (n != (ssize_t)glen) {
+			rc = bad(side, "write error: %s", strerror(n < 0 ? errno : ENOSPC));
+			pk_tmp_abort(1, fd, tmp);
+			goto out;
+		}
+		/* readable by whoever may read the .gz */
+		if (fstat(io->fd, &st) == 0)
+			(void)fchmod(fd, st.st_mode & 0666);
+	}
+	rc = pk_tmp_commit(1, fd, tmp, side, o->force);
+	if (rc < 0) {
+		rc = bad(side, "%s", rc == -EEXIST ? "appeared meanwhile; use -f to replace it" :
+			 strerror(-rc));
+		goto out;
+	}
+	if (o->verbose)
+		fprintf(stderr, "%s: wrote %s (%zu members)\n", path, side, idx.n);
+	rc = 0;
+out:
+	free(gzi);
+	free(side);
+	bfs_index_destroy(&idx);
+	return rc;
+}
+
+int pk_index_file(const char *path, const struct pk_opts *o)
+{
+	uint8_t head[BFS_PROBE_LEN];
+	struct bfs_io io;
+	size_t hlen;
+	int fd, rc;
+
+	fd = open_checked(path, O_RDONLY, &io, head, &hlen);
+	if (fd < 0)
+		return 1;
+	if (bfs_codec_lz4.probe(head, hlen)) {
+		close(fd);
+		fd = open_checked(path, O_RDWR, &io, head, &hlen);	/* only LZ4 is written to */
+		if (fd < 0)
+			return 1;
+		rc = index_lz4(path, fd, &io, o);
+	} else if (bfs_codec_bgzf.probe(head, hlen)) {
+		rc = index_bgzf(path, &io, o);
+	} else if (hlen >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
+		rc = bad(path, "plain gzip, not BGZF: it cannot be indexed; repack it with "
+			 "blockfs-pack -c gzip");
+	} else if (hlen >= 4 && bfs_le32(head) == LZ4_MAGIC) {
+		rc = bad(path, "LZ4 with linked blocks or a dictionary: its blocks cannot be "
+			 "read alone; repack it with blockfs-pack");
+	} else {
+		rc = bad(path, "not an LZ4 or BGZF file");
+	}
+	close(fd);
+	return rc;
+}
