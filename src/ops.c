@@ -320,16 +320,9 @@ static void bfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
 }
 
-static void bfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+/* The xattr(7) size protocol: size 0 asks for the length. Frees @buf. */
+static void reply_xattr(fuse_req_t req, ssize_t n, char *buf, size_t size)
 {
-	char *buf = size ? malloc(size) : NULL;
-	ssize_t n;
-
-	if (size && !buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	n = bfs_xattr_get(fs_of(req), inode_of(req, ino), name, buf, size);
 	if (n < 0)
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
 	else if (size == 0)
@@ -339,23 +332,25 @@ static void bfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 	free(buf);
 }
 
+static void bfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+
+	if (size && !buf)
+		fuse_reply_err(req, ENOMEM);
+	else
+		reply_xattr(req, bfs_xattr_get(fs_of(req), inode_of(req, ino), name, buf, size),
+			    buf, size);
+}
+
 static void bfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	char *buf = size ? malloc(size) : NULL;
-	ssize_t n;
 
-	if (size && !buf) {
+	if (size && !buf)
 		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	n = bfs_xattr_list(fs_of(req), inode_of(req, ino), buf, size);
-	if (n < 0)
-		fuse_reply_err(req, bfs_kernel_errno((int)n));
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)n);
 	else
-		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
+		reply_xattr(req, bfs_xattr_list(fs_of(req), inode_of(req, ino), buf, size), buf, size);
 }
 
 static void bfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
