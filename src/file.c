@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * File versions and the read path: find the blocks a request touches,
- * read their compressed bytes with one pread(2) into a per-thread buffer,
- * decode them straight into the reply where a block is wanted whole.
+ * File versions and the read path: find the blocks a request touches, take
+ * each from the block cache, and decode the missing ones, reading the
+ * compressed bytes of neighbouring blocks with one pread(2) into a
+ * per-thread buffer. The reply points into the cached blocks.
  *
- * A block wanted only in part (the ends of a request) is decoded into a
- * small per-thread memo, because the kernel asks for 128 KiB at a time
- * while LZ4 blocks reach 4 MiB: without it a sequential reader would
- * decode each block up to 32 times. The shared block cache will replace
- * the memo; until then the memo costs no locks at all.
+ * Blocks are taken in ascending order, and a thread waits only for blocks
+ * above every block it is itself decoding: that order is what keeps two
+ * requests that overlap from waiting for each other.
  */
 #include "config.h"
 
@@ -16,28 +15,21 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
 #include "blockfs/log.h"
 
 /* Read neighbouring blocks with one pread unless the gaps waste more than this. */
 #define SPAN_SLACK (64u << 10)
-#define MEMO_SLOTS 2
 
-struct memo {
-	uint64_t fid;		/* bfs_file.id, 0 = empty */
-	size_t blkno;
-	uint8_t *data;
-	size_t cap;
-};
-
+/* Per thread: the compressed bytes being decoded, reused by every request. */
 struct tls {
-	uint8_t *cbuf;		/* compressed bytes of the blocks being read */
+	uint8_t *cbuf;
 	size_t ccap;
-	struct memo m[MEMO_SLOTS];
-	unsigned int victim;	/* round robin: the two ends of a request alternate */
 };
 
 static atomic_uint_fast64_t next_id = 1;
@@ -48,8 +40,6 @@ static void tls_free(void *p)
 {
 	struct tls *t = p;
 
-	for (int i = 0; i < MEMO_SLOTS; i++)
-		free(t->m[i].data);
 	free(t->cbuf);
 	free(t);
 }
@@ -91,21 +81,20 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
 }
 
 int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_codec *codec,
-		  const char *name, bool verify)
+		  const char *name, const struct bfs_file_env *env)
 {
 	struct bfs_io side_io, *sidep = NULL;
 	struct stat sst;
 	struct bfs_file *f;
-	int rc;
+	int rc = -ENOMEM;
 
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	f->name = strdup(name);
-	if (!f->name) {
-		rc = -ENOMEM;
+	f->ctr = bfs_counters_new(env->mount);
+	if (!f->name || !f->ctr)
 		goto out_free;
-	}
 	if (fstat(fd, &f->st) < 0) {
 		rc = -errno;
 		goto out_free;
@@ -115,7 +104,7 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 	f->id = atomic_fetch_add(&next_id, 1);
 	f->fd = fd;
 	f->codec = codec;
-	f->verify = verify;
+	f->env = env;
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
 	bfs_index_init(&f->idx, (uint64_t)f->st.st_size);
 	if (codec) {
@@ -135,6 +124,7 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 out_destroy:
 	bfs_index_destroy(&f->idx);
 out_free:
+	bfs_counters_put(f->ctr);
 	free(f->name);
 	free(f);
 	return rc;
@@ -146,6 +136,7 @@ void bfs_file_put(struct bfs_file *f)
 		return;
 	close(f->fd);
 	bfs_index_destroy(&f->idx);
+	bfs_counters_put(f->ctr);
 	free(f->name);
 	free(f);
 }
@@ -165,153 +156,260 @@ bool bfs_file_stale(const struct bfs_file *f, const struct stat *now)
 	       now->st_ctim.tv_nsec != f->st.st_ctim.tv_nsec;
 }
 
-static ssize_t read_raw(struct bfs_file *f, void *buf, size_t size, uint64_t off)
+static int read_backing(struct bfs_file *f, void *buf, size_t len, uint64_t off)
+{
+	BFS_COUNT(f->ctr, syscalls, 1);
+	return bfs_io_read(&f->io, buf, len, off);
+}
+
+static ssize_t read_raw(struct bfs_file *f, struct bfs_readv *rv, size_t size, uint64_t off)
 {
 	size_t done = 0;
 
+	rv->own = malloc(size ? size : 1);
+	if (!rv->own)
+		return -ENOMEM;
 	while (done < size) {
-		ssize_t n = f->io.ops->read(&f->io, (uint8_t *)buf + done, size - done, off + done);
+		ssize_t n = f->io.ops->read(&f->io, (uint8_t *)rv->own + done, size - done,
+					    off + done);
 
+		BFS_COUNT(f->ctr, syscalls, 1);
 		if (n < 0)
 			return n;
 		if (n == 0)
 			break;
 		done += (size_t)n;
 	}
+	rv->iov[0] = (struct iovec){ .iov_base = rv->own, .iov_len = done };
+	rv->cnt = done ? 1 : 0;
 	return (ssize_t)done;
 }
 
 static int block_failed(struct bfs_file *f, size_t k, int rc, const char *why)
 {
+	if (rc == -EILSEQ)
+		BFS_COUNT(f->ctr, csum_failures, 1);
 	if (atomic_exchange(&f->last_bad, k) != k)
 		bfs_err("%s: block %zu at byte %llu: %s", f->name, k,
 			(unsigned long long)f->idx.blk[k].coff, why);
 	return rc;
 }
 
-static struct memo *memo_find(struct tls *t, const struct bfs_file *f, size_t k)
+static int poisoned(struct bfs_file *f, size_t k)
 {
-	for (int i = 0; i < MEMO_SLOTS; i++)
-		if (t->m[i].fid == f->id && t->m[i].blkno == k)
-			return &t->m[i];
-	return NULL;
+	char reason[sizeof(f->idx.why)];
+
+	pthread_mutex_lock(&f->idx.settle_lock);	/* settling writes it */
+	memcpy(reason, f->idx.why, sizeof(reason));
+	pthread_mutex_unlock(&f->idx.settle_lock);
+	return block_failed(f, k, -EBADMSG, reason);
 }
 
-/* Compressed bytes of blocks [d0, d1]: one pread when they lie close together. */
-static int load_span(struct bfs_file *f, struct tls *t, size_t d0, size_t d1)
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int decode_into(struct bfs_file *f, size_t k, const uint8_t *src, uint8_t *dst)
+{
+	const char *why = "corrupt block";
+	uint64_t t0 = now_ns();
+	int rc = f->codec->decode(&f->idx.blk[k], src, dst, f->env->verify, &why);
+
+	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
+	if (rc < 0)
+		return block_failed(f, k, rc, why);
+	BFS_COUNT(f->ctr, decoded, 1);
+	return 0;
+}
+
+/*
+ * Decode blocks [d0, d1] of @f into @out[0..]: the compressed bytes of the
+ * whole run with one pread when they lie close together, else one each.
+ */
+static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
+		      struct bfs_block **out)
 {
 	const struct bfs_blk *a = &f->idx.blk[d0], *b = &f->idx.blk[d1];
-	uint64_t need = 0, span;
+	uint64_t need = 0, span = 0;
+	bool spanned;
+	int rc;
 
 	for (size_t k = d0; k <= d1; k++)
 		need += f->idx.blk[k].clen;
-	if (b->coff < a->coff || b->coff + b->clen - a->coff > need + SPAN_SLACK)
-		return 1;		/* far apart: read block by block */
-	span = b->coff + b->clen - a->coff;
-	if (grow(&t->cbuf, &t->ccap, span) < 0)
-		return -ENOMEM;
-	return bfs_io_read(&f->io, t->cbuf, span, a->coff);
-}
-
-static int decode_one(struct bfs_file *f, struct tls *t, size_t k, const uint8_t *src,
-		      uint8_t *dst)
-{
-	const struct bfs_blk *b = &f->idx.blk[k];
-	const char *why = "corrupt block";
-	int rc;
-
-	if (b->flags & BFS_BLK_BAD) {
-		char reason[sizeof(f->idx.why)];
-
-		pthread_mutex_lock(&f->idx.settle_lock);	/* settling writes it */
-		memcpy(reason, f->idx.why, sizeof(reason));
-		pthread_mutex_unlock(&f->idx.settle_lock);
-		return block_failed(f, k, -EBADMSG, reason);
-	}
-	if (!src) {
-		rc = grow(&t->cbuf, &t->ccap, b->clen);
+	spanned = b->coff >= a->coff && (span = b->coff + b->clen - a->coff) <= need + SPAN_SLACK;
+	if (spanned) {
+		rc = grow(&t->cbuf, &t->ccap, span);
 		if (rc == 0)
-			rc = bfs_io_read(&f->io, t->cbuf, b->clen, b->coff);
+			rc = read_backing(f, t->cbuf, span, a->coff);
 		if (rc < 0)
-			return block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
-		src = t->cbuf;
+			return block_failed(f, d0, rc, rc == -EIO ? "backing file shrank" : "read failed");
 	}
-	rc = f->codec->decode(b, src, dst, f->verify, &why);
-	return rc < 0 ? block_failed(f, k, rc, why) : 0;
+	for (size_t k = d0; k <= d1; k++) {
+		const struct bfs_blk *blk = &f->idx.blk[k];
+		const uint8_t *src = t->cbuf + (spanned ? blk->coff - a->coff : 0);
+
+		if (!spanned) {
+			rc = grow(&t->cbuf, &t->ccap, blk->clen);
+			if (rc == 0)
+				rc = read_backing(f, t->cbuf, blk->clen, blk->coff);
+			if (rc < 0)
+				return block_failed(f, k, rc,
+						    rc == -EIO ? "backing file shrank" : "read failed");
+		}
+		rc = decode_into(f, k, src, out[k - d0]->data);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
-ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off)
+/* Room for @n blocks in @rv: the inline arrays, or the heap. */
+static int readv_reserve(struct bfs_readv *rv, size_t n)
+{
+	if (n <= BFS_READV_INLINE)
+		return 0;
+	rv->iov = malloc(n * sizeof(*rv->iov));
+	rv->blk = malloc(n * sizeof(*rv->blk));
+	return rv->iov && rv->blk ? 0 : -ENOMEM;
+}
+
+static void readv_init(struct bfs_readv *rv)
+{
+	memset(rv, 0, sizeof(*rv));
+	rv->iov = rv->iov_inline;
+	rv->blk = rv->blk_inline;
+}
+
+void bfs_readv_release(struct bfs_readv *rv)
+{
+	for (size_t i = 0; i < rv->nblk; i++)
+		bfs_block_put(rv->blk[i]);
+	if (rv->iov != rv->iov_inline)
+		free(rv->iov);
+	if (rv->blk != rv->blk_inline)
+		free(rv->blk);
+	free(rv->own);
+	readv_init(rv);
+}
+
+/*
+ * Take blocks [k0, k1] into rv->blk; decode those that are ours to fill,
+ * run by run. Every block we were given to fill is finished (done) on
+ * every path, or its waiters would wait forever.
+ */
+static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_readv *rv)
+{
+	struct bfs_cache *cache = f->env->cache;
+	size_t n = k1 - k0 + 1, run = SIZE_MAX;
+	uint8_t fill_inline[BFS_READV_INLINE], *fill = fill_inline;
+	struct tls *t = tls_get();
+	int rc = 0;
+
+	if (!t)
+		return -ENOMEM;
+	if (n > BFS_READV_INLINE && !(fill = calloc(n, 1)))
+		return -ENOMEM;
+	for (size_t i = 0; i < n && rc >= 0; i++) {
+		const struct bfs_blk *b = &f->idx.blk[k0 + i];
+
+		fill[i] = 0;
+		if (b->flags & BFS_BLK_BAD) {
+			rc = poisoned(f, k0 + i);
+			break;
+		}
+		rc = bfs_cache_get(cache, f->id, k0 + i, b->usize, f->ctr, &rv->blk[i]);
+		if (rc < 0)
+			break;
+		rv->nblk++;
+		fill[i] = (uint8_t)rc;
+		if (rc == 1)
+			BFS_COUNT(f->ctr, misses, 1);
+		else
+			BFS_COUNT(f->ctr, hits, 1);
+	}
+	/* Decode each run of blocks to fill; on failure finish the rest as failed. */
+	for (size_t i = 0; i <= rv->nblk; i++) {
+		bool filling = i < rv->nblk && fill[i];
+
+		if (filling && run == SIZE_MAX)
+			run = i;
+		if (filling || run == SIZE_MAX)
+			continue;
+		if (rc >= 0)
+			rc = decode_run(f, t, k0 + run, k0 + i - 1, &rv->blk[run]);
+		for (size_t j = run; j < i; j++)
+			bfs_cache_done(cache, rv->blk[j], rc < 0 ? rc : 0);
+		run = SIZE_MAX;
+	}
+	if (fill != fill_inline)
+		free(fill);
+	return rc < 0 ? rc : 0;
+}
+
+ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv)
 {
 	struct bfs_index *idx = &f->idx;
-	size_t k0, k1, d0, d1, done = 0;
-	bool spanned = false;
-	struct tls *t;
+	size_t k0, k1, done = 0;
 	uint64_t usize;
 	int rc;
 
-	if (!f->codec)
-		return read_raw(f, buf, size, off);
+	readv_init(rv);
+	BFS_COUNT(f->ctr, reads, 1);
+	if (!f->codec) {
+		ssize_t n = read_raw(f, rv, size, off);
+
+		if (n > 0)
+			BFS_COUNT(f->ctr, bytes, (uint64_t)n);
+		return n;
+	}
 	if (size == 0 || off >= atomic_load(&idx->usize))
 		return 0;
 	rc = bfs_index_settle(idx, &f->io, f->codec, off + size - 1);
 	if (rc < 0)
-		return rc;
+		goto out_err;
 	usize = atomic_load(&idx->usize);
 	if (off >= usize)
 		return 0;
 	if (size > usize - off)
 		size = (size_t)(usize - off);
+	rc = -EIO;		/* cannot fail once settled; never serve a guess */
 	if (bfs_index_find(idx, off, &k0) < 0 || bfs_index_find(idx, off + size - 1, &k1) < 0)
-		return -EIO;		/* cannot happen once settled; never serve a guess */
-	t = tls_get();
-	if (!t)
-		return -ENOMEM;
-
-	/* Blocks the memo cannot serve: all but possibly the two ends. */
-	d0 = k0;
-	d1 = k1;
-	if (memo_find(t, f, k0))
-		d0++;
-	if (k1 > k0 && memo_find(t, f, k1))
-		d1--;
-	if (d0 <= d1 && d0 <= k1) {
-		rc = load_span(f, t, d0, d1);
-		if (rc < 0)
-			return block_failed(f, d0, rc, "read failed");
-		spanned = rc == 0;
-	}
-
-	for (size_t k = k0; k <= k1; k++) {
-		const struct bfs_blk *b = &idx->blk[k];
-		uint64_t pos = off + done;
-		size_t within = (size_t)(pos - b->uoff);
+		goto out_err;
+	rc = readv_reserve(rv, k1 - k0 + 1);
+	if (rc == 0)
+		rc = take_blocks(f, k0, k1, rv);
+	if (rc < 0)
+		goto out_err;
+	for (size_t i = 0; i < rv->nblk; i++) {
+		const struct bfs_blk *b = &idx->blk[k0 + i];
+		size_t within = (size_t)(off + done - b->uoff);
 		size_t take = b->usize - within;
-		const uint8_t *src = spanned && k >= d0 && k <= d1 ?
-				     t->cbuf + (b->coff - idx->blk[d0].coff) : NULL;
-		struct memo *m;
 
 		if (take > size - done)
 			take = size - done;
-		if (within == 0 && take == b->usize) {
-			rc = decode_one(f, t, k, src, (uint8_t *)buf + done);
-			if (rc < 0)
-				return rc;
-		} else {
-			m = memo_find(t, f, k);
-			if (!m) {
-				m = &t->m[t->victim++ % MEMO_SLOTS];
-				m->fid = 0;
-				if (grow(&m->data, &m->cap, b->usize) < 0)
-					return -ENOMEM;
-				rc = decode_one(f, t, k, src, m->data);
-				if (rc < 0)
-					return rc;
-				m->fid = f->id;
-				m->blkno = k;
-			}
-			memcpy((uint8_t *)buf + done, m->data + within, take);
-		}
+		rv->iov[rv->cnt++] = (struct iovec){ .iov_base = rv->blk[i]->data + within,
+						     .iov_len = take };
 		done += take;
 	}
+	BFS_COUNT(f->ctr, bytes, done);
 	return (ssize_t)done;
+
+out_err:
+	BFS_COUNT(f->ctr, errors, 1);
+	return rc;
+}
+
+ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off)
+{
+	struct bfs_readv rv;
+	ssize_t n = bfs_file_readv(f, off, size, &rv);
+
+	for (size_t i = 0, at = 0; n > 0 && i < rv.cnt; at += rv.iov[i++].iov_len)
+		memcpy((uint8_t *)buf + at, rv.iov[i].iov_base, rv.iov[i].iov_len);
+	bfs_readv_release(&rv);
+	return n;
 }

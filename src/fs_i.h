@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "blockfs/file.h"
 #include "blockfs/opts.h"
 
 struct bfs_codec;
@@ -38,6 +39,7 @@ struct bfs_inode {
 
 struct bfs_fs {
 	const struct bfs_opts *opts;
+	struct bfs_file_env env;	/* the cache and the mount's counters */
 	struct fuse_session *se;	/* for notifications; set once mounted */
 	int root_fd;			/* O_PATH of SOURCE; the root inode's fd */
 	struct bfs_inode root;

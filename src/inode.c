@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
 #include "blockfs/log.h"
@@ -136,10 +137,15 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 
 	memset(fs, 0, sizeof(*fs));
 	fs->opts = opts;
+	fs->env.verify = opts->verify;
 	fs->root_fd = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fs->root_fd < 0)
 		return -errno;
 	if (fstat(fs->root_fd, &st) < 0)
+		goto out_close;
+	errno = ENOMEM;
+	fs->env.mount = bfs_counters_new(NULL);
+	if (!fs->env.mount || bfs_cache_new(&fs->env.cache, opts->cache_size) < 0)
 		goto out_close;
 	fs->nbuckets = 1024;
 	fs->table = calloc(fs->nbuckets, sizeof(*fs->table));
@@ -158,6 +164,8 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	return 0;
 
 out_close:
+	bfs_cache_free(fs->env.cache);
+	bfs_counters_put(fs->env.mount);
 	free(fs->table);
 	free(fs->root.rpath);
 	close(fs->root_fd);
@@ -177,6 +185,8 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	pthread_mutex_destroy(&fs->root.lock);
 	pthread_mutex_destroy(&fs->lock);
 	close(fs->root_fd);
+	bfs_cache_free(fs->env.cache);	/* after every version: no block is held */
+	bfs_counters_put(fs->env.mount);
 }
 
 /* Find or add the inode for O_PATH @fd (consumed) shown with @codec. */
@@ -361,7 +371,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, const struct 
 		return -errno;
 	if (in->codec)
 		side = open_sidecar(fs, in, now);
-	rc = bfs_file_open(&f, fd, side, in->codec, in->rpath ? in->rpath : "?", fs->opts->verify);
+	rc = bfs_file_open(&f, fd, side, in->codec, in->rpath ? in->rpath : "?", &fs->env);
 	if (side >= 0)
 		close(side);
 	if (rc < 0) {

@@ -179,20 +179,15 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
 	struct bfs_file *f = (struct bfs_file *)(uintptr_t)fi->fh;
-	char *buf = malloc(size ? size : 1);
-	ssize_t n;
+	struct bfs_readv rv;
+	ssize_t n = bfs_file_readv(f, (uint64_t)off, size, &rv);
 
 	(void)ino;
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	n = bfs_file_read(f, buf, size, (uint64_t)off);
 	if (n < 0)
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
 	else
-		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
+		fuse_reply_iov(req, rv.iov, (int)rv.cnt);	/* the blocks are still held */
+	bfs_readv_release(&rv);				/* on the error path too */
 }
 
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -34,7 +34,7 @@ static const struct {
 	{ "readpath", "pread|mmap|auto", "how compressed bytes are read (pread)" },
 	{ "populate", "off|on|async", "mmap path: pre-fault the mapping (off)" },
 	{ "advice", "normal|sequential|random|willneed|noreuse", "default access hint (normal)" },
-	{ "cache_size", "SIZE", "bound on decompressed blocks held in memory" },
+	{ "cache_size", "SIZE", "decompressed blocks kept in memory; 0: none (128M)" },
 	{ "readahead", "SIZE", "how far ahead to decompress a sequential stream" },
 	{ "workers", "N", "threads that decompress ahead (online CPUs)" },
 	{ "verify", "on|off", "check per-block checksums the files carry (on)" },
@@ -84,7 +84,6 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	} later[] = {
 		{ "populate", offsetof(struct bfs_opts, populate_s) },
 		{ "advice", offsetof(struct bfs_opts, advice_s) },
-		{ "cache_size", offsetof(struct bfs_opts, cache_size_s) },
 		{ "readahead", offsetof(struct bfs_opts, readahead_s) },
 		{ "workers", offsetof(struct bfs_opts, workers_s) },
 	};
@@ -92,6 +91,12 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 
 	o->readpath = BFS_READPATH_PREAD;
 	o->verify = true;
+	o->cache_size = BFS_DEFAULT_CACHE_SIZE;
+	if (o->cache_size_s && bfs_parse_size(o->cache_size_s, &o->cache_size) < 0) {
+		snprintf(err, errlen, "bad value '%s' for option cache_size: expected a size such "
+			 "as 0, 65536, 64K, 256M or 1G", o->cache_size_s);
+		return -EINVAL;
+	}
 	if (o->readpath_s) {
 		v = pick(o->readpath_s, readpaths);
 		if (v < 0)

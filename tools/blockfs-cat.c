@@ -14,10 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
 
 #define CHUNK (1u << 20)
+#define CACHE (64u << 20)	/* keeps the blocks a chunk ends in for the next one */
 
 static int open_sidecar(const char *path, const struct bfs_codec *codec)
 {
@@ -34,6 +36,7 @@ static int open_sidecar(const char *path, const struct bfs_codec *codec)
 int main(int argc, char **argv)
 {
 	const struct bfs_codec *codec = NULL;
+	struct bfs_file_env env = { .verify = true };
 	struct bfs_io io;
 	struct stat st;
 	struct bfs_file *f;
@@ -60,7 +63,12 @@ int main(int argc, char **argv)
 		codec = bfs_codec_sniff(&io);
 	}
 	side = open_sidecar(argv[1], codec);
-	rc = bfs_file_open(&f, fd, side, codec, argv[1], true);
+	env.mount = bfs_counters_new(NULL);
+	if (!env.mount || bfs_cache_new(&env.cache, CACHE) < 0) {
+		fprintf(stderr, "blockfs-cat: out of memory\n");
+		return 1;
+	}
+	rc = bfs_file_open(&f, fd, side, codec, argv[1], &env);
 	if (side >= 0)
 		close(side);
 	if (rc < 0) {
@@ -81,6 +89,8 @@ int main(int argc, char **argv)
 	}
 	free(buf);
 	bfs_file_put(f);
+	bfs_cache_free(env.cache);
+	bfs_counters_put(env.mount);
 	if (n < 0) {
 		fprintf(stderr, "blockfs-cat: %s: at byte %llu: %s\n", argv[1],
 			(unsigned long long)off, strerror(-(int)n));

@@ -14,12 +14,23 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "blockfs/common.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
 
 struct bfs_codec;
+struct bfs_cache;
+struct bfs_block;
+struct bfs_counters;
+
+/* What every file version of one mount shares. */
+struct bfs_file_env {
+	struct bfs_cache *cache;	/* decoded blocks */
+	struct bfs_counters *mount;	/* the mount's counters */
+	bool verify;			/* check block checksums */
+};
 
 struct bfs_file {
 	atomic_uint refs;
@@ -29,7 +40,8 @@ struct bfs_file {
 	const struct bfs_codec *codec;	/* NULL: served unchanged */
 	struct bfs_index idx;		/* empty when codec is NULL */
 	struct stat st;			/* the backing file when this version was built */
-	bool verify;			/* check block checksums */
+	const struct bfs_file_env *env;
+	struct bfs_counters *ctr;	/* this version's counters (their parent: the mount's) */
 	atomic_size_t last_bad;		/* last block logged as bad: one line per block */
 	char *name;			/* for log lines */
 };
@@ -40,12 +52,14 @@ struct bfs_file {
  * @side:   sidecar index descriptor (BGZF .gzi) or -1; only read here.
  * @codec:  how to decode it, or NULL for a file shown unchanged.
  * @name:   what log lines call the file (copied).
+ * @env:    the cache and counters it shares; must outlive the version.
  * @out:    on success, one reference owned by the caller.
  * Scans the file (a codec walk, or the seek table) unless @codec is NULL.
  * Return: 0 or -errno (-ENOMEM, -EIO, -EFBIG, -ENOTSUP).
  */
 BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, int side,
-				 const struct bfs_codec *codec, const char *name, bool verify);
+				 const struct bfs_codec *codec, const char *name,
+				 const struct bfs_file_env *env);
 
 static inline struct bfs_file *bfs_file_get(struct bfs_file *f)
 {
@@ -62,14 +76,37 @@ uint64_t bfs_file_size(const struct bfs_file *f);
 /* Did the backing file change since @f was built? @now: fstat of it now. */
 bool bfs_file_stale(const struct bfs_file *f, const struct stat *now);
 
-/**
- * bfs_file_read() - read @size bytes at @off into @buf.
- * Return: bytes read (short only at end of file), or -errno: -EBADMSG or
- * -EILSEQ when a block the range touches is corrupt (logged once per
- * block), -EIO when the backing file shrank, other -errno from the I/O.
- * Never a short count on error: the kernel would take it for end of file.
- * Context: any thread, concurrently on one @f.
+#define BFS_READV_INLINE 8
+
+/*
+ * What a read hands to the reply: iovecs into cached blocks (or a buffer
+ * of its own for files shown unchanged), and the references that keep
+ * them alive until bfs_readv_release().
  */
+struct bfs_readv {
+	struct iovec *iov;
+	size_t cnt;			/* iovecs */
+	struct bfs_block **blk;
+	size_t nblk;			/* block references held */
+	void *own;			/* a buffer of our own, or NULL */
+	struct iovec iov_inline[BFS_READV_INLINE];
+	struct bfs_block *blk_inline[BFS_READV_INLINE];
+};
+
+/**
+ * bfs_file_readv() - read @size bytes at @off without copying them.
+ * Return: bytes described by @rv (short only at end of file), or -errno:
+ * -EBADMSG or -EILSEQ when a block the range touches is corrupt (logged
+ * once per block), -EIO when the backing file shrank, other -errno from
+ * the I/O. Never a short count on error: the kernel would take it for end
+ * of file. Call bfs_readv_release() in every case.
+ * Context: any thread, concurrently on one @f; may wait for a block
+ * another thread is decoding.
+ */
+ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
+void bfs_readv_release(struct bfs_readv *rv);
+
+/* bfs_file_readv() into @buf (a copy), for tools and tests. */
 ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off);
 
 #endif

@@ -17,6 +17,8 @@ struct fuse_args;
 
 enum bfs_readpath { BFS_READPATH_PREAD, BFS_READPATH_MMAP, BFS_READPATH_AUTO };
 
+#define BFS_DEFAULT_CACHE_SIZE (128ull << 20)
+
 struct bfs_opts {
 	char *source;		/* first positional argument: the backing directory */
 
@@ -27,6 +29,7 @@ struct bfs_opts {
 	/* Checked values. */
 	enum bfs_readpath readpath;
 	bool verify;
+	uint64_t cache_size;	/* bytes of decoded blocks kept; 0: none */
 };
 
 /**

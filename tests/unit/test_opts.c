@@ -33,6 +33,7 @@ static void test_defaults(void **state)
 	assert_string_equal(o.source, "src");
 	assert_int_equal(o.readpath, BFS_READPATH_PREAD);
 	assert_true(o.verify);
+	assert_int_equal(o.cache_size, BFS_DEFAULT_CACHE_SIZE);
 	/* the mountpoint stays for fuse_parse_cmdline */
 	assert_int_equal(rest.argc, 2);
 	assert_string_equal(rest.argv[1], "mnt");
@@ -85,8 +86,28 @@ static void test_unbuilt_features_refused(void **state)
 	expect_refused("readpath=mmap");
 	expect_refused("readpath=auto");
 	expect_refused("populate=on");
-	expect_refused("cache_size=256M");
 	expect_refused("workers=2");
+}
+
+static void test_cache_size(void **state)
+{
+	char *argv[] = { "blockfs", "-o", "cache_size=256M", "src", "mnt" };
+	char *zero[] = { "blockfs", "-o", "cache_size=0", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 5, argv), 0);
+	assert_int_equal(o.cache_size, 256ull << 20);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, zero), 0);
+	assert_int_equal(o.cache_size, 0);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("cache_size=12Q");
+	expect_refused("cache_size=");
+	expect_refused("cache_size=-1M");
 }
 
 static void test_check_message_names_option(void **state)
@@ -133,6 +154,7 @@ int main(void)
 		cmocka_unit_test(test_ours_taken_fuse_kept),
 		cmocka_unit_test(test_bad_values_refused),
 		cmocka_unit_test(test_unbuilt_features_refused),
+		cmocka_unit_test(test_cache_size),
 		cmocka_unit_test(test_check_message_names_option),
 		cmocka_unit_test(test_parse_size),
 	};

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The decompressed-block cache: blocks keyed by (file version, block
+ * number), shared by every file and thread, bounded in bytes. Misses are
+ * single-flight: the first caller decodes, later ones wait for it.
+ * Readers keep references to blocks until their reply is sent, so data
+ * goes to the kernel without a copy; eviction never frees a block a
+ * reader holds.
+ *
+ * Locking: one mutex per shard, never held across a decode or I/O.
+ */
+#ifndef BLOCKFS_CACHE_H
+#define BLOCKFS_CACHE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blockfs/common.h"
+
+struct bfs_cache;
+
+/*
+ * Counters of one file version (or of the whole mount). Refcounted on
+ * their own so that cached blocks can account to a version that is gone.
+ */
+struct bfs_counters {
+	atomic_uint refs;
+	struct bfs_counters *parent;		/* the mount's, or NULL; one reference */
+	atomic_uint_fast64_t cached;		/* decompressed bytes in the cache now */
+	atomic_uint_fast64_t reads, bytes;	/* read requests and bytes served */
+	atomic_uint_fast64_t hits, misses;	/* cache lookups */
+	atomic_uint_fast64_t decoded;		/* blocks decompressed */
+	atomic_uint_fast64_t decode_ns;		/* time spent decompressing */
+	atomic_uint_fast64_t prefetched, prefetch_used;
+	atomic_uint_fast64_t syscalls;		/* backing reads */
+	atomic_uint_fast64_t csum_failures, errors;
+};
+
+/* New counters that also add to @parent (NULL for none). */
+struct bfs_counters *bfs_counters_new(struct bfs_counters *parent);
+
+/* Add @n to @field of @c and of its parent. */
+#define BFS_COUNT(c, field, n)							\
+	do {									\
+		atomic_fetch_add_explicit(&(c)->field, (n), memory_order_relaxed);	\
+		if ((c)->parent)						\
+			atomic_fetch_add_explicit(&(c)->parent->field, (n),	\
+						  memory_order_relaxed);	\
+	} while (0)
+
+struct bfs_counters *bfs_counters_get(struct bfs_counters *c);
+void bfs_counters_put(struct bfs_counters *c);	/* NULL is a no-op */
+
+enum bfs_block_state { BFS_BLOCK_LOADING, BFS_BLOCK_READY, BFS_BLOCK_FAILED };
+
+struct bfs_block {
+	/* Read-only once READY; the loader fills data while LOADING. */
+	uint64_t fid;
+	size_t blkno;
+	uint32_t len;
+	bool prefetched;		/* decoded ahead; not yet used by a reader */
+	struct bfs_counters *acct;	/* one reference; owned */
+	/* Private to cache.c. */
+	atomic_uint refs;
+	int state;			/* enum bfs_block_state; protected by the shard lock */
+	int err;
+	uint64_t used;			/* use tick of the last use; protected by the shard lock */
+	bool in_cache;
+	struct bfs_block *hnext, *lprev, *lnext;
+	uint8_t *data;			/* len bytes */
+};
+
+/**
+ * bfs_cache_new() - a cache of at most @max_bytes of block data.
+ * @max_bytes 0 makes a cache that keeps nothing: every get is a miss
+ * whose block is private to the caller.
+ */
+BFS_MUST_CHECK int bfs_cache_new(struct bfs_cache **out, uint64_t max_bytes);
+void bfs_cache_free(struct bfs_cache *c);	/* NULL is a no-op; no block may be held */
+
+/**
+ * bfs_cache_get() - block (@fid, @blkno), or a new one for the caller to fill.
+ * @len:  its decompressed size (the buffer a new block gets).
+ * @acct: counters the block's bytes are accounted to while cached.
+ * @out:  one reference for the caller; drop with bfs_block_put().
+ * Return: 1 when the caller must fill (*out)->data and then call
+ * bfs_cache_done(); 0 when the block is ready; -errno when a concurrent
+ * load of it failed (that error) or memory ran out.
+ * Context: may sleep waiting for another thread's load.
+ */
+BFS_MUST_CHECK int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
+				 struct bfs_counters *acct, struct bfs_block **out);
+
+/*
+ * Like get, but never waits and never allocates more than the cache may
+ * hold: for read-ahead. Return: 1 (fill it), or 0 with *@out NULL when the
+ * block is cached, loading, or there is no room.
+ */
+int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
+		      struct bfs_counters *acct, struct bfs_block **out);
+
+/* The caller of a 1 from get finished filling @b: @err 0 or -errno. Wakes waiters. */
+void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err);
+
+/* Is (@fid, @blkno) cached and ready? Does not count as a use. */
+bool bfs_cache_contains(struct bfs_cache *c, uint64_t fid, size_t blkno);
+
+/* Forget (@fid, @blkno) if cached: readers holding it keep their copy. */
+void bfs_cache_drop(struct bfs_cache *c, uint64_t fid, size_t blkno);
+
+void bfs_block_put(struct bfs_block *b);	/* NULL is a no-op */
+
+/* Bytes of block data the cache holds now, and its bound. */
+uint64_t bfs_cache_bytes(const struct bfs_cache *c);
+uint64_t bfs_cache_limit(const struct bfs_cache *c);
+
+#endif

@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Decompressed-block cache (contract in cache.h). Sixteen shards, each a
+ * mutex, a hash table and an LRU list; the byte bound is global. A hit
+ * touches only its shard. Eviction is global LRU all the same: every use
+ * stamps the block with a global tick, and room is made by evicting the
+ * oldest unused tail among all shards, looking at one shard at a time and
+ * never holding two shard locks, so no lock order exists to get wrong.
+ * (Per-shard eviction alone is close to random when a few big blocks fill
+ * the cache, and would drop blocks decoded ahead for a reader.) Blocks
+ * being loaded are in the table, so later callers find and wait for them,
+ * but never in the LRU, so nothing can evict them.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blockfs/cache.h"
+
+#define NSHARDS 16
+#define NBUCKETS 1024		/* per shard; chains stay short up to ~64 Ki blocks */
+#define VICTIM_LOOK 8		/* held blocks skipped at a tail before giving up on it */
+
+struct shard {
+	pthread_mutex_t lock;		/* never held across decode, I/O or another shard */
+	pthread_cond_t loaded;		/* a LOADING block here became READY or FAILED */
+	struct bfs_block *table[NBUCKETS];	/* protected by lock */
+	struct bfs_block *lru_head, *lru_tail;	/* unused READY blocks, newest first; lock */
+};
+
+struct bfs_cache {
+	uint64_t limit;
+	atomic_uint_fast64_t bytes;	/* data bytes of every block in a table */
+	atomic_uint_fast64_t tick;	/* use clock */
+	struct shard shard[NSHARDS];
+};
+
+/* --- counters ------------------------------------------------------------- */
+
+struct bfs_counters *bfs_counters_new(struct bfs_counters *parent)
+{
+	struct bfs_counters *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	atomic_init(&c->refs, 1);
+	c->parent = parent ? bfs_counters_get(parent) : NULL;
+	return c;
+}
+
+struct bfs_counters *bfs_counters_get(struct bfs_counters *c)
+{
+	atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+	return c;
+}
+
+void bfs_counters_put(struct bfs_counters *c)
+{
+	if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) {
+		bfs_counters_put(c->parent);
+		free(c);
+	}
+}
+
+/* --- blocks --------------------------------------------------------------- */
+
+/* A new LOADING block with one reference, the caller's. */
+static struct bfs_block *block_new(uint64_t fid, size_t blkno, uint32_t len,
+				   struct bfs_counters *acct)
+{
+	struct bfs_block *b = malloc(sizeof(*b) + len);
+
+	if (!b)
+		return NULL;
+	memset(b, 0, sizeof(*b));
+	b->fid = fid;
+	b->blkno = blkno;
+	b->len = len;
+	b->acct = bfs_counters_get(acct);
+	b->data = (uint8_t *)(b + 1);
+	b->state = BFS_BLOCK_LOADING;
+	atomic_init(&b->refs, 1);
+	return b;
+}
+
+void bfs_block_put(struct bfs_block *b)
+{
+	if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	bfs_counters_put(b->acct);
+	free(b);
+}
+
+/* --- tables and lists (shard lock held) ----------------------------------- */
+
+static uint64_t hash(uint64_t fid, size_t blkno)
+{
+	uint64_t h = (fid * 0x9e3779b97f4a7c15ull) ^ (blkno * 0xc2b2ae3d27d4eb4full);
+
+	return h ^ (h >> 31);
+}
+
+static struct shard *shard_of(struct bfs_cache *c, uint64_t h)
+{
+	return &c->shard[h % NSHARDS];
+}
+
+static struct bfs_block **bucket(struct shard *s, uint64_t h)
+{
+	return &s->table[(h / NSHARDS) % NBUCKETS];
+}
+
+static struct bfs_block *find(struct shard *s, uint64_t h, uint64_t fid, size_t blkno)
+{
+	for (struct bfs_block *b = *bucket(s, h); b; b = b->hnext)
+		if (b->fid == fid && b->blkno == blkno)
+			return b;
+	return NULL;
+}
+
+static void lru_unlink(struct shard *s, struct bfs_block *b)
+{
+	if (b->lprev)
+		b->lprev->lnext = b->lnext;
+	else if (s->lru_head == b)
+		s->lru_head = b->lnext;
+	else
+		return;			/* not listed */
+	if (b->lnext)
+		b->lnext->lprev = b->lprev;
+	else
+		s->lru_tail = b->lprev;
+	b->lprev = b->lnext = NULL;
+}
+
+static void lru_push(struct bfs_cache *c, struct shard *s, struct bfs_block *b)
+{
+	b->used = atomic_fetch_add_explicit(&c->tick, 1, memory_order_relaxed);
+	b->lprev = NULL;
+	b->lnext = s->lru_head;
+	if (s->lru_head)
+		s->lru_head->lprev = b;
+	s->lru_head = b;
+	if (!s->lru_tail)
+		s->lru_tail = b;
+}
+
+/* Take @b out of the table; the caller drops the cache's reference after unlocking. */
+static void unhash(struct bfs_cache *c, struct shard *s, struct bfs_block *b)
+{
+	struct bfs_block **pp = bucket(s, hash(b->fid, b->blkno));
+
+	while (*pp != b)
+		pp = &(*pp)->hnext;
+	*pp = b->hnext;
+	lru_unlink(s, b);
+	b->in_cache = false;
+	atomic_fetch_sub(&c->bytes, b->len);
+	BFS_COUNT(b->acct, cached, -(uint64_t)b->len);
+}
+
+/* --- the cache ------------------------------------------------------------ */
+
+int bfs_cache_new(struct bfs_cache **out, uint64_t max_bytes)
+{
+	struct bfs_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->limit = max_bytes;
+	atomic_init(&c->bytes, 0);
+	atomic_init(&c->tick, 0);
+	for (int i = 0; i < NSHARDS; i++) {
+		pthread_mutex_init(&c->shard[i].lock, NULL);
+		pthread_cond_init(&c->shard[i].loaded, NULL);
+	}
+	*out = c;
+	return 0;
+}
+
+void bfs_cache_free(struct bfs_cache *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < NSHARDS; i++) {
+		struct shard *s = &c->shard[i];
+
+		for (size_t j = 0; j < NBUCKETS; j++) {
+			for (struct bfs_block *b = s->table[j], *next; b; b = next) {
+				next = b->hnext;
+				BFS_COUNT(b->acct, cached, -(uint64_t)b->len);
+				bfs_block_put(b);
+			}
+		}
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->loaded);
+	}
+	free(c);
+}
+
+uint64_t bfs_cache_bytes(const struct bfs_cache *c)
+{
+	return atomic_load(&c->bytes);
+}
+
+uint64_t bfs_cache_limit(const struct bfs_cache *c)
+{
+	return c->limit;
+}
+
+/* The least recent unused block near the tail of @s; lock held. */
+static struct bfs_block *victim(struct shard *s)
+{
+	int looked = 0;
+
+	for (struct bfs_block *b = s->lru_tail; b && looked < VICTIM_LOOK; b = b->lprev, looked++)
+		if (atomic_load(&b->refs) == 1)	/* only the cache holds it */
+			return b;
+	return NULL;
+}
+
+/*
+ * Evict unused blocks, globally least recent first, until @len more bytes
+ * fit. A block is unused when the cache holds its only reference;
+ * references are taken only under the shard lock, so that cannot change
+ * while we hold it. Return: whether @len now fits.
+ */
+static bool make_room(struct bfs_cache *c, uint64_t len)
+{
+	while (atomic_load(&c->bytes) + len > c->limit) {
+		uint64_t oldest = UINT64_MAX;
+		struct shard *pick = NULL;
+		struct bfs_block *b;
+
+		for (int i = 0; i < NSHARDS; i++) {
+			struct shard *s = &c->shard[i];
+
+			pthread_mutex_lock(&s->lock);
+			b = victim(s);
+			if (b && b->used < oldest) {
+				oldest = b->used;
+				pick = s;
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (!pick)
+			return false;	/* everything is held or loading */
+		pthread_mutex_lock(&pick->lock);
+		b = victim(pick);	/* may have changed meanwhile: still a fair pick */
+		if (b)
+			unhash(c, pick, b);
+		pthread_mutex_unlock(&pick->lock);
+		bfs_block_put(b);
+	}
+	return true;
+}
+
+/* Insert new LOADING block @nb, which nobody else can see yet; lock held. */
+static struct bfs_block *insert(struct bfs_cache *c, struct shard *s, uint64_t h,
+				struct bfs_block *nb)
+{
+	struct bfs_block **bp = bucket(s, h);
+
+	atomic_store(&nb->refs, 2);	/* the caller's and, from now on, the cache's */
+	nb->hnext = *bp;
+	*bp = nb;
+	nb->in_cache = true;
+	atomic_fetch_add(&c->bytes, nb->len);
+	BFS_COUNT(nb->acct, cached, nb->len);
+	return nb;
+}
+
+/* Wait for @b (a reference held) to finish loading; lock held. */
+static int wait_ready(struct bfs_cache *c, struct shard *s, struct bfs_block *b)
+{
+	while (b->state == BFS_BLOCK_LOADING)
+		pthread_cond_wait(&s->loaded, &s->lock);
+	if (b->state == BFS_BLOCK_FAILED)
+		return b->err;
+	if (b->prefetched) {
+		b->prefetched = false;
+		BFS_COUNT(b->acct, prefetch_used, 1);
+	}
+	lru_unlink(s, b);
+	lru_push(c, s, b);
+	return 0;
+}
+
+int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
+		  struct bfs_counters *acct, struct bfs_block **out)
+{
+	uint64_t h = hash(fid, blkno);
+	struct shard *s = shard_of(c, h);
+	struct bfs_block *b, *nb = NULL;
+	int rc;
+
+	if (c->limit == 0) {
+		*out = block_new(fid, blkno, len, acct);	/* private to the caller */
+		return *out ? 1 : -ENOMEM;
+	}
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		b = find(s, h, fid, blkno);
+		if (b || nb)
+			break;
+		pthread_mutex_unlock(&s->lock);
+		/* Allocate and make room unlocked; then look again. */
+		make_room(c, len);
+		nb = block_new(fid, blkno, len, acct);
+		if (!nb)
+			return -ENOMEM;
+	}
+	if (!b) {
+		*out = insert(c, s, h, nb);
+		pthread_mutex_unlock(&s->lock);
+		return 1;
+	}
+	atomic_fetch_add(&b->refs, 1);
+	rc = wait_ready(c, s, b);
+	pthread_mutex_unlock(&s->lock);
+	bfs_block_put(nb);		/* lost the race: never inserted */
+	if (rc < 0) {
+		bfs_block_put(b);
+		return rc;
+	}
+	*out = b;
+	return 0;
+}
+
+int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
+		      struct bfs_counters *acct, struct bfs_block **out)
+{
+	uint64_t h = hash(fid, blkno);
+	struct shard *s = shard_of(c, h);
+	struct bfs_block *nb;
+
+	*out = NULL;
+	if (c->limit == 0 || !make_room(c, len))
+		return 0;
+	nb = block_new(fid, blkno, len, acct);
+	if (!nb)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	if (find(s, h, fid, blkno)) {
+		pthread_mutex_unlock(&s->lock);
+		bfs_block_put(nb);
+		return 0;
+	}
+	nb->prefetched = true;
+	*out = insert(c, s, h, nb);
+	pthread_mutex_unlock(&s->lock);
+	return 1;
+}
+
+void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
+{
+	struct shard *s;
+	bool drop = false;
+
+	if (!b->in_cache) {		/* private (cache size 0) */
+		b->state = err ? BFS_BLOCK_FAILED : BFS_BLOCK_READY;
+		b->err = err;
+		return;
+	}
+	s = shard_of(c, hash(b->fid, b->blkno));
+	pthread_mutex_lock(&s->lock);
+	if (err) {
+		b->state = BFS_BLOCK_FAILED;
+		b->err = err;
+		unhash(c, s, b);	/* a later reader tries again, and fails on its own */
+		drop = true;
+	} else {
+		b->state = BFS_BLOCK_READY;
+		lru_push(c, s, b);
+	}
+	pthread_cond_broadcast(&s->loaded);
+	pthread_mutex_unlock(&s->lock);
+	if (drop)
+		bfs_block_put(b);	/* the cache's reference */
+}
+
+bool bfs_cache_contains(struct bfs_cache *c, uint64_t fid, size_t blkno)
+{
+	uint64_t h = hash(fid, blkno);
+	struct shard *s = shard_of(c, h);
+	struct bfs_block *b;
+	bool ready;
+
+	if (c->limit == 0)
+		return false;
+	pthread_mutex_lock(&s->lock);
+	b = find(s, h, fid, blkno);
+	ready = b && b->state == BFS_BLOCK_READY;
+	pthread_mutex_unlock(&s->lock);
+	return ready;
+}
+
+void bfs_cache_drop(struct bfs_cache *c, uint64_t fid, size_t blkno)
+{
+	uint64_t h = hash(fid, blkno);
+	struct shard *s = shard_of(c, h);
+	struct bfs_block *b;
+
+	if (c->limit == 0)
+		return;
+	pthread_mutex_lock(&s->lock);
+	b = find(s, h, fid, blkno);
+	if (b && b->state == BFS_BLOCK_READY)
+		unhash(c, s, b);
+	else
+		b = NULL;		/* loading: its loader owns it until done */
+	pthread_mutex_unlock(&s->lock);
+	bfs_block_put(b);
+}
