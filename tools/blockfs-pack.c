@@ -216,8 +216,8 @@ static void tick(void *ctx, uint64_t in_done)
 	if (!p->on)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (secs(&p->last, &now) * 1e9 < PROGRESS_EVERY_NS)
-		return;
+	if (progress_shown && secs(&p->last, &now) * 1e9 < PROGRESS_EVERY_NS)
+		return;		/* the first line at once, then five a second */
 	p->last = now;
 	el = secs(&p->t0, &now);
 	rate = el > 0 ? (double)done / el : 0;
@@ -511,6 +511,21 @@ static void link_add(struct ctx *c, const struct stat *st, const char *out)
 	c->nlinks++;
 }
 
+/* The .gzi of a hard-linked .gz, linked too: blockfs finds it by name. */
+static void link_gzi(struct ctx *c, const char *first, const char *out)
+{
+	char *a = NULL, *b = NULL;
+
+	if (asprintf(&a, "%s.gzi", first) >= 0 && asprintf(&b, "%s.gzi", out) >= 0) {
+		if (c->o.force)
+			unlink(b);
+		if (access(a, F_OK) == 0 && link(a, b) < 0)
+			tree_fail(c, b, "cannot link", errno);
+	}
+	free(a);
+	free(b);
+}
+
 /* A regular file of the tree: packed to NAME.lz4 (stored blocks where it does not shrink). */
 static void tree_file(struct ctx *c, const char *sp, const char *dp, const struct stat *st)
 {
@@ -533,6 +548,8 @@ static void tree_file(struct ctx *c, const char *sp, const char *dp, const struc
 			unlink(out);
 		if (link(l->out, out) < 0)
 			tree_fail(c, out, "cannot link", errno);
+		else if (c->o.codec == PK_GZIP)
+			link_gzi(c, l->out, out);
 		goto out;
 	}
 	in = open(sp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
