@@ -21,10 +21,20 @@
 #include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
+#include "blockfs/hints.h"
 #include "blockfs/log.h"
+#include "blockfs/prefetch.h"
 
 /* Read neighbouring blocks with one pread unless the gaps waste more than this. */
 #define SPAN_SLACK (64u << 10)
+/*
+ * A read within this distance of where the last one ended still counts as
+ * sequential: the kernel's read-ahead sends several requests at once, and
+ * they arrive slightly out of order.
+ */
+#define SEQ_SLACK (2u << 20)
+/* Sequential reads in a row before read-ahead starts (advice normal). */
+#define SEQ_RUN_MIN 2
 
 /* Per thread: the compressed bytes being decoded, reused by every request. */
 struct tls {
@@ -101,6 +111,7 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 	}
 	atomic_init(&f->refs, 1);
 	atomic_init(&f->last_bad, SIZE_MAX);
+	atomic_init(&f->advice, env->advice);
 	f->id = atomic_fetch_add(&next_id, 1);
 	f->fd = fd;
 	f->codec = codec;
@@ -350,6 +361,71 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 	return rc < 0 ? rc : 0;
 }
 
+int bfs_file_load_block(struct bfs_file *f, size_t k, struct bfs_block *b)
+{
+	struct tls *t = tls_get();
+
+	return t ? decode_run(f, t, k, k, &b) : -ENOMEM;
+}
+
+void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len)
+{
+	uint64_t usize = atomic_load(&f->idx.usize);
+	size_t k0, k1;
+
+	if (!f->codec || len == 0 || off >= usize)
+		return;
+	if (len > usize - off)
+		len = usize - off;
+	if (bfs_index_find(&f->idx, off, &k0) < 0)
+		return;			/* never settled there: nothing can be cached */
+	if (bfs_index_find(&f->idx, off + len - 1, &k1) < 0)
+		k1 = atomic_load(&f->idx.nexact) - 1;
+	for (size_t k = k0; k <= k1; k++)
+		bfs_cache_drop(f->env->cache, f->id, k);
+}
+
+/*
+ * After serving [@off, @off + @n) from blocks [@k0, @k1]: follow a
+ * sequential reader. Read-ahead is queued in half-window refills, so most
+ * requests queue nothing; a jump resets it.
+ */
+static void read_ahead(struct bfs_file *f, uint64_t off, uint64_t n, size_t k0, size_t k1)
+{
+	const struct bfs_file_env *env = f->env;
+	int advice = atomic_load_explicit(&f->advice, memory_order_relaxed);
+	uint64_t end = off + n, was = atomic_exchange(&f->seq_next, end);
+	uint64_t window, from;
+	bool seq = off + SEQ_SLACK >= was && off <= was + SEQ_SLACK;
+	unsigned int run;
+
+	if (seq) {
+		run = atomic_fetch_add(&f->seq_run, 1) + 1;
+	} else {
+		run = 0;
+		atomic_store(&f->seq_run, 0);
+		atomic_store(&f->ra_next, 0);
+	}
+	/* Blocks the reader has gone past: sequential and noreuse readers drop them. */
+	if (advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE)
+		for (size_t k = k0; k <= k1 && f->idx.blk[k].uoff + f->idx.blk[k].usize <= end; k++)
+			bfs_cache_drop(env->cache, f->id, k);
+	if (!env->prefetch || !env->readahead || advice == BFS_ADV_RANDOM)
+		return;
+	/* sequential and willneed readers want read-ahead from their first read */
+	if (advice != BFS_ADV_SEQUENTIAL && advice != BFS_ADV_WILLNEED && run < SEQ_RUN_MIN)
+		return;
+	window = advice == BFS_ADV_NORMAL || advice == BFS_ADV_NOREUSE ? env->readahead :
+									  2 * env->readahead;
+	from = atomic_load(&f->ra_next);
+	if (from < end)
+		from = end;
+	if (from - end >= window / 2)
+		return;			/* still more than half a window ahead */
+	atomic_store(&f->ra_next, end + window);
+	bfs_prefetch_range(env->prefetch, f, from, end + window - from);
+}
+
 ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv)
 {
 	struct bfs_index *idx = &f->idx;
@@ -396,6 +472,7 @@ ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs
 		done += take;
 	}
 	BFS_COUNT(f->ctr, bytes, done);
+	read_ahead(f, off, done, k0, k1);
 	return (ssize_t)done;
 
 out_err:

@@ -23,7 +23,9 @@
 #include "blockfs/file.h"
 #include "blockfs/log.h"
 #include "blockfs/names.h"
+#include "blockfs/prefetch.h"
 #include "fs_i.h"
+#include "xattr.h"
 
 /* Large enough that coreutils and stdio read a mounted file in big chunks. */
 #define BFS_BLKSIZE (1u << 20)
@@ -138,6 +140,8 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	memset(fs, 0, sizeof(*fs));
 	fs->opts = opts;
 	fs->env.verify = opts->verify;
+	fs->env.readahead = opts->readahead;
+	fs->env.advice = opts->advice;
 	fs->root_fd = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fs->root_fd < 0)
 		return -errno;
@@ -159,6 +163,7 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->root.ino = st.st_ino;
 	fs->root.type = S_IFDIR;
 	fs->root.nlookup = 1;
+	bfs_hints_init(&fs->hints);
 	pthread_mutex_init(&fs->root.lock, NULL);
 	pthread_mutex_init(&fs->lock, NULL);
 	return 0;
@@ -172,8 +177,21 @@ out_close:
 	return -errno;
 }
 
+/* Queued read-ahead jobs per worker: enough to keep a few streams fed. */
+#define QUEUE_PER_WORKER 128
+
+int bfs_fs_start(struct bfs_fs *fs)
+{
+	unsigned int n = fs->opts->workers;
+
+	if (n == 0)
+		return 0;
+	return bfs_prefetch_new(&fs->env.prefetch, n, (size_t)n * QUEUE_PER_WORKER);
+}
+
 void bfs_fs_destroy(struct bfs_fs *fs)
 {
+	bfs_prefetch_free(fs->env.prefetch);	/* first: workers hold file versions */
 	for (size_t i = 0; i < fs->nbuckets; i++) {
 		for (struct bfs_inode *in = fs->table[i], *next; in; in = next) {
 			next = in->hnext;
@@ -187,6 +205,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	close(fs->root_fd);
 	bfs_cache_free(fs->env.cache);	/* after every version: no block is held */
 	bfs_counters_put(fs->env.mount);
+	bfs_hints_destroy(&fs->hints);
 }
 
 /* Find or add the inode for O_PATH @fd (consumed) shown with @codec. */
@@ -379,6 +398,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, const struct 
 		bfs_err("%s: cannot index: %s", in->rpath ? in->rpath : "?", strerror(-rc));
 		return rc;
 	}
+	bfs_xattr_apply(fs, in->rpath ? in->rpath : "", f);	/* its advice, before anyone reads */
 	in->file = f;
 	*out = bfs_file_get(f);
 	*changed = old != NULL;

@@ -211,6 +211,10 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	if (!cl.foreground)
 		bfs_log_to_syslog(true);
+	if (bfs_fs_start(&fs) < 0) {
+		bfs_err("cannot start the read-ahead workers");
+		goto out_unmount;
+	}
 	status = run(se, &cl) < 0;
 
 out_unmount:

@@ -10,9 +10,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <fuse_lowlevel.h>
 
+#include "blockfs/hints.h"
 #include "blockfs/opts.h"
 
 #define BFS_OPT(t, f) { t, offsetof(struct bfs_opts, f), 0 }
@@ -35,8 +37,8 @@ static const struct {
 	{ "populate", "off|on|async", "mmap path: pre-fault the mapping (off)" },
 	{ "advice", "normal|sequential|random|willneed|noreuse", "default access hint (normal)" },
 	{ "cache_size", "SIZE", "decompressed blocks kept in memory; 0: none (128M)" },
-	{ "readahead", "SIZE", "how far ahead to decompress a sequential stream" },
-	{ "workers", "N", "threads that decompress ahead (online CPUs)" },
+	{ "readahead", "SIZE", "how far ahead to decompress a sequential stream (8M)" },
+	{ "workers", "N", "threads that decompress ahead; 0: none (online CPUs)" },
 	{ "verify", "on|off", "check per-block checksums the files carry (on)" },
 };
 
@@ -78,20 +80,51 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 {
 	static const char *const readpaths[] = { "pread", "mmap", "auto", NULL };
 	static const char *const onoff[] = { "off", "on", NULL };
+	/* Indexed by enum bfs_advice; dontneed acts on ranges and is no default. */
+	static const char *const advices[] = { "normal", "sequential", "random", "willneed",
+					       "-", "noreuse", NULL };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned long n;
+	char *end;
 	static const struct {
 		const char *name;
 		size_t off;
 	} later[] = {
 		{ "populate", offsetof(struct bfs_opts, populate_s) },
-		{ "advice", offsetof(struct bfs_opts, advice_s) },
-		{ "readahead", offsetof(struct bfs_opts, readahead_s) },
-		{ "workers", offsetof(struct bfs_opts, workers_s) },
 	};
 	int v;
 
 	o->readpath = BFS_READPATH_PREAD;
 	o->verify = true;
 	o->cache_size = BFS_DEFAULT_CACHE_SIZE;
+	o->readahead = BFS_DEFAULT_READAHEAD;
+	o->workers = cpus > 0 ? (unsigned int)cpus : 1;
+	o->advice = BFS_ADV_NORMAL;
+	if (o->readahead_s && bfs_parse_size(o->readahead_s, &o->readahead) < 0) {
+		snprintf(err, errlen, "bad value '%s' for option readahead: expected a size such "
+			 "as 0, 512K, 8M", o->readahead_s);
+		return -EINVAL;
+	}
+	if (o->workers_s) {
+		errno = 0;
+		n = strtoul(o->workers_s, &end, 10);
+		if (*o->workers_s < '0' || *o->workers_s > '9' || *end || errno ||
+		    n > BFS_MAX_WORKERS) {
+			snprintf(err, errlen, "bad value '%s' for option workers: expected a count "
+				 "from 0 to %d", o->workers_s, BFS_MAX_WORKERS);
+			return -EINVAL;
+		}
+		o->workers = (unsigned int)n;
+	}
+	if (o->advice_s) {
+		v = pick(o->advice_s, advices);
+		if (v < 0 || v == BFS_ADV_DONTNEED) {
+			snprintf(err, errlen, "bad value '%s' for option advice: expected normal, "
+				 "sequential, random, willneed or noreuse", o->advice_s);
+			return -EINVAL;
+		}
+		o->advice = v;
+	}
 	if (o->cache_size_s && bfs_parse_size(o->cache_size_s, &o->cache_size) < 0) {
 		snprintf(err, errlen, "bad value '%s' for option cache_size: expected a size such "
 			 "as 0, 65536, 64K, 256M or 1G", o->cache_size_s);

@@ -25,10 +25,15 @@ struct bfs_cache;
 struct bfs_block;
 struct bfs_counters;
 
+struct bfs_prefetch;
+
 /* What every file version of one mount shares. */
 struct bfs_file_env {
 	struct bfs_cache *cache;	/* decoded blocks */
+	struct bfs_prefetch *prefetch;	/* read-ahead workers, or NULL */
 	struct bfs_counters *mount;	/* the mount's counters */
+	uint64_t readahead;		/* bytes to decode ahead of a sequential reader */
+	int advice;			/* enum bfs_advice for files without a hint */
 	bool verify;			/* check block checksums */
 };
 
@@ -42,6 +47,10 @@ struct bfs_file {
 	struct stat st;			/* the backing file when this version was built */
 	const struct bfs_file_env *env;
 	struct bfs_counters *ctr;	/* this version's counters (their parent: the mount's) */
+	atomic_int advice;		/* effective enum bfs_advice; set by the hint layer */
+	atomic_uint_fast64_t seq_next;	/* where a sequential reader reads next */
+	atomic_uint seq_run;		/* reads in a row that started near seq_next */
+	atomic_uint_fast64_t ra_next;	/* read-ahead is queued up to here */
 	atomic_size_t last_bad;		/* last block logged as bad: one line per block */
 	char *name;			/* for log lines */
 };
@@ -105,6 +114,15 @@ struct bfs_readv {
  */
 ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
 void bfs_readv_release(struct bfs_readv *rv);
+
+/*
+ * Drop the cached blocks of @f covering [@off, @off + @len) (dontneed);
+ * readers holding them keep their copies.
+ */
+void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len);
+
+/* Read and decode exact block @k of @f into @b (read-ahead). 0 or -errno. */
+int bfs_file_load_block(struct bfs_file *f, size_t k, struct bfs_block *b);
 
 /* bfs_file_readv() into @buf (a copy), for tools and tests. */
 ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off);

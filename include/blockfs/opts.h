@@ -18,6 +18,8 @@ struct fuse_args;
 enum bfs_readpath { BFS_READPATH_PREAD, BFS_READPATH_MMAP, BFS_READPATH_AUTO };
 
 #define BFS_DEFAULT_CACHE_SIZE (128ull << 20)
+#define BFS_DEFAULT_READAHEAD (8ull << 20)
+#define BFS_MAX_WORKERS 256
 
 struct bfs_opts {
 	char *source;		/* first positional argument: the backing directory */
@@ -30,6 +32,9 @@ struct bfs_opts {
 	enum bfs_readpath readpath;
 	bool verify;
 	uint64_t cache_size;	/* bytes of decoded blocks kept; 0: none */
+	uint64_t readahead;	/* bytes decoded ahead of a sequential reader; 0: none */
+	unsigned int workers;	/* read-ahead threads */
+	int advice;		/* enum bfs_advice for files without a hint */
 };
 
 /**

@@ -11,6 +11,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "blockfs/hints.h"
 #include "blockfs/opts.h"
 
 /* Parse argv; on success leave the remaining arguments in *rest. */
@@ -86,7 +87,6 @@ static void test_unbuilt_features_refused(void **state)
 	expect_refused("readpath=mmap");
 	expect_refused("readpath=auto");
 	expect_refused("populate=on");
-	expect_refused("workers=2");
 }
 
 static void test_cache_size(void **state)
@@ -108,6 +108,28 @@ static void test_cache_size(void **state)
 	expect_refused("cache_size=12Q");
 	expect_refused("cache_size=");
 	expect_refused("cache_size=-1M");
+}
+
+static void test_readahead_workers_advice(void **state)
+{
+	char *argv[] = { "blockfs", "-o", "readahead=512K,workers=0,advice=sequential", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 5, argv), 0);
+	assert_int_equal(o.readahead, 512 << 10);
+	assert_int_equal(o.workers, 0);
+	assert_int_equal(o.advice, BFS_ADV_SEQUENTIAL);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("readahead=fast");
+	expect_refused("workers=-1");
+	expect_refused("workers=two");
+	expect_refused("workers=257");
+	expect_refused("workers=");
+	expect_refused("advice=dontneed");	/* an action on a range, not a default */
+	expect_refused("advice=fast");
 }
 
 static void test_check_message_names_option(void **state)
@@ -155,6 +177,7 @@ int main(void)
 		cmocka_unit_test(test_bad_values_refused),
 		cmocka_unit_test(test_unbuilt_features_refused),
 		cmocka_unit_test(test_cache_size),
+		cmocka_unit_test(test_readahead_workers_advice),
 		cmocka_unit_test(test_check_message_names_option),
 		cmocka_unit_test(test_parse_size),
 	};

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Read-ahead workers (contract in prefetch.h): a ring of jobs and a fixed
+ * pool of threads that decode blocks into the cache. A job is one block,
+ * or "settle sizes up to a byte, then queue a range" when the range lies
+ * past what the index knows exactly: settling reads the file, and a FUSE
+ * thread must not wait for that.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "blockfs/cache.h"
+#include "blockfs/file.h"
+#include "blockfs/prefetch.h"
+
+struct job {
+	struct bfs_file *f;	/* one reference */
+	size_t blkno;		/* SETTLE: settle, then queue [off, off + len) */
+	uint64_t off, len;
+};
+
+#define SETTLE SIZE_MAX
+
+struct bfs_prefetch {
+	pthread_mutex_t lock;	/* protects everything below; never held while decoding */
+	pthread_cond_t work;	/* a job was queued, or stop */
+	struct job *ring;
+	size_t cap, head, count;
+	bool stop;
+	unsigned int nthreads;
+	pthread_t *threads;
+};
+
+static void run(struct bfs_prefetch *p, struct job *j)
+{
+	struct bfs_file *f = j->f;
+	struct bfs_block *b;
+
+	if (j->blkno == SETTLE) {
+		if (bfs_index_settle(&f->idx, &f->io, f->codec, j->off + j->len - 1) == 0)
+			bfs_prefetch_range(p, f, j->off, j->len);
+		return;
+	}
+	if (bfs_cache_try_new(f->env->cache, f->id, j->blkno, f->idx.blk[j->blkno].usize, f->ctr,
+			      &b) != 1)
+		return;			/* cached, being decoded, or no room */
+	BFS_COUNT(f->ctr, prefetched, 1);
+	bfs_cache_done(f->env->cache, b, bfs_file_load_block(f, j->blkno, b));
+	bfs_block_put(b);
+}
+
+static void *worker(void *arg)
+{
+	struct bfs_prefetch *p = arg;
+	struct job j;
+
+	for (;;) {
+		pthread_mutex_lock(&p->lock);
+		while (!p->count && !p->stop)
+			pthread_cond_wait(&p->work, &p->lock);
+		if (p->stop) {
+			pthread_mutex_unlock(&p->lock);
+			return NULL;
+		}
+		j = p->ring[p->head];
+		p->head = (p->head + 1) % p->cap;
+		p->count--;
+		pthread_mutex_unlock(&p->lock);
+		run(p, &j);
+		bfs_file_put(j.f);
+	}
+}
+
+int bfs_prefetch_new(struct bfs_prefetch **out, unsigned int workers, size_t queue_len)
+{
+	struct bfs_prefetch *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->work, NULL);
+	p->cap = queue_len ? queue_len : 1;
+	p->ring = calloc(p->cap, sizeof(*p->ring));
+	p->threads = calloc(workers ? workers : 1, sizeof(*p->threads));
+	if (!p->ring || !p->threads)
+		goto out_free;
+	for (; p->nthreads < workers; p->nthreads++)
+		if (pthread_create(&p->threads[p->nthreads], NULL, worker, p) != 0)
+			goto out_free;
+	*out = p;
+	return 0;
+
+out_free:
+	bfs_prefetch_free(p);
+	return -ENOMEM;
+}
+
+void bfs_prefetch_free(struct bfs_prefetch *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	for (; p->count; p->count--, p->head = (p->head + 1) % p->cap)
+		bfs_file_put(p->ring[p->head].f);
+	pthread_cond_destroy(&p->work);
+	pthread_mutex_destroy(&p->lock);
+	free(p->ring);
+	free(p->threads);
+	free(p);
+}
+
+/* Queue @j (taking a reference on its file) unless the ring is full. */
+static bool try_queue(struct bfs_prefetch *p, struct job j)
+{
+	bool queued = false;
+
+	pthread_mutex_lock(&p->lock);
+	if (!p->stop && p->nthreads && p->count < p->cap) {
+		j.f = bfs_file_get(j.f);
+		p->ring[(p->head + p->count++) % p->cap] = j;
+		pthread_cond_signal(&p->work);
+		queued = true;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return queued;
+}
+
+size_t bfs_prefetch_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off, uint64_t len)
+{
+	uint64_t usize = atomic_load(&f->idx.usize), end;
+	size_t k0, k1, queued = 0;
+
+	if (!p || !f->codec || len == 0 || off >= usize)
+		return 0;
+	end = len > usize - off ? usize : off + len;
+	if (bfs_index_find(&f->idx, end - 1, &k1) < 0)	/* not settled that far yet */
+		return try_queue(p, (struct job){ .f = f, .blkno = SETTLE, .off = off,
+						  .len = end - off });
+	if (bfs_index_find(&f->idx, off, &k0) < 0)
+		return 0;
+	for (size_t k = k0; k <= k1; k++) {
+		if (f->idx.blk[k].flags & BFS_BLK_BAD ||
+		    bfs_cache_contains(f->env->cache, f->id, k))
+			continue;
+		if (!try_queue(p, (struct job){ .f = f, .blkno = k }))
+			break;
+		queued++;
+	}
+	return queued;
+}
