@@ -18,7 +18,6 @@
 #include <sys/types.h>
 
 #include "blockfs/file.h"
-#include "blockfs/hints.h"
 #include "blockfs/opts.h"
 
 struct bfs_codec;
@@ -42,7 +41,6 @@ struct bfs_fs {
 	const struct bfs_opts *opts;
 	struct bfs_file_env env;	/* the cache and the mount's counters */
 	struct fuse_session *se;	/* for notifications; set once mounted */
-	struct bfs_hints hints;		/* user.blockfs.advice/readpath by backing path */
 	int root_fd;			/* O_PATH of SOURCE; the root inode's fd */
 	struct bfs_inode root;
 	pthread_mutex_t lock;		/* protects the table, count and every nlookup */
