@@ -668,7 +668,8 @@ static void tree_dir(struct ctx *c, const char *src, const char *dst)
 		tree_fail(c, src, "cannot read directory", errno);
 	closedir(d);
 	/* Sorted: the same tree packs the same way, whatever readdir's order. */
-	qsort(names, n, sizeof(*names), cmp_names);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_names);
 	for (size_t i = 0; i < n; i++) {
 		tree_entry(c, src, dst, names[i]);
 		free(names[i]);
