@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "blockfs/file.h"
+#include "blockfs/hints.h"
 #include "blockfs/opts.h"
 
 struct bfs_codec;
@@ -41,6 +42,7 @@ struct bfs_fs {
 	const struct bfs_opts *opts;
 	struct bfs_file_env env;	/* the cache and the mount's counters */
 	struct fuse_session *se;	/* for notifications; set once mounted */
+	struct bfs_hints hints;		/* user.blockfs.advice/readpath by backing path */
 	int root_fd;			/* O_PATH of SOURCE; the root inode's fd */
 	struct bfs_inode root;
 	pthread_mutex_t lock;		/* protects the table, count and every nlookup */

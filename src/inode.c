@@ -25,6 +25,7 @@
 #include "blockfs/names.h"
 #include "blockfs/prefetch.h"
 #include "fs_i.h"
+#include "xattr.h"
 
 /* Large enough that coreutils and stdio read a mounted file in big chunks. */
 #define BFS_BLKSIZE (1u << 20)
@@ -162,6 +163,7 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->root.ino = st.st_ino;
 	fs->root.type = S_IFDIR;
 	fs->root.nlookup = 1;
+	bfs_hints_init(&fs->hints);
 	pthread_mutex_init(&fs->root.lock, NULL);
 	pthread_mutex_init(&fs->lock, NULL);
 	return 0;
@@ -203,6 +205,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	close(fs->root_fd);
 	bfs_cache_free(fs->env.cache);	/* after every version: no block is held */
 	bfs_counters_put(fs->env.mount);
+	bfs_hints_destroy(&fs->hints);
 }
 
 /* Find or add the inode for O_PATH @fd (consumed) shown with @codec. */
@@ -395,6 +398,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, const struct 
 		bfs_err("%s: cannot index: %s", in->rpath ? in->rpath : "?", strerror(-rc));
 		return rc;
 	}
+	bfs_xattr_apply(fs, in->rpath ? in->rpath : "", f);	/* its advice, before anyone reads */
 	in->file = f;
 	*out = bfs_file_get(f);
 	*changed = old != NULL;

@@ -351,7 +351,18 @@ static void bfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void bfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			    size_t size, int flags)
 {
-	fuse_reply_err(req, -bfs_xattr_set(fs_of(req), inode_of(req, ino), name, value, size, flags));
+	struct bfs_fs *fs = fs_of(req);
+	struct bfs_xattr_inval inval;
+	int rc = bfs_xattr_set(fs, inode_of(req, ino), name, value, size, flags, &inval);
+
+	fuse_reply_err(req, -rc);
+	/*
+	 * dontneed: the kernel's pages of the range go too, so that the next
+	 * read reaches blockfs. Only after the reply: the kernel may wait on
+	 * this very request while it invalidates.
+	 */
+	if (rc == 0 && inval.set && fs->se)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, (off_t)inval.off, (off_t)inval.len);
 }
 
 static void bfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)

@@ -1,70 +1,439 @@
 // SPDX-License-Identifier: MIT
 /*
- * user.blockfs.* attributes: one table of {name, formatter} walked by get
- * and list, so that a name is listed exactly when it can be read. The
- * backing file's own attributes pass through, read-only.
+ * user.blockfs.* attributes: one table of {name, where, get, set} walked
+ * by get, set, remove and list, so that a name is listed exactly where it
+ * can be read. Facts about a file (format, sizes, cache, counters) are
+ * read-only; the hints (advice, readpath) are kept in fs->hints by backing
+ * path and applied here to file versions. The backing file's own
+ * attributes pass through, read-only.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
+#include "blockfs/hints.h"
+#include "blockfs/prefetch.h"
 #include "fs_i.h"
 #include "xattr.h"
 
-/* Longest value any formatter writes, NUL included. */
-#define VALUE_MAX 64
+/* Longest value any getter writes, NUL included. */
+#define VALUE_MAX BFS_STATS_MAX
 
-/* Writes the value into @out; -ENODATA when it does not apply to @f. */
-typedef int (*fmt_fn)(const struct bfs_file *f, char *out);
+/* Where a name applies. */
+enum {
+	ON_REG = 1 << 0,	/* regular files */
+	ON_DIR = 1 << 1,	/* every directory */
+	ON_ROOT = 1 << 2,	/* the mount root */
+};
 
-static int fmt_format(const struct bfs_file *f, char *out)
+/* One request on one inode: what the getters and setters may need. */
+struct xctx {
+	struct bfs_fs *fs;
+	struct bfs_inode *in;
+	struct bfs_file *f;	/* current version of a regular file, or NULL */
+	char *rpath;		/* copy of in->rpath ("" when unknown) */
+};
+
+/*
+ * Writes the value into @out (VALUE_MAX bytes) and returns its length, or
+ * -ENODATA when it does not apply. With @bound (a size query, or a list
+ * asking whether the name applies), values that change on their own
+ * return the longest they can be instead, so that the read that follows a
+ * size query never meets ERANGE.
+ */
+typedef int (*get_fn)(struct xctx *x, char *out, bool bound);
+typedef int (*set_fn)(struct xctx *x, const char *val, size_t len, int flags,
+		      struct bfs_xattr_inval *inval);
+typedef int (*del_fn)(struct xctx *x);
+
+/* --- read-only facts ------------------------------------------------------ */
+
+static int get_format(struct xctx *x, char *out, bool bound)
 {
-	snprintf(out, VALUE_MAX, "%s", f->codec ? f->codec->name : "raw");
-	return 0;
+	(void)bound;
+	return snprintf(out, VALUE_MAX, "%s", x->f->codec ? x->f->codec->name : "raw");
 }
 
-static int fmt_csize(const struct bfs_file *f, char *out)
+static int get_csize(struct xctx *x, char *out, bool bound)
 {
-	snprintf(out, VALUE_MAX, "%" PRIu64, (uint64_t)f->st.st_size);
-	return 0;
+	(void)bound;
+	return snprintf(out, VALUE_MAX, "%" PRIu64, (uint64_t)x->f->st.st_size);
 }
 
-static int fmt_block_size(const struct bfs_file *f, char *out)
+static int get_block_size(struct xctx *x, char *out, bool bound)
 {
-	if (!f->codec)
+	(void)bound;
+	if (!x->f->codec)
 		return -ENODATA;
-	snprintf(out, VALUE_MAX, "%" PRIu32, f->idx.block_size);
-	return 0;
+	return snprintf(out, VALUE_MAX, "%" PRIu32, x->f->idx.block_size);
 }
 
-static int fmt_blocks(const struct bfs_file *f, char *out)
+static int get_blocks(struct xctx *x, char *out, bool bound)
 {
-	if (!f->codec)
+	(void)bound;
+	if (!x->f->codec)
 		return -ENODATA;
 	/* The poison entry that marks damage is not a block of the file. */
-	snprintf(out, VALUE_MAX, "%zu", f->idx.n - (f->idx.broken ? 1 : 0));
+	return snprintf(out, VALUE_MAX, "%zu", x->f->idx.n - (x->f->idx.broken ? 1 : 0));
+}
+
+/* Values that change on their own: see get_fn for @bound. */
+static int get_cached(struct xctx *x, char *out, bool bound)
+{
+	uint64_t v = bound ? UINT64_MAX : (uint64_t)atomic_load(&x->f->ctr->cached);
+
+	return snprintf(out, VALUE_MAX, "%" PRIu64, v);
+}
+
+static int get_stats(struct xctx *x, char *out, bool bound)
+{
+	struct bfs_counters max;
+	bool root = x->in == &x->fs->root;
+	struct bfs_cache *cache = root ? x->fs->env.cache : NULL;
+
+	if (bound) {
+		/* Every counter at its widest, and the two cache lines too. */
+		memset(&max, 0xff, sizeof(max));
+		return bfs_stats_format(&max, NULL, out, VALUE_MAX) + (root ? 2 * 40 : 0);
+	}
+	return bfs_stats_format(root ? x->fs->env.mount : x->f->ctr, cache, out, VALUE_MAX);
+}
+
+/* --- hints: applying them ------------------------------------------------- */
+
+static int fadv_of(int advice)
+{
+	switch (advice) {
+	case BFS_ADV_SEQUENTIAL:
+		return POSIX_FADV_SEQUENTIAL;
+	case BFS_ADV_RANDOM:
+		return POSIX_FADV_RANDOM;
+	case BFS_ADV_WILLNEED:
+		return POSIX_FADV_WILLNEED;
+	case BFS_ADV_DONTNEED:
+		return POSIX_FADV_DONTNEED;
+	case BFS_ADV_NOREUSE:
+		return POSIX_FADV_NOREUSE;
+	default:
+		return POSIX_FADV_NORMAL;
+	}
+}
+
+/*
+ * The backing bytes behind decompressed [@off, @off + @len) of @f, as far
+ * as the exact part of the index knows them: only a hint follows, so an
+ * unknown end runs to the end of the backing file.
+ */
+static void backing_span(struct bfs_file *f, uint64_t off, uint64_t len, uint64_t *coff,
+			 uint64_t *clen)
+{
+	uint64_t csize = (uint64_t)f->st.st_size, cend = csize;
+	size_t a, b;
+
+	if (!f->codec) {
+		*coff = off < csize ? off : csize;
+		*clen = bfs_range_ok(off, len, csize) ? len : csize - *coff;
+		return;
+	}
+	if (bfs_index_find(&f->idx, off, &a) < 0) {
+		*coff = 0;		/* not settled that far: the whole file */
+		*clen = csize;
+		return;
+	}
+	*coff = f->idx.blk[a].coff;
+	if (bfs_index_find(&f->idx, off + len - 1, &b) == 0)
+		cend = f->idx.blk[b].coff + f->idx.blk[b].clen;
+	*clen = cend > *coff ? cend - *coff : 0;
+}
+
+/*
+ * The pread read path passes hints to the backing file with
+ * posix_fadvise(2); the mmap path, when built, will madvise(2) instead.
+ * Failure is harmless: the hint only tunes the kernel's page cache.
+ */
+static void advise_backing(struct bfs_file *f, int advice, uint64_t off, uint64_t len)
+{
+	uint64_t coff = 0, clen = 0;
+
+	if (len)
+		backing_span(f, off, len, &coff, &clen);
+	if (!len || clen)
+		(void)posix_fadvise(f->fd, (off_t)coff, (off_t)clen, fadv_of(advice));
+}
+
+/* The advice that applies to @rpath now. Takes the hints lock only. */
+static int effective_advice(struct bfs_fs *fs, const char *rpath)
+{
+	return bfs_hints_effective(&fs->hints, rpath, BFS_HINT_ADVICE, fs->env.advice);
+}
+
+void bfs_xattr_apply(struct bfs_fs *fs, const char *rpath, struct bfs_file *f)
+{
+	int adv = effective_advice(fs, rpath);
+
+	atomic_store(&f->advice, adv);
+	advise_backing(f, adv, 0, 0);
+}
+
+/* Is @path @dir itself or below it? ("." holds everything.) */
+static bool below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, ".") == 0)
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/*
+ * A hint changed on @x's path: give every current file version it may
+ * reach its effective advice again. Each version's advice is computed and
+ * stored under its inode lock, so that of two concurrent changes the last
+ * computation (which sees both) wins; the fadvise calls come after every
+ * lock is dropped.
+ */
+static void reapply(struct xctx *x)
+{
+	struct bfs_fs *fs = x->fs;
+	struct bfs_file **todo = NULL;
+	size_t n = 0, cap = 0;
+
+	if (x->in->type == S_IFREG) {
+		struct bfs_file *f = NULL;
+
+		pthread_mutex_lock(&x->in->lock);
+		if (x->in->file) {
+			atomic_store(&x->in->file->advice, effective_advice(fs, x->rpath));
+			f = bfs_file_get(x->in->file);
+		}
+		pthread_mutex_unlock(&x->in->lock);
+		if (f) {
+			advise_backing(f, atomic_load(&f->advice), 0, 0);
+			bfs_file_put(f);
+		}
+		return;		/* never built: bfs_xattr_apply() will see the store */
+	}
+	pthread_mutex_lock(&fs->lock);
+	for (size_t i = 0; i < fs->nbuckets; i++) {
+		for (struct bfs_inode *in = fs->table[i]; in; in = in->hnext) {
+			if (in->type != S_IFREG)
+				continue;
+			pthread_mutex_lock(&in->lock);
+			if (in->file && in->rpath && below(in->rpath, x->rpath)) {
+				atomic_store(&in->file->advice, effective_advice(fs, in->rpath));
+				if (n == cap) {
+					size_t nc = cap ? cap * 2 : 16;
+					struct bfs_file **nt = realloc(todo, nc * sizeof(*nt));
+
+					if (nt) {
+						todo = nt;
+						cap = nc;
+					}
+				}
+				if (n < cap)
+					todo[n++] = bfs_file_get(in->file);
+			}
+			pthread_mutex_unlock(&in->lock);
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	for (size_t i = 0; i < n; i++) {
+		advise_backing(todo[i], atomic_load(&todo[i]->advice), 0, 0);
+		bfs_file_put(todo[i]);
+	}
+	free(todo);
+}
+
+/* --- hints: the attributes ------------------------------------------------ */
+
+/* XATTR_CREATE / XATTR_REPLACE against the path's own hint of @kind. */
+static int check_flags(struct xctx *x, enum bfs_hint_kind kind, int flags)
+{
+	int v;
+	bool own = bfs_hints_own(&x->fs->hints, x->rpath, kind, &v);
+
+	if ((flags & XATTR_CREATE) && own)
+		return -EEXIST;
+	if ((flags & XATTR_REPLACE) && !own)
+		return -ENODATA;
 	return 0;
 }
 
-static const struct {
+static int get_advice(struct xctx *x, char *out, bool bound)
+{
+	(void)bound;
+	return snprintf(out, VALUE_MAX, "%s", bfs_advice_name(effective_advice(x->fs, x->rpath)));
+}
+
+/* willneed / dontneed on a file: act on the range now; nothing is stored. */
+static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_inval *inval)
+{
+	uint64_t size, off = r->ranged ? r->off : 0, len;
+	bool changed;
+	int rc = bfs_inode_file(x->fs, x->in, &x->f, &changed);
+
+	if (rc < 0)
+		return rc;
+	size = bfs_file_size(x->f);
+
+	if (off >= size)
+		return 0;		/* past the end: nothing to do, as posix_fadvise */
+	len = r->ranged && r->len < size - off ? r->len : size - off;
+	if (r->advice == BFS_ADV_WILLNEED) {
+		advise_backing(x->f, BFS_ADV_WILLNEED, off, len);
+		if (x->fs->env.prefetch)
+			(void)bfs_prefetch_range(x->fs->env.prefetch, x->f, off, len);
+		return 0;
+	}
+	bfs_file_drop_range(x->f, off, len);
+	advise_backing(x->f, BFS_ADV_DONTNEED, off, len);
+	*inval = (struct bfs_xattr_inval){ .set = true, .off = off,
+					   .len = off + len >= size ? 0 : len };
+	return 0;
+}
+
+static int set_advice(struct xctx *x, const char *val, size_t len, int flags,
+		      struct bfs_xattr_inval *inval)
+{
+	struct bfs_advice_req r;
+	bool dir = x->in->type == S_IFDIR;
+	int rc = bfs_advice_parse(val, len, &r);
+
+	if (rc < 0)
+		return rc;
+	if (r.advice == BFS_ADV_DONTNEED || (r.advice == BFS_ADV_WILLNEED && (r.ranged || !dir))) {
+		/* An action on a file's bytes; a directory has none. */
+		if (dir)
+			return -EINVAL;
+		return act(x, &r, inval);
+	}
+	/* A state: normal, sequential, random, noreuse; willneed as a directory's default. */
+	rc = check_flags(x, BFS_HINT_ADVICE, flags);
+	if (rc == 0)
+		rc = bfs_hints_set(&x->fs->hints, x->rpath, BFS_HINT_ADVICE, (int)r.advice);
+	if (rc == 0)
+		reapply(x);
+	return rc;
+}
+
+static int del_advice(struct xctx *x)
+{
+	int rc = bfs_hints_clear(&x->fs->hints, x->rpath, BFS_HINT_ADVICE);
+
+	if (rc == 0)
+		reapply(x);
+	return rc;
+}
+
+static int get_readpath(struct xctx *x, char *out, bool bound)
+{
+	int rp = bfs_hints_effective(&x->fs->hints, x->rpath, BFS_HINT_READPATH,
+				     (int)x->fs->opts->readpath);
+
+	(void)bound;
+	return snprintf(out, VALUE_MAX, "%s", bfs_readpath_name(rp));
+}
+
+static int set_readpath(struct xctx *x, const char *val, size_t len, int flags,
+			struct bfs_xattr_inval *inval)
+{
+	enum bfs_readpath rp;
+	int rc = bfs_readpath_parse(val, len, &rp);
+
+	(void)inval;
+	if (rc < 0)
+		return rc;
+	if (rp != BFS_READPATH_PREAD)
+		return -EINVAL;		/* mmap and auto are not built yet */
+	rc = check_flags(x, BFS_HINT_READPATH, flags);
+	if (rc == 0)
+		rc = bfs_hints_set(&x->fs->hints, x->rpath, BFS_HINT_READPATH, (int)rp);
+	return rc;
+}
+
+static int del_readpath(struct xctx *x)
+{
+	return bfs_hints_clear(&x->fs->hints, x->rpath, BFS_HINT_READPATH);
+}
+
+/* --- the table ------------------------------------------------------------ */
+
+static const struct attr {
 	const char *name;
-	fmt_fn fmt;
+	unsigned int where;	/* ON_* */
+	bool needs_file;	/* on a regular file, the getter reads its version */
+	get_fn get;
+	set_fn set;		/* NULL: read-only */
+	del_fn del;
 } attrs[] = {
-	{ BFS_XATTR_PREFIX "format", fmt_format },
-	{ BFS_XATTR_PREFIX "compressed_size", fmt_csize },
-	{ BFS_XATTR_PREFIX "block_size", fmt_block_size },
-	{ BFS_XATTR_PREFIX "blocks", fmt_blocks },
+	{ BFS_XATTR_PREFIX "format", ON_REG, true, get_format, NULL, NULL },
+	{ BFS_XATTR_PREFIX "compressed_size", ON_REG, true, get_csize, NULL, NULL },
+	{ BFS_XATTR_PREFIX "block_size", ON_REG, true, get_block_size, NULL, NULL },
+	{ BFS_XATTR_PREFIX "blocks", ON_REG, true, get_blocks, NULL, NULL },
+	{ BFS_XATTR_PREFIX "cached", ON_REG, true, get_cached, NULL, NULL },
+	{ BFS_XATTR_PREFIX "stats", ON_REG | ON_ROOT, true, get_stats, NULL, NULL },
+	{ BFS_XATTR_PREFIX "advice", ON_REG | ON_DIR, false, get_advice, set_advice, del_advice },
+	{ BFS_XATTR_PREFIX "readpath", ON_REG | ON_DIR, false, get_readpath, set_readpath,
+	  del_readpath },
 };
+
+static const struct attr *find_attr(const char *name)
+{
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(attrs); i++)
+		if (strcmp(name, attrs[i].name) == 0)
+			return &attrs[i];
+	return NULL;
+}
+
+static unsigned int where_of(struct bfs_fs *fs, const struct bfs_inode *in)
+{
+	if (in == &fs->root)
+		return ON_DIR | ON_ROOT;
+	if (in->type == S_IFREG)
+		return ON_REG;
+	return in->type == S_IFDIR ? ON_DIR : 0;
+}
 
 static bool ours(const char *name)
 {
 	return strncmp(name, BFS_XATTR_PREFIX, sizeof(BFS_XATTR_PREFIX) - 1) == 0;
+}
+
+/* Fill @x for @in; with @file, also the current version of a regular file. */
+static int ctx_init(struct xctx *x, struct bfs_fs *fs, struct bfs_inode *in, bool file)
+{
+	bool changed;
+	int rc;
+
+	*x = (struct xctx){ .fs = fs, .in = in };
+	pthread_mutex_lock(&in->lock);
+	x->rpath = strdup(in->rpath ? in->rpath : "");
+	pthread_mutex_unlock(&in->lock);
+	if (!x->rpath)
+		return -ENOMEM;
+	if (file && in->type == S_IFREG) {
+		rc = bfs_inode_file(fs, in, &x->f, &changed);
+		if (rc < 0) {
+			free(x->rpath);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void ctx_release(struct xctx *x)
+{
+	bfs_file_put(x->f);
+	free(x->rpath);
 }
 
 static ssize_t reply_value(const char *val, size_t len, char *buf, size_t size)
@@ -92,10 +461,10 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 		      size_t size)
 {
 	char val[VALUE_MAX], path[64];
-	struct bfs_file *f;
-	bool changed;
+	const struct attr *a;
+	struct xctx x;
 	ssize_t n;
-	int rc = -ENODATA;
+	int rc;
 
 	if (!ours(name)) {
 		if (!passes_through(in))
@@ -104,45 +473,38 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 		n = getxattr(path, name, buf, size);
 		return n < 0 ? -errno : n;
 	}
-	for (size_t i = 0; i < BFS_ARRAY_SIZE(attrs); i++) {
-		if (strcmp(name, attrs[i].name) != 0)
-			continue;
-		if (in->type != S_IFREG)
-			return -ENODATA;
-		rc = bfs_inode_file(fs, in, &f, &changed);
-		if (rc < 0)
-			return rc;
-		rc = attrs[i].fmt(f, val);
-		bfs_file_put(f);
-		break;
-	}
-	return rc < 0 ? rc : reply_value(val, strlen(val), buf, size);
+	a = find_attr(name);
+	if (!a || !(a->where & where_of(fs, in)))
+		return -ENODATA;
+	rc = ctx_init(&x, fs, in, a->needs_file);
+	if (rc < 0)
+		return rc;
+	rc = a->get(&x, val, size == 0);
+	ctx_release(&x);
+	return rc < 0 ? rc : reply_value(val, (size_t)rc, buf, size);
 }
 
 ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size)
 {
-	char list[1024], path[64];
+	char list[1024], path[64], val[VALUE_MAX];
+	unsigned int where = where_of(fs, in);
 	size_t len = 0;
+	struct xctx x;
 	ssize_t n;
+	int rc;
 
-	if (in->type == S_IFREG) {
-		struct bfs_file *f;
-		char val[VALUE_MAX];
-		bool changed;
-		int rc = bfs_inode_file(fs, in, &f, &changed);
+	rc = ctx_init(&x, fs, in, true);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(attrs); i++) {
+		size_t nl = strlen(attrs[i].name) + 1;
 
-		if (rc < 0)
-			return rc;
-		for (size_t i = 0; i < BFS_ARRAY_SIZE(attrs); i++) {
-			size_t nl = strlen(attrs[i].name) + 1;
-
-			if (attrs[i].fmt(f, val) < 0)
-				continue;
-			memcpy(list + len, attrs[i].name, nl);	/* the table fits: see list[] */
-			len += nl;
-		}
-		bfs_file_put(f);
+		if (!(attrs[i].where & where) || attrs[i].get(&x, val, true) < 0)
+			continue;
+		memcpy(list + len, attrs[i].name, nl);	/* the table fits: see list[] */
+		len += nl;
 	}
+	ctx_release(&x);
 	if (passes_through(in)) {
 		procpath(in, path, sizeof(path));
 		n = listxattr(path, NULL, 0);
@@ -164,19 +526,55 @@ ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_
 	return reply_value(list, len, buf, size);
 }
 
-int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, const char *value,
-		  size_t size, int flags)
+/* The attribute @name names for a change, or why it cannot be changed. */
+static int writable(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
+		    const struct attr **out)
 {
-	(void)fs;
-	(void)in;
-	(void)value;
-	(void)size;
-	(void)flags;
-	/* No writable user.blockfs.* attribute yet; the hints will be the first. */
-	return ours(name) ? -ENOTSUP : -EROFS;
+	const struct attr *a;
+
+	if (!ours(name))
+		return -EROFS;		/* the backing file's own: shown read-only */
+	a = find_attr(name);
+	if (!a)
+		return -ENOTSUP;
+	if (!a->set || !(a->where & where_of(fs, in)))
+		return -EPERM;		/* a fact, or a hint where hints do not apply */
+	*out = a;
+	return 0;
+}
+
+int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, const char *value,
+		  size_t size, int flags, struct bfs_xattr_inval *inval)
+{
+	const struct attr *a = NULL;
+	struct xctx x;
+	int rc = writable(fs, in, name, &a);
+
+	*inval = (struct bfs_xattr_inval){ 0 };
+	if (rc < 0)
+		return rc;
+	if (size > BFS_HINT_VALUE_MAX)
+		return -E2BIG;		/* before touching the file: no valid value is this long */
+	rc = ctx_init(&x, fs, in, false);
+	if (rc < 0)
+		return rc;
+	rc = a->set(&x, value ? value : "", size, flags, inval);
+	ctx_release(&x);
+	return rc;
 }
 
 int bfs_xattr_remove(struct bfs_fs *fs, struct bfs_inode *in, const char *name)
 {
-	return bfs_xattr_set(fs, in, name, NULL, 0, 0);
+	const struct attr *a = NULL;
+	struct xctx x;
+	int rc = writable(fs, in, name, &a);
+
+	if (rc < 0)
+		return rc;
+	rc = ctx_init(&x, fs, in, false);
+	if (rc < 0)
+		return rc;
+	rc = a->del(&x);
+	ctx_release(&x);
+	return rc;
 }

@@ -1,28 +1,59 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Extended attributes (SPEC §4): the user.blockfs.* table and the backing
- * file's own attributes, shown read-only. Values and lists follow the
- * xattr(7) size protocol: size 0 asks for the length, a short buffer is
- * -ERANGE.
+ * Extended attributes (SPEC §4): the user.blockfs.* table, read-only
+ * facts and writable hints, and the backing file's own attributes, shown
+ * read-only. Values and lists follow the xattr(7) size protocol: size 0
+ * asks for the length, a short buffer is -ERANGE.
  */
 #ifndef BLOCKFS_XATTR_H
 #define BLOCKFS_XATTR_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct bfs_fs;
 struct bfs_inode;
+struct bfs_file;
 
 #define BFS_XATTR_PREFIX "user.blockfs."
 
-/* Return: value length, or -ENODATA, -ERANGE, -errno. */
+/*
+ * What a set asks ops.c to do once it has replied: drop the kernel's
+ * cached pages of [off, off + len) of the inode (len 0: to the end).
+ * Notifying before the reply could deadlock against the request itself.
+ */
+struct bfs_xattr_inval {
+	bool set;
+	uint64_t off, len;
+};
+
+/*
+ * Return: value length, or -ENODATA, -ERANGE, -errno. For values that
+ * change on their own (cached, stats) a size query answers an upper bound.
+ */
 ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name, char *buf,
 		      size_t size);
 /* Return: length of the NUL-separated list, or -ERANGE, -errno. */
 ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size);
-/* Return: 0 or -errno: -ENOTSUP for names blockfs does not take, -EROFS for others. */
+/**
+ * bfs_xattr_set() - set a hint, or act on one (willneed, dontneed).
+ * @inval: filled when the kernel's page cache must be dropped after the reply.
+ * Return: 0 or -errno: -EROFS outside user.blockfs.*, -ENOTSUP for a name
+ * blockfs does not know, -EPERM for a read-only one, -EINVAL for a bad
+ * value, -E2BIG for one longer than any valid value, -EEXIST/-ENODATA for
+ * XATTR_CREATE/XATTR_REPLACE.
+ */
 int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, const char *value,
-		  size_t size, int flags);
+		  size_t size, int flags, struct bfs_xattr_inval *inval);
+/* Return: 0 or -errno: -ENODATA when the hint is not set here, else as set. */
 int bfs_xattr_remove(struct bfs_fs *fs, struct bfs_inode *in, const char *name);
+
+/**
+ * bfs_xattr_apply() - give a newly built version @f of the file at @rpath
+ * its effective advice (f->advice) and pass it to the backing file.
+ * Context: inode lock held (takes only the hints lock).
+ */
+void bfs_xattr_apply(struct bfs_fs *fs, const char *rpath, struct bfs_file *f);
 
 #endif
