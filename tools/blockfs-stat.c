@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+/*
+ * blockfs-stat: what blockfs knows about mounted files, read through
+ * getxattr(2) only (the user.blockfs.* attributes, SPEC §4), so it works
+ * on any blockfs mount a user can read, with no access to the daemon.
+ * For each PATH: format, sizes, ratio, blocks, cached bytes, effective
+ * hints and counters; on the mount root, the mount-wide counters. A table
+ * for people, --json for scripts.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#define EXIT_USAGE 2
+#define PREFIX "user.blockfs."
+#define MAX_STATS 32
+
+/* What one path told us. */
+struct info {
+	const char *path;
+	bool dir, root;			/* root: a directory with mount-wide stats */
+	char format[32], advice[64], readpath[32];
+	bool has_csize, has_bsize, has_blocks, has_cached;
+	uint64_t size, csize, bsize, blocks, cached;
+	size_t nstats;
+	struct {
+		char key[48];
+		uint64_t v;
+	} stats[MAX_STATS];
+};
+
+/*
+ * One attribute as a C string. Return: 0, -ENODATA when absent, other
+ * -errno. The buffer grows on ERANGE (the value may grow between calls).
+ */
+static int get(const char *path, const char *name, char **out)
+{
+	size_t cap = 256;
+	char *buf = NULL;
+
+	for (;;) {
+		char *nb = realloc(buf, cap + 1);
+		ssize_t n;
+
+		if (!nb) {
+			free(buf);
+			return -ENOMEM;
+		}
+		buf = nb;
+		n = getxattr(path, name, buf, cap);
+		if (n >= 0) {
+			buf[n] = '\0';
+			*out = buf;
+			return 0;
+		}
+		if (errno != ERANGE || cap >= (1u << 20)) {
+			int rc = errno == ENOTSUP ? -ENODATA : -errno;
+
+			free(buf);
+			return rc;
+		}
+		cap *= 4;
+	}
+}
+
+static int get_str(const char *path, const char *name, char *dst, size_t len)
+{
+	char *v;
+	int rc = get(path, name, &v);
+
+	if (rc == 0) {
+		snprintf(dst, len, "%s", v);
+		free(v);
+	}
+	return rc;
+}
+
+static int get_u64(const char *path, const char *name, uint64_t *dst, bool *has)
+{
+	char *v, *end;
+	int rc = get(path, name, &v);
+
+	*has = false;
+	if (rc < 0)
+		return rc == -ENODATA ? 0 : rc;
+	errno = 0;
+	*dst = strtoull(v, &end, 10);
+	*has = end != v && *end == '\0' && errno == 0;
+	free(v);
+	return 0;
+}
+
+static void parse_stats(struct info *in, char *text)
+{
+	for (char *line = strtok(text, "\n"); line && in->nstats < MAX_STATS;
+	     line = strtok(NULL, "\n")) {
+		char *sp = strchr(line, ' ');
+
+		if (!sp || (size_t)(sp - line) >= sizeof(in->stats[0].key))
+			continue;
+		*sp = '\0';
+		snprintf(in->stats[in->nstats].key, sizeof(in->stats[0].key), "%s", line);
+		in->stats[in->nstats].v = strtoull(sp + 1, NULL, 10);
+		in->nstats++;
+	}
+}
+
+/* Return: 0, or a message for the path in @why. */
+static int collect(const char *path, struct info *in, char *why, size_t wlen)
+{
+	struct stat st;
+	char *stats = NULL;
+	int rc;
+
+	memset(in, 0, sizeof(*in));
+	in->path = path;
+	if (stat(path, &st) < 0) {
+		snprintf(why, wlen, "%s", strerror(errno));
+		return -1;
+	}
+	in->dir = S_ISDIR(st.st_mode);
+	in->size = (uint64_t)st.st_size;
+	/* Every file and directory of a blockfs mount has an advice. */
+	rc = get_str(path, PREFIX "advice", in->advice, sizeof(in->advice));
+	if (rc == -ENODATA) {
+		snprintf(why, wlen, "not on a blockfs mount (no " PREFIX "* attributes)");
+		return -1;
+	}
+	if (rc == 0)
+		rc = get_str(path, PREFIX "readpath", in->readpath, sizeof(in->readpath));
+	if (rc == 0 && !in->dir) {
+		rc = get_str(path, PREFIX "format", in->format, sizeof(in->format));
+		if (rc == 0)
+			rc = get_u64(path, PREFIX "compressed_size", &in->csize, &in->has_csize);
+		if (rc == 0)
+			rc = get_u64(path, PREFIX "block_size", &in->bsize, &in->has_bsize);
+		if (rc == 0)
+			rc = get_u64(path, PREFIX "blocks", &in->blocks, &in->has_blocks);
+		if (rc == 0)
+			rc = get_u64(path, PREFIX "cached", &in->cached, &in->has_cached);
+	}
+	if (rc == 0) {
+		rc = get(path, PREFIX "stats", &stats);
+		if (rc == 0) {
+			in->root = in->dir;
+			parse_stats(in, stats);
+			free(stats);
+		} else if (rc == -ENODATA) {
+			rc = 0;		/* a directory below the root */
+		}
+	}
+	if (rc < 0) {
+		snprintf(why, wlen, "%s", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+/* --- the table ------------------------------------------------------------ */
+
+static const char *human(uint64_t v, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double d = (double)v;
+	size_t u = 0;
+
+	while (d >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%" PRIu64 " B", v);
+	else
+		snprintf(buf, len, "%.1f %s (%" PRIu64 ")", d, units[u], v);
+	return buf;
+}
+
+static bool is_bytes_key(const char *k)
+{
+	size_t n = strlen(k);
+
+	return strcmp(k, "bytes") == 0 || strcmp(k, "cache_limit") == 0 ||
+	       (n > 6 && strcmp(k + n - 6, "_bytes") == 0);
+}
+
+#define ROW "  %-20s %s\n"
+
+static void print_table(const struct info *in)
+{
+	char h[64], v[64];
+
+	printf("%s%s\n", in->path, in->root ? "  (mount root)" : in->dir ? "  (directory)" : "");
+	if (!in->dir) {
+		printf(ROW, "format", in->format);
+		printf(ROW, "size", human(in->size, h, sizeof(h)));
+		if (in->has_csize)
+			printf(ROW, "compressed", human(in->csize, h, sizeof(h)));
+		if (in->has_csize && in->csize) {
+			snprintf(v, sizeof(v), "%.2f", (double)in->size / (double)in->csize);
+			printf(ROW, "ratio", v);
+		}
+		if (in->has_bsize)
+			printf(ROW, "block size", human(in->bsize, h, sizeof(h)));
+		if (in->has_blocks) {
+			snprintf(v, sizeof(v), "%" PRIu64, in->blocks);
+			printf(ROW, "blocks", v);
+		}
+		if (in->has_cached)
+			printf(ROW, "cached", human(in->cached, h, sizeof(h)));
+	}
+	printf(ROW, "advice", in->advice);
+	printf(ROW, "readpath", in->readpath);
+	if (in->nstats)
+		printf("  %s\n", in->root ? "mount counters" : "counters");
+	for (size_t i = 0; i < in->nstats; i++) {
+		if (is_bytes_key(in->stats[i].key))
+			human(in->stats[i].v, h, sizeof(h));
+		else
+			snprintf(h, sizeof(h), "%" PRIu64, in->stats[i].v);
+		printf("    %-22s %s\n", in->stats[i].key, h);
+	}
+}
+
+/* --- JSON ----------------------------------------------------------------- */
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+static void json_u64(const char *key, uint64_t v, bool has)
+{
+	printf(", \"%s\": ", key);
+	if (has)
+		printf("%" PRIu64, v);
+	else
+		printf("null");
+}
+
+static void print_json(const struct info *in, const char *err)
+{
+	printf("{\"path\": ");
+	json_str(in->path);
+	if (err) {
+		printf(", \"error\": ");
+		json_str(err);
+		printf("}");
+		return;
+	}
+	printf(", \"type\": \"%s\"", in->root ? "root" : in->dir ? "directory" : "file");
+	if (!in->dir) {
+		printf(", \"format\": ");
+		json_str(in->format);
+		json_u64("size", in->size, true);
+		json_u64("compressed_size", in->csize, in->has_csize);
+		if (in->has_csize && in->csize)
+			printf(", \"ratio\": %.4f", (double)in->size / (double)in->csize);
+		else
+			printf(", \"ratio\": null");
+		json_u64("block_size", in->bsize, in->has_bsize);
+		json_u64("blocks", in->blocks, in->has_blocks);
+		json_u64("cached", in->cached, in->has_cached);
+	}
+	printf(", \"advice\": ");
+	json_str(in->advice);
+	printf(", \"readpath\": ");
+	json_str(in->readpath);
+	if (in->nstats) {
+		printf(", \"stats\": {");
+		for (size_t i = 0; i < in->nstats; i++)
+			printf("%s\"%s\": %" PRIu64, i ? ", " : "", in->stats[i].key, in->stats[i].v);
+		printf("}");
+	}
+	printf("}");
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: blockfs-stat [--json] PATH...\n"
+		"Show what blockfs knows about files and directories on a blockfs mount:\n"
+		"format, sizes, ratio, blocks, cached bytes, hints and counters; on the\n"
+		"mount root, the whole mount's counters. Reads user.blockfs.* attributes.\n"
+		"\n"
+		"  -j, --json     one JSON array, an object per PATH\n"
+		"  -h, --help     this text\n"
+		"  -V, --version  version\n"
+		"Exit status: 0, 1 when any PATH could not be shown, 2 on bad usage.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool json = false;
+	int opt, status = 0;
+
+	while ((opt = getopt_long(argc, argv, "jhV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("blockfs-stat %s\n", BFS_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (json)
+		printf("[");
+	for (int i = optind; i < argc; i++) {
+		struct info *in = malloc(sizeof(*in));
+		char why[256];
+		bool bad;
+
+		if (!in) {
+			fprintf(stderr, "blockfs-stat: out of memory\n");
+			return 1;
+		}
+		bad = collect(argv[i], in, why, sizeof(why)) < 0;
+		if (bad) {
+			fprintf(stderr, "blockfs-stat: %s: %s\n", argv[i], why);
+			status = 1;
+		}
+		if (json) {
+			printf("%s\n  ", i > optind ? "," : "");
+			print_json(in, bad ? why : NULL);
+		} else if (!bad) {
+			if (i > optind)
+				putchar('\n');
+			print_table(in);
+		}
+		free(in);
+	}
+	if (json)
+		printf("\n]\n");
+	return status;
+}
