@@ -194,7 +194,7 @@ static void grow(struct bfs_hints *h)
 
 int bfs_hints_set(struct bfs_hints *h, const char *path, enum bfs_hint_kind kind, int value)
 {
-	size_t n = strlen(path);
+	size_t n = strlen(path), b;
 	struct bfs_hint_ent *e;
 	int rc = 0;
 
@@ -208,8 +208,7 @@ int bfs_hints_set(struct bfs_hints *h, const char *path, enum bfs_hint_kind kind
 			goto out;
 		}
 		memcpy(e->path, path, n + 1);
-		size_t b = hash(path, n) & (h->nbuckets - 1);
-
+		b = hash(path, n) & (h->nbuckets - 1);
 		e->next = h->tab[b];
 		h->tab[b] = e;
 		h->count++;
@@ -306,7 +305,7 @@ out:
 int bfs_stats_format(const struct bfs_counters *c, const struct bfs_cache *cache, char *buf,
 		     size_t len)
 {
-	/* Cast away const for atomic_load on C11 compilers that want a mutable object. */
+	/* C11 atomic_load takes a pointer to non-const (C17 relaxed that). */
 	struct bfs_counters *m = (struct bfs_counters *)c;
 	const struct {
 		const char *key;

@@ -194,63 +194,60 @@ static bool below(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+/* Give the current version of regular file @in its effective advice again. */
+static void reapply_one(struct bfs_fs *fs, struct bfs_inode *in, const char *dir)
+{
+	struct bfs_file *f = NULL;
+
+	pthread_mutex_lock(&in->lock);
+	if (in->file && in->rpath && (!dir || below(in->rpath, dir))) {
+		atomic_store(&in->file->advice, effective_advice(fs, in->rpath));
+		f = bfs_file_get(in->file);
+	}
+	pthread_mutex_unlock(&in->lock);
+	if (f) {
+		advise_backing(f, atomic_load(&f->advice), 0, 0);
+		bfs_file_put(f);
+	}
+	/* Never built: bfs_xattr_apply() will read the store when it is. */
+}
+
 /*
  * A hint changed on @x's path: give every current file version it may
  * reach its effective advice again. Each version's advice is computed and
  * stored under its inode lock, so that of two concurrent changes the last
- * computation (which sees both) wins; the fadvise calls come after every
- * lock is dropped.
+ * computation (which sees both) wins. For a directory, the regular files
+ * known now are pinned with a lookup reference under fs->lock, then visited
+ * without it: an inode lock may be held across a scan, and lookups must
+ * not wait for that.
  */
 static void reapply(struct xctx *x)
 {
 	struct bfs_fs *fs = x->fs;
-	struct bfs_file **todo = NULL;
-	size_t n = 0, cap = 0;
+	struct bfs_inode **pin = NULL;
+	size_t n = 0;
 
 	if (x->in->type == S_IFREG) {
-		struct bfs_file *f = NULL;
-
-		pthread_mutex_lock(&x->in->lock);
-		if (x->in->file) {
-			atomic_store(&x->in->file->advice, effective_advice(fs, x->rpath));
-			f = bfs_file_get(x->in->file);
-		}
-		pthread_mutex_unlock(&x->in->lock);
-		if (f) {
-			advise_backing(f, atomic_load(&f->advice), 0, 0);
-			bfs_file_put(f);
-		}
-		return;		/* never built: bfs_xattr_apply() will see the store */
+		reapply_one(fs, x->in, NULL);
+		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	for (size_t i = 0; i < fs->nbuckets; i++) {
+	if (fs->count)
+		pin = malloc(fs->count * sizeof(*pin));
+	for (size_t i = 0; pin && i < fs->nbuckets; i++) {
 		for (struct bfs_inode *in = fs->table[i]; in; in = in->hnext) {
 			if (in->type != S_IFREG)
 				continue;
-			pthread_mutex_lock(&in->lock);
-			if (in->file && in->rpath && below(in->rpath, x->rpath)) {
-				atomic_store(&in->file->advice, effective_advice(fs, in->rpath));
-				if (n == cap) {
-					size_t nc = cap ? cap * 2 : 16;
-					struct bfs_file **nt = realloc(todo, nc * sizeof(*nt));
-
-					if (nt) {
-						todo = nt;
-						cap = nc;
-					}
-				}
-				if (n < cap)
-					todo[n++] = bfs_file_get(in->file);
-			}
-			pthread_mutex_unlock(&in->lock);
+			in->nlookup++;		/* dropped by bfs_inode_forget() below */
+			pin[n++] = in;
 		}
 	}
 	pthread_mutex_unlock(&fs->lock);
 	for (size_t i = 0; i < n; i++) {
-		advise_backing(todo[i], atomic_load(&todo[i]->advice), 0, 0);
-		bfs_file_put(todo[i]);
+		reapply_one(fs, pin[i], x->rpath);
+		bfs_inode_forget(fs, pin[i], 1);
 	}
-	free(todo);
+	free(pin);
 }
 
 /* --- hints: the attributes ------------------------------------------------ */

@@ -329,6 +329,27 @@ cat "$MNT/d/e/raw.txt" >/dev/null
 r3=$(stat_of d/e/raw.txt reads)
 check "after dontneed the re-read reaches blockfs" test "$r3" -gt "$r2"
 
+# --- a directory's advice reaches files already open ------------------------
+# d/e/c has a version since the counter checks; random must stop read-ahead
+# for it, and sequential start it, without reopening anything.
+seqread() {	# seqread FILE: 20 blocks in order, past the page cache
+	t dd if="$MNT/$1" of=/dev/null bs=64k count=20 iflag=direct status=none
+}
+t setfattr -n $A -v random "$MNT/d"
+t setfattr -n $A -v dontneed "$MNT/d/e/c"
+p0=$(stat_of d/e/c blocks_prefetched)
+seqread d/e/c
+sleep 0.3
+check_eq "directory advice random reaches a built file: no read-ahead" "$p0" \
+	"$(stat_of d/e/c blocks_prefetched)"
+t setfattr -n $A -v sequential "$MNT/d"
+t setfattr -n $A -v dontneed "$MNT/d/e/c"
+seqread d/e/c
+sleep 0.3
+check "directory advice sequential reaches it: read-ahead" \
+	test "$(stat_of d/e/c blocks_prefetched)" -gt "$p0"
+t setfattr -x $A "$MNT/d"
+
 # --- reads under every advice stay identical -------------------------------
 for v in sequential random noreuse normal; do
 	t setfattr -n $A -v $v "$MNT"
