@@ -284,8 +284,15 @@ static int wait_ready(struct bfs_cache *c, struct shard *s, struct bfs_block *b)
 		b->prefetched = false;
 		BFS_COUNT(b->acct, prefetch_used, 1);
 	}
-	lru_unlink(s, b);
-	lru_push(c, s, b);
+	/*
+	 * While we waited the block may have been dropped (dontneed): it is
+	 * ours alone then, and must not go back on the list it left, or the
+	 * list would keep it after our reference frees it.
+	 */
+	if (b->in_cache) {
+		lru_unlink(s, b);
+		lru_push(c, s, b);
+	}
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -287,6 +288,87 @@ static void test_waiters_see_the_failure(void **state)
 	assert_false(bfs_cache_contains(f->c, 1, 43));
 }
 
+/* --- stress: gets, fills, drops and prefetches racing on a few keys ---------- */
+
+#define KEYS 24
+#define BLK 512
+
+static uint8_t pattern(size_t key, size_t i)
+{
+	return (uint8_t)(key * 31 + i * 7);
+}
+
+struct stresser {
+	struct fx *f;
+	unsigned int seed;
+	int bad;
+};
+
+static void fill(struct bfs_block *b)
+{
+	for (size_t i = 0; i < BLK; i++)
+		b->data[i] = pattern(b->blkno, i);
+}
+
+static void *stress(void *arg)
+{
+	struct stresser *st = arg;
+	struct fx *f = st->f;
+
+	for (int op = 0; op < 20000; op++) {
+		size_t key = (size_t)rand_r(&st->seed) % KEYS;
+		struct bfs_block *b;
+		int rc;
+
+		switch (rand_r(&st->seed) % 4) {
+		case 0:
+			bfs_cache_drop(f->c, 1, key);		/* dontneed */
+			break;
+		case 1:
+			if (bfs_cache_try_new(f->c, 1, key, BLK, f->file, &b) == 1) {
+				fill(b);
+				bfs_cache_done(f->c, b, 0);
+				bfs_block_put(b);
+			}
+			break;
+		default:
+			rc = bfs_cache_get(f->c, 1, key, BLK, f->file, &b);
+			if (rc < 0)
+				break;
+			if (rc == 1) {
+				fill(b);
+				bfs_cache_done(f->c, b, 0);
+			}
+			for (size_t i = 0; i < BLK; i++)
+				st->bad += b->data[i] != pattern(key, i);
+			bfs_block_put(b);
+		}
+	}
+	return NULL;
+}
+
+static int setup_stress(void **state)
+{
+	return setup_with(state, 8 * BLK);	/* a third of the keys fit */
+}
+
+static void test_stress_contents_stay_right(void **state)
+{
+	struct fx *f = *state;
+	struct stresser st[4];
+	pthread_t t[4];
+
+	for (int i = 0; i < 4; i++) {
+		st[i] = (struct stresser){ .f = f, .seed = 1234u + (unsigned int)i };
+		assert_int_equal(pthread_create(&t[i], NULL, stress, &st[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(st[i].bad, 0);
+	}
+	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -302,6 +384,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_size_zero_keeps_nothing, setup_off, teardown),
 		T(test_concurrent_misses_decode_once),
 		T(test_waiters_see_the_failure),
+		cmocka_unit_test_setup_teardown(test_stress_contents_stay_right, setup_stress, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
