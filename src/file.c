@@ -23,6 +23,8 @@
 #include "blockfs/file.h"
 #include "blockfs/hints.h"
 #include "blockfs/log.h"
+#include "blockfs/mmap.h"
+#include "blockfs/opts.h"
 #include "blockfs/prefetch.h"
 
 /* Read neighbouring blocks with one pread unless the gaps waste more than this. */
@@ -35,11 +37,18 @@
 #define SEQ_SLACK (2u << 20)
 /* Sequential reads in a row before read-ahead starts (advice normal). */
 #define SEQ_RUN_MIN 2
+/* Blocks this close to the end of a mapping are checked against the file's size first. */
+#define NEAR_END (1u << 20)
+/* last_bad when settling failed, not a block. */
+#define SETTLE_FAILED (SIZE_MAX - 1)
+/* readpath=auto: a sequential stream through a file this large uses pread. */
+#define AUTO_PREAD_ABOVE (64ull << 20)
 
 /* Per thread: the compressed bytes being decoded, reused by every request. */
 struct tls {
 	uint8_t *cbuf;
 	size_t ccap;
+	bool quiet;		/* read-ahead: failures are for the reader to report */
 };
 
 static atomic_uint_fast64_t next_id = 1;
@@ -112,6 +121,7 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 	atomic_init(&f->refs, 1);
 	atomic_init(&f->last_bad, SIZE_MAX);
 	atomic_init(&f->advice, env->advice);
+	atomic_init(&f->readpath, env->readpath);
 	f->id = atomic_fetch_add(&next_id, 1);
 	f->fd = fd;
 	f->codec = codec;
@@ -145,6 +155,7 @@ void bfs_file_put(struct bfs_file *f)
 {
 	if (!f || atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	bfs_map_drop(f->env->maps, f);
 	close(f->fd);
 	bfs_index_destroy(&f->idx);
 	bfs_counters_put(f->ctr);
@@ -198,6 +209,10 @@ static ssize_t read_raw(struct bfs_file *f, struct bfs_readv *rv, size_t size, u
 
 static int block_failed(struct bfs_file *f, size_t k, int rc, const char *why)
 {
+	struct tls *t = tls_get();
+
+	if (t && t->quiet)
+		return rc;
 	if (rc == -EILSEQ)
 		BFS_COUNT(f->ctr, csum_failures, 1);
 	if (atomic_exchange(&f->last_bad, k) != k)
@@ -237,17 +252,77 @@ static int decode_into(struct bfs_file *f, size_t k, const uint8_t *src, uint8_t
 	return 0;
 }
 
+/* Does the mmap path serve this read? */
+static bool use_map(const struct bfs_file *f)
+{
+	switch (atomic_load_explicit(&f->readpath, memory_order_relaxed)) {
+	case BFS_READPATH_MMAP:
+		return true;
+	case BFS_READPATH_AUTO:
+		/* Small or randomly read files are mapped; big streams take pread. */
+		return (uint64_t)f->st.st_size <= AUTO_PREAD_ABOVE ||
+		       atomic_load_explicit(&f->seq_run, memory_order_relaxed) < SEQ_RUN_MIN;
+	default:
+		return false;
+	}
+}
+
 /*
- * Decode blocks [d0, d1] of @f into @out[0..]: the compressed bytes of the
- * whole run with one pread when they lie close together, else one each.
+ * Decode block @k straight from the mapping at @base, under the SIGBUS
+ * guard: a page lost to truncation jumps back here instead of killing the
+ * daemon. Nothing between sigsetjmp() and a jump changes a local that is
+ * read afterwards.
+ */
+static int decode_mapped(struct bfs_file *f, size_t k, const uint8_t *base, uint8_t *dst)
+{
+	const struct bfs_blk *blk = &f->idx.blk[k];
+	struct bfs_guard *g = bfs_guard_get();
+	const char *why = "corrupt block";
+	struct stat st;
+	uint64_t t0;
+	int rc;
+
+	/* The common case of a shrunk file: see it before touching a lost page. */
+	if (blk->coff + blk->clen + NEAR_END > (uint64_t)f->st.st_size &&
+	    (fstat(f->fd, &st) < 0 || (uint64_t)st.st_size < blk->coff + blk->clen))
+		return block_failed(f, k, -EIO, "backing file shrank");
+	if (sigsetjmp(g->env, 0)) {
+		bfs_map_fail(f);
+		return block_failed(f, k, -EIO, "SIGBUS: backing file shrank under its mapping");
+	}
+	t0 = now_ns();
+	g->lo = base + blk->coff;
+	g->hi = base + blk->coff + blk->clen;
+	g->armed = 1;
+	rc = f->codec->decode(blk, base + blk->coff, dst, f->env->verify, &why);
+	g->armed = 0;
+	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
+	if (rc < 0)
+		return block_failed(f, k, rc, why);
+	BFS_COUNT(f->ctr, decoded, 1);
+	return 0;
+}
+
+/*
+ * Decode blocks [d0, d1] of @f into @out[0..]: from the mapping when the
+ * mmap path serves @f; else the compressed bytes of the whole run with one
+ * pread when they lie close together, or one each.
  */
 static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 		      struct bfs_block **out)
 {
 	const struct bfs_blk *a = &f->idx.blk[d0], *b = &f->idx.blk[d1];
+	const uint8_t *base = use_map(f) ? bfs_map_enter(f->env->maps, f) : NULL;
 	uint64_t need = 0, span = 0;
 	bool spanned;
-	int rc;
+	int rc = 0;
+
+	if (base) {
+		for (size_t k = d0; k <= d1 && rc == 0; k++)
+			rc = decode_mapped(f, k, base, out[k - d0]->data);
+		bfs_map_exit(f);
+		return rc;
+	}
 
 	for (size_t k = d0; k <= d1; k++)
 		need += f->idx.blk[k].clen;
@@ -364,8 +439,14 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 int bfs_file_load_block(struct bfs_file *f, size_t k, struct bfs_block *b)
 {
 	struct tls *t = tls_get();
+	int rc;
 
-	return t ? decode_run(f, t, k, k, &b) : -ENOMEM;
+	if (!t)
+		return -ENOMEM;
+	t->quiet = true;
+	rc = decode_run(f, t, k, k, &b);
+	t->quiet = false;
+	return rc;
 }
 
 void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len)
@@ -445,8 +526,13 @@ ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs
 	if (size == 0 || off >= atomic_load(&idx->usize))
 		return 0;
 	rc = bfs_index_settle(idx, &f->io, f->codec, off + size - 1);
-	if (rc < 0)
+	if (rc < 0) {
+		/* one line per version: the blocks' own lines follow on later reads */
+		if (atomic_exchange(&f->last_bad, SETTLE_FAILED) != SETTLE_FAILED)
+			bfs_err("%s: cannot measure block sizes: %s", f->name,
+				rc == -EIO ? "backing file shrank" : strerror(-rc));
 		goto out_err;
+	}
 	usize = atomic_load(&idx->usize);
 	if (off >= usize)
 		return 0;

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "blockfs/log.h"
+#include "blockfs/mmap.h"
 #include "blockfs/opts.h"
 #include "fs_i.h"
 #include "ops.h"
@@ -197,6 +198,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));
 		goto out_opts;
 	}
+	/*
+	 * Mappings exist whatever the mount's read path: a file or directory
+	 * hint may choose mmap on a pread mount.
+	 */
+	fs.env.readpath = opts.readpath;
+	if (bfs_sigbus_init() < 0 ||
+	    bfs_maps_new(&fs.env.maps, BFS_MAX_LIVE_MAPS, opts.populate) < 0)
+		goto out_fs;
 	if (add_fsname(&args, opts.source) < 0)
 		goto out_fs;
 	se = fuse_session_new(&args, &bfs_ops, sizeof(bfs_ops), &fs);
@@ -225,6 +234,7 @@ out_session:
 	fuse_session_destroy(se);
 out_fs:
 	bfs_fs_destroy(&fs);
+	bfs_maps_free(fs.env.maps);	/* after every file version is gone */
 out_opts:
 	free(cl.mountpoint);
 	bfs_opts_release(&opts);

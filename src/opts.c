@@ -80,18 +80,13 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 {
 	static const char *const readpaths[] = { "pread", "mmap", "auto", NULL };
 	static const char *const onoff[] = { "off", "on", NULL };
+	static const char *const populates[] = { "off", "on", "async", NULL };	/* enum bfs_populate */
 	/* Indexed by enum bfs_advice; dontneed acts on ranges and is no default. */
 	static const char *const advices[] = { "normal", "sequential", "random", "willneed",
 					       "-", "noreuse", NULL };
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned long n;
 	char *end;
-	static const struct {
-		const char *name;
-		size_t off;
-	} later[] = {
-		{ "populate", offsetof(struct bfs_opts, populate_s) },
-	};
 	int v;
 
 	o->readpath = BFS_READPATH_PREAD;
@@ -135,11 +130,15 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		if (v < 0)
 			goto bad_readpath;
 		o->readpath = (enum bfs_readpath)v;
-		if (o->readpath != BFS_READPATH_PREAD) {
-			snprintf(err, errlen, "readpath=%s is not built yet; this version reads with pread",
-				 o->readpath_s);
+	}
+	if (o->populate_s) {
+		v = pick(o->populate_s, populates);
+		if (v < 0) {
+			snprintf(err, errlen, "bad value '%s' for option populate: expected off, on "
+				 "or async", o->populate_s);
 			return -EINVAL;
 		}
+		o->populate = v;
 	}
 	if (o->verify_s) {
 		v = pick(o->verify_s, onoff);
@@ -149,13 +148,6 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 			return -EINVAL;
 		}
 		o->verify = v;
-	}
-	for (size_t i = 0; i < BFS_ARRAY_SIZE(later); i++) {
-		if (*(char **)((char *)o + later[i].off)) {
-			snprintf(err, errlen, "option %s is not built yet in this version",
-				 later[i].name);
-			return -EINVAL;
-		}
 	}
 	return 0;
 

@@ -14,15 +14,17 @@
 
 #include "blockfs/cache.h"
 #include "blockfs/file.h"
+#include "blockfs/mmap.h"
 #include "blockfs/prefetch.h"
 
 struct job {
 	struct bfs_file *f;	/* one reference */
-	size_t blkno;		/* SETTLE: settle, then queue [off, off + len) */
+	size_t blkno;		/* or SETTLE: settle, then queue [off, off + len); or POPULATE */
 	uint64_t off, len;
 };
 
 #define SETTLE SIZE_MAX
+#define POPULATE (SIZE_MAX - 1)
 
 struct bfs_prefetch {
 	pthread_mutex_t lock;	/* protects everything below; never held while decoding */
@@ -39,6 +41,10 @@ static void run(struct bfs_prefetch *p, struct job *j)
 	struct bfs_file *f = j->f;
 	struct bfs_block *b;
 
+	if (j->blkno == POPULATE) {
+		bfs_map_populate(f);
+		return;
+	}
 	if (j->blkno == SETTLE) {
 		if (bfs_index_settle(&f->idx, &f->io, f->codec, j->off + j->len - 1) == 0)
 			bfs_prefetch_range(p, f, j->off, j->len);
@@ -155,4 +161,9 @@ size_t bfs_prefetch_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t o
 		queued++;
 	}
 	return queued;
+}
+
+bool bfs_prefetch_populate(struct bfs_prefetch *p, struct bfs_file *f)
+{
+	return p && try_queue(p, (struct job){ .f = f, .blkno = POPULATE });
 }

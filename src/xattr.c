@@ -15,11 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
+#include "blockfs/mmap.h"
 #include "blockfs/hints.h"
 #include "blockfs/prefetch.h"
 #include "fs_i.h"
@@ -155,19 +158,50 @@ static void backing_span(struct bfs_file *f, uint64_t off, uint64_t len, uint64_
 	*clen = cend > *coff ? cend - *coff : 0;
 }
 
+/* madvise(2) for a hint; -1 when the hint has none. */
+static int madv_of(int advice)
+{
+	switch (advice) {
+	case BFS_ADV_SEQUENTIAL:
+		return MADV_SEQUENTIAL;
+	case BFS_ADV_RANDOM:
+		return MADV_RANDOM;
+	case BFS_ADV_WILLNEED:
+		return MADV_WILLNEED;
+	case BFS_ADV_DONTNEED:
+		return MADV_DONTNEED;
+	case BFS_ADV_NORMAL:
+		return MADV_NORMAL;
+	default:
+		return -1;
+	}
+}
+
 /*
- * The pread read path passes hints to the backing file with
- * posix_fadvise(2); the mmap path, when built, will madvise(2) instead.
- * Failure is harmless: the hint only tunes the kernel's page cache.
+ * Pass a hint to the kernel's cache of the backing file: posix_fadvise(2)
+ * on the file, and madvise(2) on its mapping when one is live. Failure is
+ * harmless: the hint only tunes the kernel's page cache.
  */
 static void advise_backing(struct bfs_file *f, int advice, uint64_t off, uint64_t len)
 {
-	uint64_t coff = 0, clen = 0;
+	uint64_t coff = 0, clen = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	const uint8_t *base;
 
 	if (len)
 		backing_span(f, off, len, &coff, &clen);
-	if (!len || clen)
-		(void)posix_fadvise(f->fd, (off_t)coff, (off_t)clen, fadv_of(advice));
+	else
+		clen = (uint64_t)f->st.st_size;
+	if (!clen)
+		return;
+	(void)posix_fadvise(f->fd, (off_t)coff, len ? (off_t)clen : 0, fadv_of(advice));
+	/* only a live mapping: a hint is no reason to map a file */
+	base = madv_of(advice) >= 0 && atomic_load(&f->map) ? bfs_map_enter(f->env->maps, f) : NULL;
+	if (base) {
+		uint64_t start = coff & ~(page - 1);	/* madvise wants a page-aligned start */
+
+		(void)madvise((void *)(base + start), clen + coff - start, madv_of(advice));
+		bfs_map_exit(f);
+	}
 }
 
 /* The advice that applies to @rpath now. Takes the hints lock only. */
@@ -176,11 +210,18 @@ static int effective_advice(struct bfs_fs *fs, const char *rpath)
 	return bfs_hints_effective(&fs->hints, rpath, BFS_HINT_ADVICE, fs->env.advice);
 }
 
+/* The read path that applies to @rpath now. */
+static int effective_readpath(struct bfs_fs *fs, const char *rpath)
+{
+	return bfs_hints_effective(&fs->hints, rpath, BFS_HINT_READPATH, fs->env.readpath);
+}
+
 void bfs_xattr_apply(struct bfs_fs *fs, const char *rpath, struct bfs_file *f)
 {
 	int adv = effective_advice(fs, rpath);
 
 	atomic_store(&f->advice, adv);
+	atomic_store(&f->readpath, effective_readpath(fs, rpath));
 	advise_backing(f, adv, 0, 0);
 }
 
@@ -202,6 +243,7 @@ static void reapply_one(struct bfs_fs *fs, struct bfs_inode *in, const char *dir
 	pthread_mutex_lock(&in->lock);
 	if (in->file && in->rpath && (!dir || below(in->rpath, dir))) {
 		atomic_store(&in->file->advice, effective_advice(fs, in->rpath));
+		atomic_store(&in->file->readpath, effective_readpath(fs, in->rpath));
 		f = bfs_file_get(in->file);
 	}
 	pthread_mutex_unlock(&in->lock);
@@ -333,8 +375,7 @@ static int del_advice(struct xctx *x)
 
 static int get_readpath(struct xctx *x, char *out, bool bound)
 {
-	int rp = bfs_hints_effective(&x->fs->hints, x->rpath, BFS_HINT_READPATH,
-				     (int)x->fs->opts->readpath);
+	int rp = effective_readpath(x->fs, x->rpath);
 
 	(void)bound;
 	return snprintf(out, VALUE_MAX, "%s", bfs_readpath_name(rp));
@@ -349,17 +390,21 @@ static int set_readpath(struct xctx *x, const char *val, size_t len, int flags,
 	(void)inval;
 	if (rc < 0)
 		return rc;
-	if (rp != BFS_READPATH_PREAD)
-		return -EINVAL;		/* mmap and auto are not built yet */
 	rc = check_flags(x, BFS_HINT_READPATH, flags);
 	if (rc == 0)
 		rc = bfs_hints_set(&x->fs->hints, x->rpath, BFS_HINT_READPATH, (int)rp);
+	if (rc == 0)
+		reapply(x);
 	return rc;
 }
 
 static int del_readpath(struct xctx *x)
 {
-	return bfs_hints_clear(&x->fs->hints, x->rpath, BFS_HINT_READPATH);
+	int rc = bfs_hints_clear(&x->fs->hints, x->rpath, BFS_HINT_READPATH);
+
+	if (rc == 0)
+		reapply(x);
+	return rc;
 }
 
 /* --- the table ------------------------------------------------------------ */

@@ -26,11 +26,14 @@ struct bfs_block;
 struct bfs_counters;
 
 struct bfs_prefetch;
+struct bfs_maps;
 
 /* What every file version of one mount shares. */
 struct bfs_file_env {
 	struct bfs_cache *cache;	/* decoded blocks */
 	struct bfs_prefetch *prefetch;	/* read-ahead workers, or NULL */
+	struct bfs_maps *maps;		/* live mappings (readpath mmap or auto), or NULL */
+	int readpath;			/* enum bfs_readpath for files without a hint */
 	struct bfs_counters *mount;	/* the mount's counters */
 	uint64_t readahead;		/* bytes to decode ahead of a sequential reader */
 	int advice;			/* enum bfs_advice for files without a hint */
@@ -51,6 +54,13 @@ struct bfs_file {
 	atomic_uint_fast64_t seq_next;	/* where a sequential reader reads next */
 	atomic_uint seq_run;		/* reads in a row that started near seq_next */
 	atomic_uint_fast64_t ra_next;	/* read-ahead is queued up to here */
+	atomic_int readpath;		/* effective enum bfs_readpath; set by the hint layer */
+	/* The mapping (mmap.c): */
+	_Atomic(const uint8_t *) map;	/* base, or NULL while unmapped */
+	atomic_int map_users;		/* threads inside it; negative while being unmapped */
+	atomic_uint_fast64_t map_used;	/* tick of the last entry, for eviction */
+	atomic_bool map_failed;		/* it faulted once: pread from now on */
+	struct bfs_file *map_prev, *map_next;	/* live list; protected by the maps lock */
 	atomic_size_t last_bad;		/* last block logged as bad: one line per block */
 	char *name;			/* for log lines */
 };

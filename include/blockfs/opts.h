@@ -20,6 +20,7 @@ enum bfs_readpath { BFS_READPATH_PREAD, BFS_READPATH_MMAP, BFS_READPATH_AUTO };
 #define BFS_DEFAULT_CACHE_SIZE (128ull << 20)
 #define BFS_DEFAULT_READAHEAD (8ull << 20)
 #define BFS_MAX_WORKERS 256
+#define BFS_MAX_LIVE_MAPS 1024	/* mappings kept at once; far below vm.max_map_count */
 
 struct bfs_opts {
 	char *source;		/* first positional argument: the backing directory */
@@ -35,6 +36,7 @@ struct bfs_opts {
 	uint64_t readahead;	/* bytes decoded ahead of a sequential reader; 0: none */
 	unsigned int workers;	/* read-ahead threads */
 	int advice;		/* enum bfs_advice for files without a hint */
+	int populate;		/* enum bfs_populate: pre-faulting mappings */
 };
 
 /**

@@ -31,4 +31,7 @@ void bfs_prefetch_free(struct bfs_prefetch *p);
  */
 size_t bfs_prefetch_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off, uint64_t len);
 
+/* Queue pre-faulting @f's mapping (populate=async). Never blocks. */
+bool bfs_prefetch_populate(struct bfs_prefetch *p, struct bfs_file *f);
+
 #endif

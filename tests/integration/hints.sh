@@ -209,8 +209,13 @@ check_fails "readpath too long: E2BIG" "Argument list too long" setfattr -n $R -
 check_fails "dontneed on a directory: EINVAL" "Invalid argument" setfattr -n $A -v dontneed "$MNT/d"
 check_fails "a range on a directory: EINVAL" "Invalid argument" \
 	setfattr -n $A -v "willneed 0 1M" "$MNT/d"
-check_fails "readpath mmap (not built yet): EINVAL" "Invalid argument" setfattr -n $R -v mmap "$MNT/a"
-check_fails "readpath auto (not built yet): EINVAL" "Invalid argument" setfattr -n $R -v auto "$MNT/d"
+check "readpath mmap on a file" setfattr -n $R -v mmap "$MNT/a"
+check_eq "readpath reads back mmap" mmap "$(get a $R)"
+check "readpath auto on a directory" setfattr -n $R -v auto "$MNT/d"
+check_eq "a file below it inherits auto" auto "$(get d/b $R)"
+t setfattr -x $R "$MNT/a"
+t setfattr -x $R "$MNT/d"
+check_eq "removed: back to the mount's pread" "pread pread" "$(get a $R) $(get d/b $R)"
 check_fails "readpath bogus: EINVAL" "Invalid argument" setfattr -n $R -v fast "$MNT/a"
 check_eq "a refused value changes nothing" "normal pread" "$(get a $A) $(get a $R)"
 for n in format compressed_size block_size blocks cached stats; do
@@ -357,6 +362,12 @@ for v in sequential random noreuse normal; do
 	checkf "every file identical under advice $v" all_identical
 done
 t setfattr -x $A "$MNT"
+for v in mmap auto; do
+	t setfattr -n $R -v $v "$MNT"
+	t setfattr -n $A -v dontneed "$MNT/a"
+	checkf "every file identical with readpath $v" all_identical
+done
+t setfattr -x $R "$MNT"
 
 # --- blockfs-stat -----------------------------------------------------------
 if [[ -n "$STAT" ]]; then

@@ -12,6 +12,7 @@
 #include <fuse_lowlevel.h>
 
 #include "blockfs/hints.h"
+#include "blockfs/mmap.h"
 #include "blockfs/opts.h"
 
 /* Parse argv; on success leave the remaining arguments in *rest. */
@@ -81,12 +82,26 @@ static void test_bad_values_refused(void **state)
 	expect_refused("verify=");
 }
 
-static void test_unbuilt_features_refused(void **state)
+static void test_readpath_and_populate(void **state)
 {
+	char *argv[] = { "blockfs", "-o", "readpath=mmap,populate=async", "src", "mnt" };
+	char *autop[] = { "blockfs", "-o", "readpath=auto", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
 	(void)state;
-	expect_refused("readpath=mmap");
-	expect_refused("readpath=auto");
-	expect_refused("populate=on");
+	assert_int_equal(parse(&o, &rest, 5, argv), 0);
+	assert_int_equal(o.readpath, BFS_READPATH_MMAP);
+	assert_int_equal(o.populate, BFS_POPULATE_ASYNC);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, autop), 0);
+	assert_int_equal(o.readpath, BFS_READPATH_AUTO);
+	assert_int_equal(o.populate, BFS_POPULATE_OFF);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("populate=maybe");
+	expect_refused("populate=");
 }
 
 static void test_cache_size(void **state)
@@ -175,7 +190,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_ours_taken_fuse_kept),
 		cmocka_unit_test(test_bad_values_refused),
-		cmocka_unit_test(test_unbuilt_features_refused),
+		cmocka_unit_test(test_readpath_and_populate),
 		cmocka_unit_test(test_cache_size),
 		cmocka_unit_test(test_readahead_workers_advice),
 		cmocka_unit_test(test_check_message_names_option),
