@@ -336,7 +336,6 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 	}
 	for (size_t k = d0; k <= d1; k++) {
 		const struct bfs_blk *blk = &f->idx.blk[k];
-		const uint8_t *src = t->cbuf + (spanned ? blk->coff - a->coff : 0);
 
 		if (!spanned) {
 			rc = grow(&t->cbuf, &t->ccap, blk->clen);
@@ -346,7 +345,9 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 				return block_failed(f, k, rc,
 						    rc == -EIO ? "backing file shrank" : "read failed");
 		}
-		rc = decode_into(f, k, src, out[k - d0]->data);
+		/* after grow(): realloc may have moved the buffer */
+		rc = decode_into(f, k, t->cbuf + (spanned ? blk->coff - a->coff : 0),
+				 out[k - d0]->data);
 		if (rc < 0)
 			return rc;
 	}
