@@ -32,6 +32,9 @@
 
 #include <lz4.h>
 #include <zlib.h>
+#ifdef PK_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #include "blockfs/opts.h"
 #include "pack.h"
@@ -859,6 +862,9 @@ int main(int argc, char **argv)
 		case 'V':
 			printf("blockfs-pack %s\nliblz4 %s\nzlib %s\n", BFS_VERSION,
 			       LZ4_versionString(), zlibVersion());
+#ifdef PK_HAVE_LIBDEFLATE
+			printf("libdeflate %s\n", LIBDEFLATE_VERSION_STRING);
+#endif
 			return 0;
 		default:
 			usage(stderr);

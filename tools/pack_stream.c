@@ -21,7 +21,9 @@
  * BGZF is written as bgzip writes it: members of at most 0xff00 input
  * bytes, raw deflate, the BC extra field, the 28-byte EOF member, and a
  * .gzi byte-identical to bgzip -i's. A member that does not shrink is a
- * deflate stored block, written directly.
+ * deflate stored block, written directly. Deflate is libdeflate's when
+ * the build found it (as htslib's bgzip uses it: about twice zlib's speed
+ * at a slightly better ratio), else zlib's.
  */
 #include "config.h"
 
@@ -35,6 +37,9 @@
 #include <lz4.h>
 #include <lz4hc.h>
 #include <zlib.h>
+#ifdef PK_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #include "blockfs/index.h"
 #include "blockfs/seektable.h"
@@ -100,8 +105,12 @@ struct pk_pool {
 
 struct worker {
 	void *lz4;			/* LZ4 or LZ4HC state */
+#ifdef PK_HAVE_LIBDEFLATE
+	struct libdeflate_compressor *ld;
+#else
 	z_stream z;
 	bool zinit;
+#endif
 };
 
 static uint32_t lz4_block(struct pk_pool *p, struct worker *w, const uint8_t *src, uint32_t n,
@@ -146,6 +155,14 @@ static int bgzf_member(struct pk_pool *p, struct worker *w, const uint8_t *src, 
 	uint32_t dlen = 0;
 
 	*stored = true;
+	/* Room for one byte less than the stored form: anything longer is stored. */
+#ifdef PK_HAVE_LIBDEFLATE
+	if (p->o.level > 0) {
+		dlen = (uint32_t)libdeflate_deflate_compress(w->ld, src, n, data,
+							     n + DEFLATE_STORED_HDR - 1);
+		*stored = dlen == 0;
+	}
+#else
 	if (p->o.level > 0) {
 		int rc;
 
@@ -154,7 +171,6 @@ static int bgzf_member(struct pk_pool *p, struct worker *w, const uint8_t *src, 
 		w->z.next_in = (Bytef *)src;
 		w->z.avail_in = n;
 		w->z.next_out = data;
-		/* one byte less than the stored form: anything longer is stored */
 		w->z.avail_out = n + DEFLATE_STORED_HDR - 1;
 		rc = deflate(&w->z, Z_FINISH);
 		if (rc == Z_STREAM_END) {
@@ -164,6 +180,7 @@ static int bgzf_member(struct pk_pool *p, struct worker *w, const uint8_t *src, 
 			return -ENOMEM;
 		}
 	}
+#endif
 	if (*stored) {
 		/* RFC 1951 3.2.4: BFINAL=1 BTYPE=00, LEN, NLEN, bytes */
 		data[0] = 1;
@@ -178,7 +195,11 @@ static int bgzf_member(struct pk_pool *p, struct worker *w, const uint8_t *src, 
 	*len = BGZF_HDR_LEN + dlen + BGZF_TRAILER_LEN;
 	dst[16] = (uint8_t)(*len - 1);		/* BSIZE: member bytes - 1 */
 	dst[17] = (uint8_t)((*len - 1) >> 8);
+#ifdef PK_HAVE_LIBDEFLATE
+	bfs_put_le32(data + dlen, libdeflate_crc32(0, src, n));
+#else
 	bfs_put_le32(data + dlen, (uint32_t)crc32(0, src, n));
+#endif
 	bfs_put_le32(data + dlen + 4, n);
 	return 0;
 }
@@ -219,9 +240,15 @@ static void *worker_main(void *arg)
 
 	if (p->o.codec == PK_GZIP) {
 		if (p->o.level > 0) {
+#ifdef PK_HAVE_LIBDEFLATE
+			w.ld = libdeflate_alloc_compressor(p->o.level);
+			err = w.ld ? 0 : -ENOMEM;
+#else
+			/* raw deflate, 32 KiB window, bgzip's parameters */
 			err = deflateInit2(&w.z, p->o.level, Z_DEFLATED, -15, 8,
 					   Z_DEFAULT_STRATEGY) == Z_OK ? 0 : -ENOMEM;
 			w.zinit = err == 0;
+#endif
 		}
 	} else {
 		bool hc = p->o.codec == PK_LZ4HC || p->o.level >= 3;
@@ -252,8 +279,12 @@ static void *worker_main(void *arg)
 		pthread_cond_broadcast(&p->done);
 	}
 	pthread_mutex_unlock(&p->lock);
+#ifdef PK_HAVE_LIBDEFLATE
+	libdeflate_free_compressor(w.ld);
+#else
 	if (w.zinit)
 		deflateEnd(&w.z);
+#endif
 	free(w.lz4);
 	return NULL;
 }

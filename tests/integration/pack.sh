@@ -430,6 +430,16 @@ if ((n_packed >= 0 && n_packed <= 8 && n_lz4 >= blocks)); then
 else
 	not_ok "stat of a packed file" "packed: $n_packed preads, lz4-made: $n_lz4, blocks: $blocks"
 fi
+mkdir -p "$BIG/bgzf-nogzi"
+cp "$BIG/bgzf/big.gz" "$BIG/bgzf-nogzi/big.gz"
+n_bgzf=$(preads_for_stat "$BIG/bgzf" big)
+n_walk=$(preads_for_stat "$BIG/bgzf-nogzi" big)
+diag "BGZF: $n_bgzf preads with the .gzi, $n_walk without"
+if ((n_bgzf >= 0 && n_bgzf <= 8 && n_walk > 100)); then
+	ok "stat of a -c gzip file reads its .gzi, not the members ($n_bgzf preads vs $n_walk)"
+else
+	not_ok "stat of a -c gzip file" "with .gzi: $n_bgzf preads, without: $n_walk"
+fi
 if ((n_indexed >= 0 && n_indexed <= 8)); then
 	ok "after --index, stat of an lz4-made file reads $n_indexed times"
 else
