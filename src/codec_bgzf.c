@@ -45,6 +45,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#if HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
@@ -381,51 +384,131 @@ static int bgzf_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 /* ---- decode ---- */
 
 /*
- * One inflate state per thread, reset per block: inflateInit allocates
- * about 40 KiB, which would cost more than inflating a small block.
- * The key is never deleted; each thread's stream dies with the thread.
+ * One inflater per thread, allocated on first use: zlib's inflateInit
+ * allocates about 40 KiB, which would cost more than inflating a small
+ * block. The key is never deleted; each thread's state dies with it.
+ * libdeflate (-Dlibdeflate), when built in, inflates whole buffers about
+ * twice as fast as zlib, which is why bgzip uses it too.
  */
+#if HAVE_LIBDEFLATE
+typedef struct libdeflate_decompressor inflater;
+
+static void inflater_free(void *p)
+{
+	libdeflate_free_decompressor(p);
+}
+
+static inflater *inflater_new(void)
+{
+	return libdeflate_alloc_decompressor();
+}
+#else
+typedef z_stream inflater;
+
+static void inflater_free(void *p)
+{
+	inflateEnd(p);
+	free(p);
+}
+
+static inflater *inflater_new(void)
+{
+	z_stream *zs = calloc(1, sizeof(*zs));
+
+	if (zs && inflateInit2(zs, -MAX_WBITS) != Z_OK) {	/* raw deflate: BGZF frames it */
+		free(zs);
+		zs = NULL;
+	}
+	return zs;
+}
+#endif
+
 static pthread_key_t zkey;
 static pthread_once_t zkey_once = PTHREAD_ONCE_INIT;
 static int zkey_err;
 
-static void zstream_free(void *p)
-{
-	z_stream *zs = p;
-
-	inflateEnd(zs);
-	free(zs);
-}
-
 static void zkey_create(void)
 {
-	zkey_err = pthread_key_create(&zkey, zstream_free);
+	zkey_err = pthread_key_create(&zkey, inflater_free);
 }
 
-static z_stream *thread_zstream(void)
+static inflater *thread_inflater(void)
 {
-	z_stream *zs;
+	inflater *in;
 
 	if (pthread_once(&zkey_once, zkey_create) != 0 || zkey_err != 0)
 		return NULL;
-	zs = pthread_getspecific(zkey);
-	if (zs) {
-		if (inflateReset(zs) == Z_OK)
-			return zs;
-		return NULL;
+	in = pthread_getspecific(zkey);
+	if (in)
+		return in;
+	in = inflater_new();
+	if (in && pthread_setspecific(zkey, in) != 0) {
+		inflater_free(in);
+		in = NULL;
 	}
-	zs = calloc(1, sizeof(*zs));
-	if (!zs)
-		return NULL;
-	if (inflateInit2(zs, -MAX_WBITS) != Z_OK) {	/* raw deflate: BGZF frames it */
-		free(zs);
-		return NULL;
+	return in;
+}
+
+/*
+ * Inflate exactly @len bytes of deflate data at @in into exactly @out_len
+ * bytes at @out: a stream that wants more room, stops early, or leaves
+ * input behind is corrupt. Return: 0, or -EBADMSG / -ENOMEM with *@why.
+ */
+static int inflate_exact(const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
+			 const char **why)
+{
+	inflater *st = thread_inflater();
+
+	if (!st) {
+		*why = "no memory for an inflate state";
+		return -ENOMEM;
 	}
-	if (pthread_setspecific(zkey, zs) != 0) {
-		zstream_free(zs);
-		return NULL;
+#if HAVE_LIBDEFLATE
+	size_t used = 0, got = 0;
+	enum libdeflate_result r = libdeflate_deflate_decompress_ex(st, in, len, out, out_len,
+								   &used, &got);
+
+	if (r != LIBDEFLATE_SUCCESS) {
+		*why = r == LIBDEFLATE_INSUFFICIENT_SPACE ? "deflate data longer than ISIZE" :
+							    "corrupt deflate data";
+		return -EBADMSG;
 	}
-	return zs;
+	if (used != len || got != out_len) {
+		*why = used != len ? "bytes after the deflate data" : "deflate data shorter than ISIZE";
+		return -EBADMSG;
+	}
+#else
+	int zrc;
+
+	if (inflateReset(st) != Z_OK) {
+		*why = "no memory for an inflate state";
+		return -ENOMEM;
+	}
+	st->next_in = (Bytef *)(uintptr_t)in;	/* zlib's API is not const */
+	st->avail_in = (uInt)len;
+	st->next_out = out;
+	st->avail_out = (uInt)out_len;
+	zrc = inflate(st, Z_FINISH);
+	if (zrc != Z_STREAM_END) {
+		*why = zrc == Z_BUF_ERROR && st->avail_out == 0 ?
+			"deflate data longer than ISIZE" : "corrupt deflate data";
+		return -EBADMSG;
+	}
+	if (st->avail_in != 0 || st->avail_out != 0) {
+		*why = st->avail_in ? "bytes after the deflate data" : "deflate data shorter than ISIZE";
+		return -EBADMSG;
+	}
+#endif
+	return 0;
+}
+
+static uint32_t crc_of(const uint8_t *p, size_t len)
+{
+#if HAVE_LIBDEFLATE
+	return libdeflate_crc32(0, p, len);
+#else
+	return (uint32_t)crc32(crc32(0, Z_NULL, 0), p, (uInt)len);
+#endif
 }
 
 /* Skip a zero-terminated header string (FNAME, FCOMMENT) inside [*pos, end). */
@@ -450,8 +533,7 @@ static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t r
 	struct hdr h;
 	size_t pos, data_end;
 	uint32_t crc;
-	z_stream *zs;
-	int rc, zrc;
+	int rc;
 
 	rc = parse_hdr(m, avail, &h, why);
 	if (rc != 0) {
@@ -482,30 +564,10 @@ static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t r
 		*why = "ISIZE does not match the index";
 		return -EBADMSG;
 	}
-	zs = thread_zstream();
-	if (!zs) {
-		*why = "no memory for an inflate stream";
-		return -ENOMEM;
-	}
-	zs->next_in = (Bytef *)(uintptr_t)(m + pos);	/* zlib's API is not const */
-	zs->avail_in = (uInt)(data_end - pos);
-	zs->next_out = dst;
-	zs->avail_out = *isize;
-	zrc = inflate(zs, Z_FINISH);
-	/*
-	 * Exactly ISIZE bytes from exactly the payload: a stream that wants
-	 * more room, stops early or leaves input is corrupt.
-	 */
-	if (zrc != Z_STREAM_END) {
-		*why = zrc == Z_BUF_ERROR && zs->avail_out == 0 ?
-			"deflate data longer than ISIZE" : "corrupt deflate data";
-		return -EBADMSG;
-	}
-	if (zs->avail_in != 0 || zs->avail_out != 0) {
-		*why = zs->avail_in ? "bytes after the deflate data" : "deflate data shorter than ISIZE";
-		return -EBADMSG;
-	}
-	if (verify && crc32(crc32(0, Z_NULL, 0), dst, *isize) != crc) {
+	rc = inflate_exact(m + pos, data_end - pos, dst, *isize, why);
+	if (rc < 0)
+		return rc;
+	if (verify && crc_of(dst, *isize) != crc) {
 		*why = "CRC32 mismatch";
 		return -EILSEQ;
 	}
