@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <fuse_lowlevel.h>
@@ -106,15 +107,48 @@ static int helper_args(int argc, char **argv, struct fuse_args *out)
 	return 0;
 }
 
-/* One descriptor per inode: allow as many as the hard limit does. */
+/*
+ * Each inode holds a descriptor, and each file version another, so a tree
+ * stat'ed once pins two per file. Allow as many as the kernel does
+ * (fs.nr_open) when we may raise the hard limit (root), else the hard
+ * limit. Bounding them is better still; until then, this.
+ */
 static void raise_nofile(void)
 {
+	unsigned long long nr_open = 0;
 	struct rlimit rl;
+	FILE *f;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	f = fopen("/proc/sys/fs/nr_open", "re");
+	if (f) {
+		if (fscanf(f, "%llu", &nr_open) != 1)
+			nr_open = 0;
+		fclose(f);
+	}
+	if (nr_open > rl.rlim_max) {
+		struct rlimit want = { .rlim_cur = nr_open, .rlim_max = nr_open };
+
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+			return;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+/*
+ * libfuse stops its worker threads with pthread_cancel(), for which glibc
+ * loads libgcc_s on first use; a daemon that has run out of descriptors
+ * by then cannot open it and glibc aborts. Load it now, while we can.
+ */
+static void preload_unwinder(void)
+{
+	if (!dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE))
+		bfs_warn("cannot preload libgcc_s.so.1 (%s): unmounting with every "
+			 "descriptor in use would abort", dlerror());
 }
 
 static int add_fsname(struct fuse_args *args, const char *source)
@@ -193,6 +227,7 @@ int main(int argc, char **argv)
 		goto out_opts;
 	}
 	raise_nofile();
+	preload_unwinder();
 	rc = bfs_fs_init(&fs, opts.source, &opts);
 	if (rc < 0) {
 		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));
