@@ -78,12 +78,10 @@ static int pick(const char *s, const char *const *names)
 
 int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 {
-	static const char *const readpaths[] = { "pread", "mmap", "auto", NULL };
 	static const char *const onoff[] = { "off", "on", NULL };
 	static const char *const populates[] = { "off", "on", "async", NULL };	/* enum bfs_populate */
-	/* Indexed by enum bfs_advice; dontneed acts on ranges and is no default. */
-	static const char *const advices[] = { "normal", "sequential", "random", "willneed",
-					       "-", "noreuse", NULL };
+	struct bfs_advice_req adv;
+	enum bfs_readpath rp;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned long n;
 	char *end;
@@ -111,14 +109,15 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		}
 		o->workers = (unsigned int)n;
 	}
+	/* The names are the hints' (hints.c); dontneed acts on ranges and is no default. */
 	if (o->advice_s) {
-		v = pick(o->advice_s, advices);
-		if (v < 0 || v == BFS_ADV_DONTNEED) {
+		if (bfs_advice_parse(o->advice_s, strlen(o->advice_s), &adv) < 0 || adv.ranged ||
+		    adv.advice == BFS_ADV_DONTNEED) {
 			snprintf(err, errlen, "bad value '%s' for option advice: expected normal, "
 				 "sequential, random, willneed or noreuse", o->advice_s);
 			return -EINVAL;
 		}
-		o->advice = v;
+		o->advice = adv.advice;
 	}
 	if (o->cache_size_s && bfs_parse_size(o->cache_size_s, &o->cache_size) < 0) {
 		snprintf(err, errlen, "bad value '%s' for option cache_size: expected a size such "
@@ -126,10 +125,12 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (o->readpath_s) {
-		v = pick(o->readpath_s, readpaths);
-		if (v < 0)
-			goto bad_readpath;
-		o->readpath = (enum bfs_readpath)v;
+		if (bfs_readpath_parse(o->readpath_s, strlen(o->readpath_s), &rp) < 0) {
+			snprintf(err, errlen, "bad value '%s' for option readpath: expected pread, "
+				 "mmap or auto", o->readpath_s);
+			return -EINVAL;
+		}
+		o->readpath = rp;
 	}
 	if (o->populate_s) {
 		v = pick(o->populate_s, populates);
@@ -150,11 +151,6 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		o->verify = v;
 	}
 	return 0;
-
-bad_readpath:
-	snprintf(err, errlen, "bad value '%s' for option readpath: expected pread, mmap or auto",
-		 o->readpath_s);
-	return -EINVAL;
 }
 
 void bfs_opts_release(struct bfs_opts *o)

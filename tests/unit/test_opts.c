@@ -145,6 +145,8 @@ static void test_readahead_workers_advice(void **state)
 	expect_refused("workers=");
 	expect_refused("advice=dontneed");	/* an action on a range, not a default */
 	expect_refused("advice=fast");
+	expect_refused("advice=willneed 0 1M");	/* a range is an action, not a default */
+	expect_refused("advice=");
 }
 
 static void test_check_message_names_option(void **state)
