@@ -10,9 +10,12 @@
 
 set -u
 BLOCKFS=$(realpath "${1:?usage: cache.sh BLOCKFS}")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
 [[ $(id -u) == 0 && -c /dev/fuse ]] || { echo "1..0 # SKIP needs root and /dev/fuse"; exit 77; }
-for t in fusermount3 lz4 mountpoint getfattr python3; do
-	command -v "$t" >/dev/null || { echo "1..0 # SKIP no $t"; exit 77; }
+for tool in fusermount3 lz4 getfattr; do
+	command -v "$tool" >/dev/null || { echo "1..0 # SKIP no $tool"; exit 77; }
 done
 
 READERS=16
@@ -25,26 +28,16 @@ RSS_OVERHEAD_KB=$((64 << 10))	# threads, buffers, index, libc: measured well bel
 T=$(mktemp -d /tmp/blockfs-cache.XXXXXX)
 S=$T/src M=$T/mnt
 mkdir -p "$S" "$M"
-pid=
-cleanup() {
-	mountpoint -q "$M" && fusermount3 -uz "$M"
-	[[ -n "$pid" ]] && kill "$pid" 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-n=0 failed=0
-check() { local name=$1; shift; n=$((n + 1)); if "$@"; then echo "ok $n - $name"; else echo "not ok $n - $name"; failed=$((failed + 1)); fi; }
+trap 'bfs_kill; rm -rf "$T"' EXIT
 
 for i in $(seq 0 $((READERS - 1))); do
 	{ seq $((i * 1000000)) $((i * 1000000 + 400000)); head -c 1000000 /dev/urandom | base64; } > "$T/f$i"
 	lz4 -q -B4 "$T/f$i" "$S/f$i.lz4"
 done
 
-"$BLOCKFS" -f "$S" "$M" -o cache_size=$LIMIT 2>"$T/daemon.log" &
-pid=$!
-for _ in $(seq 300); do mountpoint -q "$M" && break; sleep 0.1; done
-mountpoint -q "$M" || { echo "not ok 1 - mount"; cat "$T/daemon.log"; exit 1; }
+if ! bfs_mount "$S" "$M" "$T/daemon.log" cache_size=$LIMIT; then
+	not_ok "mount"; show_log; exit 1
+fi
 
 # Sample the cache's own count and the daemon's RSS while the readers run.
 sample() {
@@ -52,7 +45,7 @@ sample() {
 	while [[ ! -e "$T/done" ]]; do
 		v=$(getfattr --only-values -n user.blockfs.stats "$M" 2>/dev/null |
 			awk '$1=="cache_bytes"{print $2}')
-		r=$(awk '/^VmRSS/{print $2}' "/proc/$pid/status" 2>/dev/null)
+		r=$(awk '/^VmRSS/{print $2}' "/proc/$BFS_PID/status" 2>/dev/null)
 		((${v:-0} > max)) && max=$v
 		((${r:-0} > rss)) && rss=$r
 		sleep 0.02
@@ -70,22 +63,20 @@ wait "${pids[@]}"
 touch "$T/done"
 wait "$sampler"
 read -r peak rss < "$T/peak"
-echo "# $READERS readers: peak cache_bytes $peak (limit $LIMIT), peak daemon RSS ${rss} KiB"
+diag "$READERS readers: peak cache_bytes $peak (limit $LIMIT), peak daemon RSS ${rss} KiB"
 
-same=$(ls "$T"/ok* 2>/dev/null | wc -l)
+same=$(find "$T" -maxdepth 1 -name 'ok*' | wc -l)
 check "$READERS concurrent readers: every file byte-identical ($same/$READERS)" test "$same" -eq "$READERS"
 check "the cache stayed within cache_size plus what readers held" test "$peak" -le $((LIMIT + SLACK))
 check "the cache was used (peak above zero)" test "$peak" -gt 0
 if ldd "$BLOCKFS" 2>/dev/null | grep -q libasan; then
-	n=$((n + 1))	# ASan's shadow memory and quarantine are not blockfs's
-	echo "ok $n - daemon RSS within cache_size plus a fixed overhead # SKIP sanitizer build"
+	ok "daemon RSS within cache_size plus a fixed overhead # SKIP sanitizer build"
 else
 	check "daemon RSS within cache_size plus a fixed overhead" \
 		test "$rss" -le $((LIMIT / 1024 + RSS_OVERHEAD_KB))
 fi
-check "the daemon is alive" kill -0 "$pid"
-fusermount3 -u "$M" && wait "$pid"
-check "unmount; daemon exits 0" test $? -eq 0
-pid=
-echo "1..$n"
-((failed == 0))
+check "the daemon is alive" kill -0 "$BFS_PID"
+bfs_umount
+check_eq "unmount; daemon exits 0" 0 "$?"
+echo "1..$((T_PASS + T_FAIL))"
+((T_FAIL == 0))

@@ -15,25 +15,19 @@
 
 set -u
 BLOCKFS=$(realpath "${1:?usage: limits.sh BLOCKFS}")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
 [[ $(id -u) == 0 && -c /dev/fuse ]] || { echo "1..0 # SKIP needs root and /dev/fuse"; exit 77; }
-for t in fusermount3 lz4 mountpoint python3; do
-	command -v "$t" >/dev/null || { echo "1..0 # SKIP no $t"; exit 77; }
+for tool in fusermount3 lz4 python3; do
+	command -v "$tool" >/dev/null || { echo "1..0 # SKIP no $tool"; exit 77; }
 done
 NFILES=6000
 
 T=$(mktemp -d /tmp/blockfs-limits.XXXXXX)
 S=$T/src M=$T/mnt
 mkdir -p "$S" "$M"
-pid=
-cleanup() {
-	mountpoint -q "$M" && fusermount3 -uz "$M"
-	[[ -n "$pid" ]] && kill "$pid" 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-n=0 failed=0
-check() { local name=$1; shift; n=$((n + 1)); if "$@"; then echo "ok $n - $name"; else echo "not ok $n - $name"; failed=$((failed + 1)); fi; }
+trap 'bfs_kill; rm -rf "$T"' EXIT
 
 printf 'a small file\n' > "$T/one"
 lz4 -q "$T/one" "$T/one.lz4"
@@ -46,22 +40,22 @@ for d in range(n // 1000):
         shutil.copyfile(src, os.path.join(dst, "d%02d" % d, "f%04d.lz4" % i))
 PY
 
-( ulimit -n 4000 && exec "$BLOCKFS" -f "$S" "$M" ) 2>"$T/daemon.log" &
-pid=$!
-for _ in $(seq 300); do mountpoint -q "$M" && break; sleep 0.1; done
-mountpoint -q "$M" || { echo "not ok 1 - mount"; cat "$T/daemon.log"; exit 1; }
+# The daemon inherits this limit, and may not raise a hard one here.
+ulimit -n 4000
+if ! bfs_mount "$S" "$M" "$T/daemon.log" readpath=pread; then
+	not_ok "mount"; show_log; exit 1
+fi
 
 ls -lR "$M" > "$T/ls.out" 2>"$T/ls.err"
 # Names ls could not stat print as "-?????????": count the stat'ed ones.
 listed=$(grep -c '^-r.* f[0-9]*$' "$T/ls.out")
 sized=$(grep '^-r.* f[0-9]*$' "$T/ls.out" | awk '$5 == 13' | wc -l)
 other=$(grep -v -c 'Too many open files' "$T/ls.err")
-echo "# ls -lR listed $listed of $NFILES files, $sized with the decompressed size 13; $(wc -l < "$T/ls.err") errors"
+diag "ls -lR listed $listed of $NFILES files, $sized with the decompressed size 13; $(wc -l < "$T/ls.err") errors"
 check "ls -lR listed files, all with their decompressed size" test "$listed" -gt 0 -a "$sized" -eq "$listed"
 check "what it could not list failed with EMFILE, nothing else" test "$other" -eq 0
-check "the daemon is alive" kill -0 "$pid"
-fusermount3 -u "$M" && wait "$pid"
-check "unmount; daemon exits 0" test $? -eq 0
-pid=
-echo "1..$n"
-((failed == 0)) || { tail -5 "$T/daemon.log" | sed 's/^/# daemon: /'; exit 1; }
+check "the daemon is alive" kill -0 "$BFS_PID"
+bfs_umount
+check_eq "unmount; daemon exits 0" 0 "$?"
+echo "1..$((T_PASS + T_FAIL))"
+((T_FAIL == 0)) || { show_log; exit 1; }
