@@ -87,13 +87,15 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st);
 int bfs_inode_stat_version(struct bfs_inode *inode, const struct bfs_file *f, struct stat *st);
 
 /**
- * bfs_inode_check_name() - does the path @inode was last found at still
- * name it? A backing file replaced by rename is a new object under the
- * old name, while the kernel's cached entry still points at the old inode.
- * Return: 0, or -ESTALE, which makes the VFS walk the path again with
- * LOOKUP_REVAL, so that the open finds the new file.
+ * bfs_inode_open() - bfs_inode_file() for an open: first checks that the
+ * path @inode was last found at still names it. A backing file replaced by
+ * rename is a new object under the old name, while the kernel's cached
+ * entry still points at the old inode.
+ * Return: as bfs_inode_file(), or -ESTALE, which makes the VFS walk the
+ * path again with LOOKUP_REVAL, so that the open finds the new file.
  */
-int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *inode);
+int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
+		   bool *changed);
 
 /**
  * bfs_inode_file() - the current version of a regular file.

@@ -411,20 +411,27 @@ static int backing_stat(struct bfs_inode *in, struct stat *st)
 	return fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
+/* The current version of regular file @in, whose backing file is @now. */
+static int file_of(struct bfs_fs *fs, struct bfs_inode *in, const struct stat *now,
+		   struct bfs_file **out, bool *changed)
+{
+	int rc;
+
+	if (!S_ISREG(now->st_mode))
+		return -EINVAL;
+	pthread_mutex_lock(&in->lock);
+	rc = current_locked(fs, in, now, out, changed);
+	pthread_mutex_unlock(&in->lock);
+	return rc;
+}
+
 int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out,
 		   bool *changed)
 {
 	struct stat now;
 	int rc = backing_stat(in, &now);
 
-	if (rc < 0)
-		return rc;
-	if (!S_ISREG(now.st_mode))
-		return -EINVAL;
-	pthread_mutex_lock(&in->lock);
-	rc = current_locked(fs, in, &now, out, changed);
-	pthread_mutex_unlock(&in->lock);
-	return rc;
+	return rc < 0 ? rc : file_of(fs, in, &now, out, changed);
 }
 
 int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
@@ -469,27 +476,44 @@ int bfs_inode_stat_version(struct bfs_inode *in, const struct bfs_file *f, struc
 	return 0;
 }
 
-int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in)
+/*
+ * Does the path @in was last found at still name it? 0 and *@st when it
+ * does (its stat, which open then needs anyway), 1 when there is nothing
+ * to compare with, -ESTALE when another object or nothing is there now.
+ * openat2 rather than fstatat: even a stat must not follow a symbolic
+ * link out of SOURCE.
+ */
+static int check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
-	struct stat st;
 	char *path;
-	int fd, rc = 0;
+	int fd, rc = 1;
 
 	if (in == &fs->root)
-		return 0;
+		return 1;
 	pthread_mutex_lock(&in->lock);
 	path = in->rpath ? strdup(in->rpath) : NULL;
 	pthread_mutex_unlock(&in->lock);
 	if (!path)
-		return 0;		/* nothing to compare with: trust the entry */
+		return 1;
 	fd = open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
 	free(path);
 	if (fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : 0;
-	if (fstat(fd, &st) == 0 && (st.st_ino != in->ino || st.st_dev != in->dev))
-		rc = -ESTALE;
+		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : 1;
+	if (fstat(fd, st) == 0)
+		rc = st->st_ino != in->ino || st->st_dev != in->dev ? -ESTALE : 0;
 	close(fd);
 	return rc;
+}
+
+int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out,
+		   bool *changed)
+{
+	struct stat now;
+	int rc = check_name(fs, in, &now);
+
+	if (rc > 0)
+		rc = backing_stat(in, &now);
+	return rc < 0 ? rc : file_of(fs, in, &now, out, changed);
 }
 
 /* --- listings ------------------------------------------------------------- */

@@ -155,9 +155,7 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	rc = bfs_inode_check_name(fs, inode_of(req, ino));
-	if (rc == 0)
-		rc = bfs_inode_file(fs, inode_of(req, ino), &f, &changed);
+	rc = bfs_inode_open(fs, inode_of(req, ino), &f, &changed);
 	if (rc < 0) {
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;
