@@ -345,7 +345,13 @@ int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t 
 	struct bfs_block *nb;
 
 	*out = NULL;
-	if (c->limit == 0 || !make_room(c, len))
+	if (c->limit == 0)
+		return 0;
+	/* Already there (a reader may be decoding it): evict nothing for it. */
+	pthread_mutex_lock(&s->lock);
+	nb = find(s, h, fid, blkno);
+	pthread_mutex_unlock(&s->lock);
+	if (nb || !make_room(c, len))
 		return 0;
 	nb = block_new(fid, blkno, len, acct);
 	if (!nb)

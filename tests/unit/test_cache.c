@@ -189,6 +189,22 @@ static void test_try_new_never_evicts_held(void **state)
 		bfs_block_put(held[k]);
 }
 
+static void test_try_new_of_a_loading_block_evicts_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct bfs_block *loading, *b;
+
+	for (size_t k = 0; k < 3; k++)
+		load(f, k);
+	assert_int_equal(bfs_cache_get(f->c, 1, 3, 1024, f->file, &loading), 1);	/* full now */
+	assert_int_equal(bfs_cache_try_new(f->c, 1, 3, 1024, f->file, &b), 0);
+	assert_null(b);
+	for (size_t k = 0; k < 3; k++)
+		assert_true(bfs_cache_contains(f->c, 1, k));
+	bfs_cache_done(f->c, loading, 0);
+	bfs_block_put(loading);
+}
+
 static void test_size_zero_keeps_nothing(void **state)
 {
 	struct fx *f = *state;
@@ -381,6 +397,7 @@ int main(void)
 		T(test_files_are_distinct),
 		T(test_try_new_for_prefetch),
 		T(test_try_new_never_evicts_held),
+		T(test_try_new_of_a_loading_block_evicts_nothing),
 		cmocka_unit_test_setup_teardown(test_size_zero_keeps_nothing, setup_off, teardown),
 		T(test_concurrent_misses_decode_once),
 		T(test_waiters_see_the_failure),
