@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,8 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 	atomic_init(&f->readpath, env->readpath);
 	f->id = atomic_fetch_add(&next_id, 1);
 	f->fd = fd;
+	f->uses = 1;
+	pthread_mutex_init(&f->fd_lock, NULL);
 	f->codec = codec;
 	f->env = env;
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
@@ -144,6 +147,7 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 
 out_destroy:
 	bfs_index_destroy(&f->idx);
+	pthread_mutex_destroy(&f->fd_lock);
 out_free:
 	bfs_counters_put(f->ctr);
 	free(f->name);
@@ -156,11 +160,64 @@ void bfs_file_put(struct bfs_file *f)
 	if (!f || atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	bfs_map_drop(f->env->maps, f);
-	close(f->fd);
+	if (f->fd >= 0)
+		close(f->fd);
+	pthread_mutex_destroy(&f->fd_lock);
 	bfs_index_destroy(&f->idx);
 	bfs_counters_put(f->ctr);
 	free(f->name);
 	free(f);
+}
+
+bool bfs_file_use(struct bfs_file *f)
+{
+	bool open;
+
+	pthread_mutex_lock(&f->fd_lock);
+	open = f->fd >= 0;
+	if (open)
+		f->uses++;
+	pthread_mutex_unlock(&f->fd_lock);
+	return open;
+}
+
+void bfs_file_use_fd(struct bfs_file *f, int fd)
+{
+	pthread_mutex_lock(&f->fd_lock);
+	if (f->fd < 0) {
+		f->fd = fd;
+		f->io.fd = fd;
+		fd = -1;
+	}
+	f->uses++;
+	pthread_mutex_unlock(&f->fd_lock);
+	if (fd >= 0)
+		close(fd);		/* another opener got there first */
+}
+
+void bfs_file_unuse(struct bfs_file *f)
+{
+	int fd = -1;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->fd_lock);
+	if (--f->uses == 0) {
+		fd = f->fd;
+		f->fd = -1;
+		f->io.fd = -1;
+	}
+	pthread_mutex_unlock(&f->fd_lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+void bfs_file_fadvise(struct bfs_file *f, uint64_t off, uint64_t len, int advice)
+{
+	pthread_mutex_lock(&f->fd_lock);	/* so the number cannot be reused meanwhile */
+	if (f->fd >= 0)
+		(void)posix_fadvise(f->fd, (off_t)off, (off_t)len, advice);
+	pthread_mutex_unlock(&f->fd_lock);
 }
 
 uint64_t bfs_file_size(const struct bfs_file *f)

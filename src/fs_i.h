@@ -2,12 +2,19 @@
 /*
  * Private to inode.c, xattr.c and ops.c: the mounted filesystem and its
  * inodes. An inode is one backing object shown one way (decoded by a
- * codec, or unchanged); it holds an O_PATH descriptor, so renames on the
- * backing side never strand it.
+ * codec, or unchanged), known by its identity (device, inode number) and
+ * the path below SOURCE it was last looked up at.
  *
- * Lock order: fs->lock before inode->lock. Neither is held across a scan,
- * a decode or a FUSE reply, except that inode->lock is held while a new
- * file version is built, so that concurrent first opens scan once.
+ * Descriptors are bounded: an inode's O_PATH descriptor is an entry in a
+ * least-recently-used cache of at most fs->max_fds, opened again by path
+ * (and checked to be the same object) when it was closed; see
+ * bfs_inode_fd(). File versions lease theirs (file.h).
+ *
+ * Lock order: fs->lock before inode->lock before fs->fd_lock. None is
+ * held across a scan, a decode or a FUSE reply, except that inode->lock
+ * is held while a new file version is built, so that concurrent first
+ * opens scan once. bfs_inode_fd() takes inode->lock when it must reopen:
+ * never call it with that lock held.
  */
 #ifndef BLOCKFS_FS_I_H
 #define BLOCKFS_FS_I_H
@@ -32,7 +39,9 @@ struct bfs_inode {
 	ino_t ino;
 	const struct bfs_codec *codec;	/* ... and how it is shown (NULL: unchanged) */
 	mode_t type;			/* S_IFMT bits of the backing object */
-	int fd;				/* O_PATH, owned */
+	int fd;				/* O_PATH or -1; protected by fs->fd_lock ... */
+	unsigned int fd_pins;		/* ... as are the pins (users of fd) ... */
+	struct bfs_inode *fd_prev, *fd_next;	/* ... and the LRU links while fd >= 0 */
 	pthread_mutex_t lock;		/* protects file and rpath */
 	struct bfs_file *file;		/* current version of a regular file, or NULL */
 	char *rpath;			/* backing path below SOURCE, as last looked up */
@@ -48,6 +57,9 @@ struct bfs_fs {
 	pthread_mutex_t lock;		/* protects the table, count and every nlookup */
 	struct bfs_inode **table;
 	size_t nbuckets, count;
+	pthread_mutex_t fd_lock;	/* protects the descriptor cache: */
+	struct bfs_inode *fd_mru, *fd_lru;	/* inodes with an open fd, newest first */
+	size_t nfds, max_fds;		/* open inode descriptors, and their bound */
 };
 
 /* A directory listing as shown: one snapshot per opendir. */
@@ -81,16 +93,28 @@ int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir,
 			   const struct bfs_dirent *de, struct bfs_inode **out, struct stat *st);
 void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlookup);
 
+/**
+ * bfs_inode_fd() - @inode's O_PATH descriptor, pinned until bfs_inode_fd_put().
+ * Opens it again by path if the cache closed it.
+ * Return: the descriptor, or -errno: -ESTALE when the path no longer names
+ * the object (the VFS then looks the name up again), -ENOENT when it names
+ * nothing. Context: never with @inode->lock held.
+ */
+int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *inode);
+void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *inode);
+
 /* Attributes as shown: the backing file's, with the decompressed size. */
 int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st);
 /* The same, with the size of version @f that an open handle reads. */
-int bfs_inode_stat_version(struct bfs_inode *inode, const struct bfs_file *f, struct stat *st);
+int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *inode, const struct bfs_file *f,
+			   struct stat *st);
 
 /**
  * bfs_inode_open() - bfs_inode_file() for an open: first checks that the
  * path @inode was last found at still names it. A backing file replaced by
  * rename is a new object under the old name, while the kernel's cached
  * entry still points at the old inode.
+ * @out: also holds a use of its descriptor (bfs_file_unuse() at release).
  * Return: as bfs_inode_file(), or -ESTALE, which makes the VFS walk the
  * path again with LOOKUP_REVAL, so that the open finds the new file.
  */
@@ -105,6 +129,13 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *
  */
 int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
 		   bool *changed);
+
+/*
+ * Take a use of @f's descriptor (@f: a version of @inode), opening the
+ * backing file again if it was closed. -ESTALE if the file changed since
+ * @f was built.
+ */
+int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *f);
 
 int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out);
 void bfs_dir_free(struct bfs_dir *d);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Inodes, lookups and listings: the bridge between backing directories
- * and what the mount shows. Inodes follow passthrough_ll: an O_PATH
- * descriptor each, counted by lookup/forget, found again by identity.
- * No FUSE types here; ops.c translates.
+ * and what the mount shows. Inodes follow passthrough_ll, counted by
+ * lookup/forget and found again by identity, except that their O_PATH
+ * descriptors are a bounded cache rather than one pinned per inode (see
+ * "descriptors" below). No FUSE types here; ops.c translates.
  */
 #include "config.h"
 
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -55,15 +57,36 @@ static int open_beneath(int root, const char *rpath, int flags)
 	return (int)syscall(SYS_openat2, root, rpath, &how, sizeof(how));
 }
 
+static void fd_shed(struct bfs_fs *fs);
+
+/* Out of descriptors? Then close every idle cached one: 1 to try again. */
+static bool shed_on_emfile(struct bfs_fs *fs)
+{
+	if (errno != EMFILE && errno != ENFILE)
+		return false;
+	fd_shed(fs);
+	return true;
+}
+
+/* openat(2), trying once more after shedding cached descriptors. */
+static int openat_fs(struct bfs_fs *fs, int dirfd, const char *name, int flags)
+{
+	int fd = openat(dirfd, name, flags | O_CLOEXEC);
+
+	if (fd < 0 && shed_on_emfile(fs))
+		fd = openat(dirfd, name, flags | O_CLOEXEC);
+	return fd;
+}
+
 /* The codec that claims regular file @name in @dirfd, or NULL. */
-static const struct bfs_codec *sniff(int dirfd, const char *name)
+static const struct bfs_codec *sniff(struct bfs_fs *fs, int dirfd, const char *name)
 {
 	const struct bfs_codec *c = NULL;
 	struct bfs_io io;
 	struct stat st;
 	int fd;
 
-	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	fd = openat_fs(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return NULL;		/* unreadable: shown unchanged, reads say why */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -76,19 +99,178 @@ static const struct bfs_codec *sniff(int dirfd, const char *name)
 
 /* --- name questions answered with syscalls (lookup) ----------------------- */
 
+struct sysdir {
+	struct bfs_fs *fs;
+	int fd;
+};
+
 static bool sys_exists(void *ctx, const char *name)
 {
 	struct stat st;
 
-	return fstatat(*(int *)ctx, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return fstatat(((struct sysdir *)ctx)->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 static bool sys_claims(void *ctx, const char *name, const struct bfs_codec *codec)
 {
-	return sniff(*(int *)ctx, name) == codec;
+	struct sysdir *d = ctx;
+
+	return sniff(d->fs, d->fd, name) == codec;
 }
 
 static const struct bfs_name_ops sys_name_ops = { .exists = sys_exists, .claims = sys_claims };
+
+/* --- descriptors ---------------------------------------------------------- */
+
+/*
+ * passthrough_ll pins an O_PATH descriptor per inode, and the kernel may
+ * hold lookups of every file of a tree (ls -lR): a tree larger than the
+ * descriptor limit then fails with EMFILE. Here at most fs->max_fds stay
+ * open, least recently used closed first; a closed one is opened again
+ * by path below SOURCE and must still be the same object. What that
+ * costs: an inode whose path no longer names it (its backing file was
+ * renamed or deleted) can be reached only while its descriptor stays
+ * open; afterwards it is -ESTALE, and the VFS looks the name up again.
+ * Pinned descriptors (in use by an operation) are never closed, so the
+ * bound may be overshot by the operations in flight.
+ */
+
+/* A quarter of the limit: the rest is for open files and transients. */
+static size_t fd_budget(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 4096;
+	return rl.rlim_cur / 4 > 16 ? (size_t)rl.rlim_cur / 4 : 16;
+}
+
+/* Unlink @in from the LRU list; fs->fd_lock held. */
+static void fd_unlink(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	*(in->fd_prev ? &in->fd_prev->fd_next : &fs->fd_mru) = in->fd_next;
+	*(in->fd_next ? &in->fd_next->fd_prev : &fs->fd_lru) = in->fd_prev;
+	in->fd_prev = in->fd_next = NULL;
+}
+
+/* Make @in the most recently used; fs->fd_lock held. */
+static void fd_push(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	in->fd_prev = NULL;
+	in->fd_next = fs->fd_mru;
+	*(fs->fd_mru ? &fs->fd_mru->fd_prev : &fs->fd_lru) = in;
+	fs->fd_mru = in;
+}
+
+/* Close unpinned descriptors, oldest first, down to @keep; fs->fd_lock held. */
+static void fd_trim_to(struct bfs_fs *fs, size_t keep)
+{
+	struct bfs_inode *in = fs->fd_lru, *prev;
+
+	for (; in && fs->nfds > keep; in = prev) {
+		prev = in->fd_prev;
+		if (in->fd_pins)
+			continue;
+		fd_unlink(fs, in);
+		close(in->fd);
+		in->fd = -1;
+		fs->nfds--;
+	}
+}
+
+static void fd_trim(struct bfs_fs *fs)
+{
+	fd_trim_to(fs, fs->max_fds);
+}
+
+/* The process ran out of descriptors: give back every idle one we cache. */
+static void fd_shed(struct bfs_fs *fs)
+{
+	pthread_mutex_lock(&fs->fd_lock);
+	fd_trim_to(fs, 0);
+	pthread_mutex_unlock(&fs->fd_lock);
+}
+
+/* Give @in descriptor @fd (consumed), unless it has one; fs->fd_lock held. */
+static void fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd)
+{
+	if (in->fd >= 0) {
+		close(fd);
+		return;
+	}
+	in->fd = fd;
+	fs->nfds++;
+	fd_push(fs, in);
+}
+
+static char *rpath_dup(struct bfs_inode *in)
+{
+	char *p;
+
+	pthread_mutex_lock(&in->lock);
+	p = in->rpath ? strdup(in->rpath) : NULL;
+	pthread_mutex_unlock(&in->lock);
+	return p;
+}
+
+/* Open @in's O_PATH descriptor again by its path; check it is still @in. */
+static int fd_reopen(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	struct stat st;
+	char *path = rpath_dup(in);
+	int fd;
+
+	if (!path)
+		return -ESTALE;		/* never named: nothing to find it by */
+	fd = open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
+	if (fd < 0 && shed_on_emfile(fs))
+		fd = open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
+	free(path);
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : -errno;
+	if (fstat(fd, &st) < 0 || st.st_ino != in->ino || st.st_dev != in->dev) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	int fd;
+
+	if (in == &fs->root)
+		return fs->root_fd;
+	pthread_mutex_lock(&fs->fd_lock);
+	if (in->fd >= 0) {
+		in->fd_pins++;
+		fd_unlink(fs, in);
+		fd_push(fs, in);
+		fd = in->fd;
+		pthread_mutex_unlock(&fs->fd_lock);
+		return fd;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+	fd = fd_reopen(fs, in);
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&fs->fd_lock);
+	fd_adopt(fs, in, fd);
+	in->fd_pins++;
+	fd_trim(fs);
+	fd = in->fd;
+	pthread_mutex_unlock(&fs->fd_lock);
+	return fd;
+}
+
+void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	if (in == &fs->root)
+		return;
+	pthread_mutex_lock(&fs->fd_lock);
+	in->fd_pins--;
+	pthread_mutex_unlock(&fs->fd_lock);
+}
 
 /* --- the inode table ------------------------------------------------------ */
 
@@ -124,9 +306,15 @@ static void maybe_grow(struct bfs_fs *fs)
 	free(ot);
 }
 
-static void inode_free(struct bfs_inode *in)
+static void inode_free(struct bfs_fs *fs, struct bfs_inode *in)
 {
-	close(in->fd);
+	pthread_mutex_lock(&fs->fd_lock);
+	if (in->fd >= 0) {
+		fd_unlink(fs, in);
+		close(in->fd);
+		fs->nfds--;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
 	bfs_file_put(in->file);
 	free(in->rpath);
 	pthread_mutex_destroy(&in->lock);
@@ -166,6 +354,8 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	bfs_hints_init(&fs->hints);
 	pthread_mutex_init(&fs->root.lock, NULL);
 	pthread_mutex_init(&fs->lock, NULL);
+	pthread_mutex_init(&fs->fd_lock, NULL);
+	fs->max_fds = fd_budget();
 	return 0;
 
 out_close:
@@ -195,20 +385,24 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	for (size_t i = 0; i < fs->nbuckets; i++) {
 		for (struct bfs_inode *in = fs->table[i], *next; in; in = next) {
 			next = in->hnext;
-			inode_free(in);
+			inode_free(fs, in);
 		}
 	}
 	free(fs->table);
 	free(fs->root.rpath);
 	pthread_mutex_destroy(&fs->root.lock);
 	pthread_mutex_destroy(&fs->lock);
+	pthread_mutex_destroy(&fs->fd_lock);
 	close(fs->root_fd);
 	bfs_cache_free(fs->env.cache);	/* after every version: no block is held */
 	bfs_counters_put(fs->env.mount);
 	bfs_hints_destroy(&fs->hints);
 }
 
-/* Find or add the inode for O_PATH @fd (consumed) shown with @codec. */
+/*
+ * Find or add the inode for O_PATH @fd (consumed) shown with @codec. Its
+ * descriptor comes back pinned: bfs_inode_fd_put() when done.
+ */
 static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
 		     struct bfs_inode **out)
 {
@@ -231,8 +425,11 @@ static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
 			break;
 	if (in) {
 		in->nlookup++;
+		pthread_mutex_lock(&fs->fd_lock);
+		fd_adopt(fs, in, fd);	/* a closed one is worth reviving */
+		in->fd_pins++;
+		pthread_mutex_unlock(&fs->fd_lock);
 		pthread_mutex_unlock(&fs->lock);
-		close(fd);
 		*out = in;
 		return 0;
 	}
@@ -246,13 +443,18 @@ static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
 	in->ino = st.st_ino;
 	in->codec = codec;
 	in->type = st.st_mode & S_IFMT;
-	in->fd = fd;
+	in->fd = -1;
 	in->nlookup = 1;
 	pthread_mutex_init(&in->lock, NULL);
 	in->hnext = fs->table[b];
 	fs->table[b] = in;
 	fs->count++;
 	maybe_grow(fs);
+	pthread_mutex_lock(&fs->fd_lock);
+	fd_adopt(fs, in, fd);
+	in->fd_pins++;
+	fd_trim(fs);
+	pthread_mutex_unlock(&fs->fd_lock);
 	pthread_mutex_unlock(&fs->lock);
 	*out = in;
 	return 0;
@@ -278,7 +480,7 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *in, uint64_t nlookup)
 	}
 	fs->count--;
 	pthread_mutex_unlock(&fs->lock);
-	inode_free(in);
+	inode_free(fs, in);
 }
 
 /* Remember where @in was last seen, for sidecars and log lines. */
@@ -311,14 +513,20 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, const char *
 	struct bfs_inode *in = NULL;
 	int fd, rc;
 
-	fd = openat(dir->fd, backing, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = bfs_inode_fd(fs, dir);
 	if (fd < 0)
-		return -errno;
+		return fd;
+	fd = openat_fs(fs, fd, backing, O_PATH | O_NOFOLLOW);
+	rc = fd < 0 ? -errno : 0;
+	bfs_inode_fd_put(fs, dir);
+	if (rc < 0)
+		return rc;
 	rc = inode_get(fs, fd, codec, &in);
 	if (rc < 0)
 		return rc;
 	set_rpath(dir, in, backing);
 	rc = bfs_inode_stat(fs, in, st);
+	bfs_inode_fd_put(fs, in);	/* inode_get() pinned it */
 	if (rc < 0) {
 		bfs_inode_forget(fs, in, 1);
 		return rc;
@@ -332,11 +540,16 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 {
 	const struct bfs_codec *codec;
 	char backing[NAME_MAX + 1];
+	struct sysdir d = { .fs = fs };
 	int rc;
 
 	if (strlen(name) > NAME_MAX)
 		return -ENAMETOOLONG;
-	rc = bfs_name_resolve(&sys_name_ops, &dir->fd, name, backing, &codec);
+	d.fd = bfs_inode_fd(fs, dir);
+	if (d.fd < 0)
+		return d.fd;
+	rc = bfs_name_resolve(&sys_name_ops, &d, name, backing, &codec);
+	bfs_inode_fd_put(fs, dir);
 	if (rc < 0)
 		return rc;
 	return lookup_backing(fs, dir, backing, codec, out, st);
@@ -373,9 +586,13 @@ static int open_sidecar(struct bfs_fs *fs, struct bfs_inode *in, const struct st
 	return fd;
 }
 
-/* Current version given the backing file's stat @now; inode->lock held. */
-static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, const struct stat *now,
-			  struct bfs_file **out, bool *changed)
+/*
+ * Current version given the backing file's stat @now; inode->lock held,
+ * @opath: @in's pinned descriptor. A new version comes back with its
+ * descriptor closed: a stat needs only its size.
+ */
+static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
+			  const struct stat *now, struct bfs_file **out, bool *changed)
 {
 	struct bfs_file *f, *old = in->file;
 	int fd, side = -1, rc;
@@ -385,7 +602,9 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, const struct 
 		*out = bfs_file_get(old);
 		return 0;
 	}
-	fd = reopen(in->fd, O_RDONLY);
+	fd = reopen(opath, O_RDONLY);
+	if (fd < 0 && shed_on_emfile(fs))
+		fd = reopen(opath, O_RDONLY);
 	if (fd < 0)
 		return -errno;
 	if (in->codec)
@@ -399,6 +618,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, const struct 
 		return rc;
 	}
 	bfs_xattr_apply(fs, in->rpath ? in->rpath : "", f);	/* its advice, before anyone reads */
+	bfs_file_unuse(f);		/* its descriptor, until someone reads */
 	in->file = f;
 	*out = bfs_file_get(f);
 	*changed = old != NULL;
@@ -406,22 +626,40 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, const struct 
 	return 0;
 }
 
-static int backing_stat(struct bfs_inode *in, struct stat *st)
+static int stat_fd(int opath, struct stat *st)
 {
-	return fstatat(in->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	return fstatat(opath, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
-/* The current version of regular file @in, whose backing file is @now. */
-static int file_of(struct bfs_fs *fs, struct bfs_inode *in, const struct stat *now,
+/* The backing object's stat, through its (pinned, then unpinned) descriptor. */
+static int backing_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
+{
+	int rc, fd = bfs_inode_fd(fs, in);
+
+	if (fd < 0)
+		return fd;
+	rc = stat_fd(fd, st);
+	bfs_inode_fd_put(fs, in);
+	return rc;
+}
+
+/* The current version of regular file @in; its stat in @now if @fresh is false. */
+static int file_of(struct bfs_fs *fs, struct bfs_inode *in, struct stat *now, bool fresh,
 		   struct bfs_file **out, bool *changed)
 {
-	int rc;
+	int rc, fd = bfs_inode_fd(fs, in);
 
-	if (!S_ISREG(now->st_mode))
-		return -EINVAL;
-	pthread_mutex_lock(&in->lock);
-	rc = current_locked(fs, in, now, out, changed);
-	pthread_mutex_unlock(&in->lock);
+	if (fd < 0)
+		return fd;
+	rc = fresh ? stat_fd(fd, now) : 0;
+	if (rc == 0 && !S_ISREG(now->st_mode))
+		rc = -EINVAL;
+	if (rc == 0) {
+		pthread_mutex_lock(&in->lock);
+		rc = current_locked(fs, in, fd, now, out, changed);
+		pthread_mutex_unlock(&in->lock);
+	}
+	bfs_inode_fd_put(fs, in);
 	return rc;
 }
 
@@ -429,22 +667,54 @@ int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 		   bool *changed)
 {
 	struct stat now;
-	int rc = backing_stat(in, &now);
 
-	return rc < 0 ? rc : file_of(fs, in, &now, out, changed);
+	return file_of(fs, in, &now, true, out, changed);
+}
+
+int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f)
+{
+	struct stat st;
+	int opath, fd, rc = 0;
+
+	if (bfs_file_use(f))
+		return 0;
+	opath = bfs_inode_fd(fs, in);
+	if (opath < 0)
+		return opath;
+	fd = reopen(opath, O_RDONLY);
+	if (fd < 0 && shed_on_emfile(fs))
+		fd = reopen(opath, O_RDONLY);
+	if (fd < 0)
+		rc = -errno;
+	else if (fstat(fd, &st) < 0)
+		rc = -errno;
+	else if (bfs_file_stale(f, &st))
+		rc = -ESTALE;		/* changed since: the retried open builds anew */
+	bfs_inode_fd_put(fs, in);
+	if (rc < 0) {
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	bfs_file_use_fd(f, fd);
+	return 0;
 }
 
 int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
 	struct bfs_file *f;
 	bool changed;
-	int rc = backing_stat(in, st);
+	int fd, rc;
 
-	if (rc < 0)
-		return rc;
+	fd = bfs_inode_fd(fs, in);
+	if (fd < 0)
+		return fd;
+	rc = stat_fd(fd, st);
 	st->st_blksize = BFS_BLKSIZE;
-	if (!in->codec || !S_ISREG(st->st_mode))
-		return 0;
+	if (rc < 0 || !in->codec || !S_ISREG(st->st_mode)) {
+		bfs_inode_fd_put(fs, in);
+		return rc;
+	}
 	pthread_mutex_lock(&in->lock);
 	/*
 	 * While open readers hold the current version, keep showing it: the
@@ -455,8 +725,9 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	if (in->file && atomic_load(&in->file->refs) > 1)
 		f = bfs_file_get(in->file);
 	else
-		rc = current_locked(fs, in, st, &f, &changed);
+		rc = current_locked(fs, in, fd, st, &f, &changed);
 	pthread_mutex_unlock(&in->lock);
+	bfs_inode_fd_put(fs, in);
 	if (rc < 0)
 		return rc;
 	st->st_size = (off_t)bfs_file_size(f);
@@ -464,9 +735,10 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	return 0;
 }
 
-int bfs_inode_stat_version(struct bfs_inode *in, const struct bfs_file *f, struct stat *st)
+int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct bfs_file *f,
+			   struct stat *st)
 {
-	int rc = backing_stat(in, st);
+	int rc = backing_stat(fs, in, st);
 
 	if (rc < 0)
 		return rc;
@@ -511,9 +783,14 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 	struct stat now;
 	int rc = check_name(fs, in, &now);
 
-	if (rc > 0)
-		rc = backing_stat(in, &now);
-	return rc < 0 ? rc : file_of(fs, in, &now, out, changed);
+	if (rc >= 0)
+		rc = file_of(fs, in, &now, rc > 0, out, changed);
+	if (rc < 0)
+		return rc;
+	rc = bfs_inode_use(fs, in, *out);
+	if (rc < 0)
+		bfs_file_put(*out);
+	return rc;
 }
 
 /* --- listings ------------------------------------------------------------- */
@@ -527,6 +804,7 @@ struct lent {
 };
 
 struct listing {
+	struct bfs_fs *fs;
 	int dirfd;
 	struct lent *e;			/* sorted by name */
 	size_t n;
@@ -557,7 +835,7 @@ static bool list_claims(void *ctx, const char *name, const struct bfs_codec *cod
 	if (!e || (e->type != DT_REG && e->type != DT_UNKNOWN))
 		return false;
 	if (!e->probed) {
-		e->codec = sniff(l->dirfd, name);
+		e->codec = sniff(l->fs, l->dirfd, name);
 		e->probed = true;
 	}
 	return e->codec == codec;
@@ -572,7 +850,7 @@ static int read_listing(struct listing *l)
 	DIR *dp;
 	int fd;
 
-	fd = openat(l->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = openat_fs(l->fs, l->dirfd, ".", O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
 		return -errno;
 	dp = fdopendir(fd);
@@ -617,15 +895,15 @@ void bfs_dir_free(struct bfs_dir *d)
 
 int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
 {
-	struct listing l = { .dirfd = dir->fd };
+	struct listing l = { .fs = fs, .dirfd = -1 };
 	struct bfs_dir *d;
 	int rc;
 
-	(void)fs;
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	rc = read_listing(&l);
+	l.dirfd = bfs_inode_fd(fs, dir);
+	rc = l.dirfd < 0 ? l.dirfd : read_listing(&l);
 	if (rc == 0 && l.n > 0) {
 		d->ent = calloc(l.n, sizeof(*d->ent));
 		if (!d->ent)
@@ -649,6 +927,8 @@ int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
 		if (!de->name || !de->backing)
 			rc = -ENOMEM;
 	}
+	if (l.dirfd >= 0)
+		bfs_inode_fd_put(fs, dir);
 	for (size_t i = 0; i < l.n; i++)
 		free(l.e[i].name);
 	free(l.e);

@@ -120,7 +120,8 @@ static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	 * The kernel passes a handle for regular files only.
 	 */
 	if (fi && fi->fh)
-		rc = bfs_inode_stat_version(in, (struct bfs_file *)(uintptr_t)fi->fh, &st);
+		rc = bfs_inode_stat_version(fs_of(req), in, (struct bfs_file *)(uintptr_t)fi->fh,
+					    &st);
 	else
 		rc = bfs_inode_stat(fs_of(req), in, &st);
 	if (rc < 0)
@@ -131,17 +132,31 @@ static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 
 static void bfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	struct bfs_fs *fs = fs_of(req);
+	struct bfs_inode *in = inode_of(req, ino);
 	char buf[PATH_MAX + 1];
-	ssize_t n = readlinkat(inode_of(req, ino)->fd, "", buf, sizeof(buf));
+	int fd = bfs_inode_fd(fs, in);
+	ssize_t n = fd < 0 ? fd : readlinkat(fd, "", buf, sizeof(buf));
 
+	if (fd >= 0) {
+		n = n < 0 ? -errno : n;
+		bfs_inode_fd_put(fs, in);
+	}
 	if (n < 0)
-		fuse_reply_err(req, errno);
+		fuse_reply_err(req, bfs_kernel_errno((int)n));
 	else if (n == sizeof(buf))
 		fuse_reply_err(req, ENAMETOOLONG);
 	else {
 		buf[n] = '\0';
 		fuse_reply_readlink(req, buf);
 	}
+}
+
+/* What an open handle holds: a reference to its version and a use of its descriptor. */
+static void close_handle(struct bfs_file *f)
+{
+	bfs_file_unuse(f);
+	bfs_file_put(f);
 }
 
 static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -170,7 +185,7 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 	fi->fh = (uint64_t)(uintptr_t)f;
 	if (fuse_reply_open(req, fi) != 0)
-		bfs_file_put(f);	/* the open was interrupted: no release will come */
+		close_handle(f);	/* the open was interrupted: no release will come */
 }
 
 static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -191,7 +206,7 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	bfs_file_put((struct bfs_file *)(uintptr_t)fi->fh);
+	close_handle((struct bfs_file *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 

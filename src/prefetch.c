@@ -18,7 +18,7 @@
 #include "blockfs/prefetch.h"
 
 struct job {
-	struct bfs_file *f;	/* one reference */
+	struct bfs_file *f;	/* one reference and one use of its descriptor */
 	size_t blkno;		/* or SETTLE: settle, then queue [off, off + len); or POPULATE */
 	uint64_t off, len;
 };
@@ -76,6 +76,7 @@ static void *worker(void *arg)
 		p->count--;
 		pthread_mutex_unlock(&p->lock);
 		run(p, &j);
+		bfs_file_unuse(j.f);
 		bfs_file_put(j.f);
 	}
 }
@@ -114,8 +115,10 @@ void bfs_prefetch_free(struct bfs_prefetch *p)
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned int i = 0; i < p->nthreads; i++)
 		pthread_join(p->threads[i], NULL);
-	for (; p->count; p->count--, p->head = (p->head + 1) % p->cap)
+	for (; p->count; p->count--, p->head = (p->head + 1) % p->cap) {
+		bfs_file_unuse(p->ring[p->head].f);
 		bfs_file_put(p->ring[p->head].f);
+	}
 	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
 	free(p->ring);
@@ -123,13 +126,17 @@ void bfs_prefetch_free(struct bfs_prefetch *p)
 	free(p);
 }
 
-/* Queue @j (taking a reference on its file) unless the ring is full. */
+/*
+ * Queue @j (taking a reference on its file and a use of its descriptor)
+ * unless the ring is full. The caller reads the file, so holds a use: ours
+ * never has to open the descriptor again.
+ */
 static bool try_queue(struct bfs_prefetch *p, struct job j)
 {
 	bool queued = false;
 
 	pthread_mutex_lock(&p->lock);
-	if (!p->stop && p->nthreads && p->count < p->cap) {
+	if (!p->stop && p->nthreads && p->count < p->cap && bfs_file_use(j.f)) {
 		j.f = bfs_file_get(j.f);
 		p->ring[(p->head + p->count++) % p->cap] = j;
 		pthread_cond_signal(&p->work);

@@ -193,7 +193,7 @@ static void advise_backing(struct bfs_file *f, int advice, uint64_t off, uint64_
 		clen = (uint64_t)f->st.st_size;
 	if (!clen)
 		return;
-	(void)posix_fadvise(f->fd, (off_t)coff, len ? (off_t)clen : 0, fadv_of(advice));
+	bfs_file_fadvise(f, coff, len ? clen : 0, fadv_of(advice));
 	/* only a live mapping: a hint is no reason to map a file */
 	base = madv_of(advice) >= 0 && atomic_load(&f->map) ? bfs_map_enter(f->env->maps, f) : NULL;
 	if (base) {
@@ -328,9 +328,14 @@ static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_
 		return 0;		/* past the end: nothing to do, as posix_fadvise */
 	len = r->ranged && r->len < size - off ? r->len : size - off;
 	if (r->advice == BFS_ADV_WILLNEED) {
+		/* the jobs read the file: they need its descriptor open */
+		rc = bfs_inode_use(x->fs, x->in, x->f);
+		if (rc < 0)
+			return rc;
 		advise_backing(x->f, BFS_ADV_WILLNEED, off, len);
 		if (x->fs->env.prefetch)
 			(void)bfs_prefetch_range(x->fs->env.prefetch, x->f, off, len);
+		bfs_file_unuse(x->f);	/* the queued jobs hold their own */
 		return 0;
 	}
 	bfs_file_drop_range(x->f, off, len);
@@ -488,9 +493,10 @@ static ssize_t reply_value(const char *val, size_t len, char *buf, size_t size)
 	return (ssize_t)len;
 }
 
-static void procpath(const struct bfs_inode *in, char *path, size_t len)
+/* A path for the backing object's own attributes: @fd, its pinned descriptor. */
+static void procpath(int fd, char *path, size_t len)
 {
-	snprintf(path, len, "/proc/self/fd/%d", in->fd);
+	snprintf(path, len, "/proc/self/fd/%d", fd);
 }
 
 /* Only regular files and directories carry attributes we pass through. */
@@ -511,9 +517,14 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 	if (!ours(name)) {
 		if (!passes_through(in))
 			return -ENODATA;
-		procpath(in, path, sizeof(path));
+		rc = bfs_inode_fd(fs, in);
+		if (rc < 0)
+			return rc;
+		procpath(rc, path, sizeof(path));
 		n = getxattr(path, name, buf, size);
-		return n < 0 ? -errno : n;
+		n = n < 0 ? -errno : n;
+		bfs_inode_fd_put(fs, in);
+		return n;
 	}
 	a = find_attr(name);
 	if (!a || !(a->where & where_of(fs, in)))
@@ -524,6 +535,30 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 	rc = a->get(&x, val, size == 0);
 	ctx_release(&x);
 	return rc < 0 ? rc : reply_value(val, (size_t)rc, buf, size);
+}
+
+/*
+ * The backing object's attribute names (at @path) after our @len bytes of
+ * @list, straight into the reply @buf. 0 when it has none: reply ours alone.
+ */
+static ssize_t list_backing(const char *path, const char *list, size_t len, char *buf,
+			    size_t size)
+{
+	ssize_t n = listxattr(path, NULL, 0);
+
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : -errno;
+	if (n == 0)
+		return 0;
+	if (size == 0)
+		return (ssize_t)len + n;
+	if (size < len)
+		return -ERANGE;
+	n = listxattr(path, buf + len, size - len);
+	if (n < 0)
+		return -errno;
+	memcpy(buf, list, len);
+	return (ssize_t)len + n;
 }
 
 ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size)
@@ -548,22 +583,14 @@ ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_
 	}
 	ctx_release(&x);
 	if (passes_through(in)) {
-		procpath(in, path, sizeof(path));
-		n = listxattr(path, NULL, 0);
-		if (n < 0 && errno != ENOTSUP)
-			return -errno;
-		if (n > 0) {
-			/* Ask for the names straight into the reply, after ours. */
-			if (size == 0)
-				return (ssize_t)len + n;
-			if (size < len)
-				return -ERANGE;
-			n = listxattr(path, buf + len, size - len);
-			if (n < 0)
-				return -errno;
-			memcpy(buf, list, len);
-			return (ssize_t)len + n;
-		}
+		rc = bfs_inode_fd(fs, in);
+		if (rc < 0)
+			return rc;
+		procpath(rc, path, sizeof(path));
+		n = list_backing(path, list, len, buf, size);
+		bfs_inode_fd_put(fs, in);
+		if (n != 0)
+			return n;
 	}
 	return reply_value(list, len, buf, size);
 }

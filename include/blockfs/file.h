@@ -5,10 +5,18 @@
  * built from. A version never changes once built; when the backing file
  * changes, a new version replaces it and the old one lives until its last
  * reader lets go. Knows nothing of FUSE.
+ *
+ * The descriptor is leased, not owned for life: a version that nobody
+ * reads (one that only answers stat(2) for its size) keeps its index but
+ * closes its descriptor, so that a mount of any number of files fits in
+ * the descriptor limit. Whoever may read the backing file holds a *use*
+ * (bfs_file_use(), bfs_file_use_fd(), bfs_file_unuse()); the last use
+ * closes the descriptor, and the next one opens it again.
  */
 #ifndef BLOCKFS_FILE_H
 #define BLOCKFS_FILE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -43,8 +51,10 @@ struct bfs_file_env {
 struct bfs_file {
 	atomic_uint refs;
 	uint64_t id;			/* unique per version: a cache key */
-	int fd;				/* O_RDONLY backing descriptor, owned */
-	struct bfs_io io;
+	int fd;				/* O_RDONLY backing descriptor, or -1 while closed */
+	struct bfs_io io;		/* reads it; fd and io.fd stay put while uses > 0 */
+	pthread_mutex_t fd_lock;	/* protects fd, io.fd and uses */
+	unsigned int uses;		/* holders that may read the backing file */
 	const struct bfs_codec *codec;	/* NULL: served unchanged */
 	struct bfs_index idx;		/* empty when codec is NULL */
 	struct stat st;			/* the backing file when this version was built */
@@ -67,7 +77,8 @@ struct bfs_file {
 
 /**
  * bfs_file_open() - build a version from an open backing descriptor.
- * @fd:     O_RDONLY descriptor; owned by the version on success.
+ * @fd:     O_RDONLY descriptor; owned by the version on success, which
+ *          starts with one use of it (bfs_file_unuse() to let it go).
  * @side:   sidecar index descriptor (BGZF .gzi) or -1; only read here.
  * @codec:  how to decode it, or NULL for a file shown unchanged.
  * @name:   what log lines call the file (copied).
@@ -88,6 +99,20 @@ static inline struct bfs_file *bfs_file_get(struct bfs_file *f)
 
 /* Drop one reference; the last one closes and frees. NULL is a no-op. */
 void bfs_file_put(struct bfs_file *f);
+
+/*
+ * bfs_file_use() - take a use of @f's descriptor if it is open.
+ * Return: true with a use held; false if it is closed (then reopen the
+ * backing file, check it is still this version, and bfs_file_use_fd()).
+ */
+bool bfs_file_use(struct bfs_file *f);
+/* Take a use, giving @f descriptor @fd (consumed; closed if @f has one already). */
+void bfs_file_use_fd(struct bfs_file *f, int fd);
+/* Drop a use; the last one closes the descriptor. NULL is a no-op. */
+void bfs_file_unuse(struct bfs_file *f);
+
+/* posix_fadvise(2) on the backing file if its descriptor is open; a hint, so no errors. */
+void bfs_file_fadvise(struct bfs_file *f, uint64_t off, uint64_t len, int advice);
 
 /* Bytes a reader sees: the decompressed size, or the backing size. */
 uint64_t bfs_file_size(const struct bfs_file *f);

@@ -116,8 +116,8 @@ bfs_mount() {
 	BFS_MNT=$mnt
 	BFS_LOG=$log
 	BFS_EXIT=
-	# shellcheck disable=SC2086 # VALGRIND is a command line prefix
-	${VALGRIND:-} "$BLOCKFS" -f "$src" "$mnt" -o "$opts" >"$log" 2>&1 &
+	# shellcheck disable=SC2086 # command line prefixes: BFS_WRAP (e.g. prlimit ... --), VALGRIND
+	${BFS_WRAP:-} ${VALGRIND:-} "$BLOCKFS" -f "$src" "$mnt" -o "$opts" >"$log" 2>&1 &
 	BFS_PID=$!
 	deadline=$((SECONDS + 30))
 	while ! is_mounted "$mnt"; do
