@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Regenerate the seed inputs of the fuzzing corpus (tests/fuzz/corpus/
+# TARGET/seed-*) from small deterministic data, with the real tools: lz4
+# (block sizes, checksums, content size, linked and legacy frames,
+# concatenated and skippable frames), bgzip (with .gzi), gzip and
+# blockfs-pack (seek tables, BGZF). crash-* inputs (regressions) are kept.
+#
+# Usage: tests/fuzz/make-corpus.sh BLOCKFS-PACK
+# Needs: lz4, bgzip (tabix), gzip, python3.
+
+set -euo pipefail
+
+pack=$(realpath "$1")
+cd "$(dirname "${BASH_SOURCE[0]}")"
+C=$PWD/corpus
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+for t in lz4 bgzf gzi seektable block hints opts; do
+	mkdir -p "$C/$t"
+	rm -f "$C/$t"/seed-*
+done
+
+# Data: log-like text (compresses about 4x) and pseudo-random bytes (stored blocks).
+python3 - "$T" <<'PY'
+import random, sys
+t = sys.argv[1]
+r = random.Random(7)
+lines = ["read block %d ok\n", "seek to %d\n", "cache hit %d\n", "frame %d: 4 blocks, index written\n"]
+def text(n):
+    out, size, i = [], 0, 0
+    while size < n:
+        line = "%08d %s" % (i, r.choice(lines) % r.randint(0, 99))
+        out.append(line)
+        size += len(line)
+        i += 1
+    return "".join(out).encode()[:n]
+open(t + "/text70k", "wb").write(text(70000))
+open(t + "/text20k", "wb").write(text(20000))
+open(t + "/text3k", "wb").write(text(3000))
+open(t + "/rand66k", "wb").write(bytes(r.getrandbits(8) for _ in range(66000)))
+open(t + "/zeros5m", "wb").write(bytes(5 << 20))
+open(t + "/hello", "wb").write(b"hello, blockfs\n")
+open(t + "/empty", "wb").write(b"")
+PY
+
+# --- lz4: whole files ----------------------------------------------------
+L=$C/lz4
+lz4 -q -c "$T/empty" > "$L/seed-empty.lz4"
+lz4 -q -c "$T/hello" > "$L/seed-hello.lz4"
+lz4 -q -c -B4 "$T/text70k" > "$L/seed-B4-text.lz4"
+lz4 -q -c -B4 -BX --content-size "$T/text70k" > "$L/seed-B4-bx-csize.lz4"
+lz4 -q -c -B5 -BX "$T/text20k" > "$L/seed-B5-bx.lz4"
+lz4 -q -c -B4 --no-frame-crc "$T/rand66k" > "$L/seed-B4-stored.lz4"
+lz4 -q -c -B7 --content-size "$T/zeros5m" > "$L/seed-B7-zeros-csize.lz4"
+lz4 -q -c -B6 -12 "$T/text20k" > "$L/seed-B6-hc.lz4"
+lz4 -q -c -BD -B4 "$T/text70k" > "$L/seed-linked.lz4"
+lz4 -q -c -l "$T/text3k" > "$L/seed-legacy.lz4"
+cat "$L/seed-hello.lz4" "$L/seed-B5-bx.lz4" "$L/seed-empty.lz4" > "$L/seed-concat.lz4"
+# a skippable frame (magic 184D2A5x, LE32 size) before and between frames
+{ printf '\x50\x2a\x4d\x18\x05\x00\x00\x00skip!'; cat "$L/seed-hello.lz4"
+  printf '\x5f\x2a\x4d\x18\x00\x00\x00\x00'; cat "$L/seed-hello.lz4"; } > "$L/seed-skippable.lz4"
+head -c 15000 "$L/seed-B4-text.lz4" > "$L/seed-truncated.lz4"
+"$pack" -q -B 4K -o "$L/seed-pack-4k.lz4" "$T/text20k"
+"$pack" -q -B 64K --no-checksum -o "$L/seed-pack-64k-nocsum.lz4" "$T/text70k"
+
+# --- bgzf: whole files ---------------------------------------------------
+G=$C/bgzf
+bgzip -c "$T/empty" > "$G/seed-empty.gz"
+bgzip -c "$T/hello" > "$G/seed-hello.gz"
+bgzip -c "$T/text70k" > "$G/seed-text.gz"
+bgzip -c -l 0 "$T/text3k" > "$G/seed-level0.gz"
+bgzip -c "$T/rand66k" > "$G/seed-random.gz"
+cat "$G/seed-hello.gz" "$G/seed-text.gz" > "$G/seed-concat.gz"
+gzip -n -c "$T/text3k" > "$G/seed-plain-gzip.gz"
+head -c 8000 "$G/seed-text.gz" > "$G/seed-truncated.gz"
+"$pack" -q -c gzip -B 4K -o "$T/pack.gz" "$T/text20k"
+cp "$T/pack.gz" "$G/seed-pack-4k.gz"
+
+# --- gzi: LE32 length of the .gzi, the .gzi, then the BGZF file -------------
+pair() { # OUT GZI GZ
+	python3 -c 'import struct, sys; sys.stdout.buffer.write(struct.pack("<I", int(sys.argv[1])))' \
+		"$(stat -c %s "$2")" > "$1"
+	cat "$2" "$3" >> "$1"
+}
+for f in text level0 concat; do
+	cp "$G/seed-$f.gz" "$T/$f.gz"
+	bgzip -r "$T/$f.gz"
+	pair "$C/gzi/seed-$f" "$T/$f.gz.gzi" "$T/$f.gz"
+done
+pair "$C/gzi/seed-pack-4k" "$T/pack.gz.gzi" "$T/pack.gz"
+cp "$G/seed-empty.gz" "$T/empty.gz"
+bgzip -r "$T/empty.gz"
+pair "$C/gzi/seed-empty" "$T/empty.gz.gzi" "$T/empty.gz"
+
+# --- seektable: blockfs-pack outputs, and files without a table ----------------
+S=$C/seektable
+"$pack" -q -B 4K -o "$S/seed-pack-4k.lz4" "$T/text3k"
+"$pack" -q -B 4K -o "$S/seed-pack-4k-40k.lz4" "$T/text20k"
+"$pack" -q -B 64K --no-checksum -o "$S/seed-pack-64k-nocsum.lz4" "$T/text70k"
+"$pack" -q -o "$S/seed-pack-hello.lz4" "$T/hello"
+cat "$S/seed-pack-hello.lz4" "$S/seed-pack-4k.lz4" > "$S/seed-pack-concat.lz4"
+cp "$L/seed-B5-bx.lz4" "$S/seed-no-table.lz4"
+
+# --- block: 6-byte header (codec, flags, bmax id, claimed usize), then one block -------
+python3 - "$C/block" "$L" "$G" <<'PY'
+import os, struct, sys
+out, ldir, gdir = sys.argv[1:]
+def lz4_blocks(data):
+    """(block bytes, has checksum, bmax id) of the first frame's blocks."""
+    flg, bd = data[4], data[5]
+    pos = 7 + (8 if flg & 8 else 0) + (4 if flg & 1 else 0)
+    csum = 4 if flg & 16 else 0
+    while True:
+        word = struct.unpack_from("<I", data, pos)[0]
+        if word == 0:
+            return
+        n = 4 + (word & 0x7FFFFFFF) + csum
+        yield data[pos:pos + n], bool(csum), (bd >> 4) & 7
+        pos += n
+def seed(name, codec, csum, bmax, usize, blk):
+    hdr = bytes([codec | (2 if csum else 0), bmax]) + struct.pack("<I", usize)
+    open(os.path.join(out, "seed-" + name), "wb").write(hdr + blk)
+for src, usize in (("B4-text", 65536), ("B5-bx", 20000), ("B4-stored", 65536)):
+    data = open(os.path.join(ldir, "seed-%s.lz4" % src), "rb").read()
+    for i, (blk, csum, bmax) in enumerate(lz4_blocks(data)):
+        if i < 2 and not (src == "B4-stored" and i == 0):
+            seed("lz4-%s-%d" % (src, i), 0, csum, bmax, usize, blk)
+for src in ("hello", "text", "level0"):
+    data = open(os.path.join(gdir, "seed-%s.gz" % src), "rb").read()
+    bsize = struct.unpack_from("<H", data, 16)[0] + 1
+    isize = struct.unpack_from("<I", data, bsize - 4)[0]
+    seed("bgzf-" + src, 1, False, 0, isize, data[:bsize])
+PY
+
+# --- hints: attribute values as setfattr -v passes them -------------------------
+H=$C/hints
+i=0
+for v in normal sequential random willneed dontneed noreuse "willneed 0 64M" \
+	"dontneed 4096 1G" "willneed 18446744073709551614 1" pread mmap auto 256K; do
+	printf '%s' "$v" > "$H/seed-$i"
+	i=$((i + 1))
+done
+printf 'mmap\0' > "$H/seed-nul"
+
+# --- opts: the arguments after "blockfs", one per line ---------------------
+O=$C/opts
+i=0
+for v in 'src\nmnt' '-o\nreadpath=mmap,populate=async,cache_size=64M\nsrc\nmnt' \
+	'-oreadahead=0,workers=4,verify=off,advice=sequential\nsrc\nmnt' \
+	'-f\n-o\nallow_other,readpath=auto\nsrc\nmnt' '-o\ncache_size=0,readahead=1G\nsrc' \
+	'-o\nworkers=256,advice=noreuse,populate=on\n-o\nverify=on\nsrc\nmnt'; do
+	printf -- "$v" > "$O/seed-$i"
+	i=$((i + 1))
+done
+
+for t in "$C"/*; do
+	echo "$(basename "$t"): $(find "$t" -type f | wc -l) files, $(cat "$t"/* | wc -c) bytes"
+done
+echo "total: $(find "$C" -type f | wc -l) files, $(find "$C" -type f -exec cat {} + | wc -c) bytes"
