@@ -212,6 +212,34 @@ static int win_get(struct walk *w, uint64_t off, size_t need, size_t want, const
 	return 0;
 }
 
+static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t room,
+			  bool verify, uint32_t *mlen, uint32_t *isize, const char **why);
+
+/*
+ * Is the member of @len bytes at @off, whose ISIZE is 0, really empty?
+ * An EOF marker is in the window already, so this costs no read.
+ * Return: 0 if it inflates to nothing; 1 with *@why if not; -errno.
+ */
+static int check_empty(struct walk *w, uint64_t off, uint32_t len, const char **why)
+{
+	uint32_t mlen, isize;
+	const uint8_t *p;
+	uint8_t none;
+	int rc;
+
+	rc = win_get(w, off, len, len, &p);	/* len <= BGZF_BLOCK_MAX < WALK_BUF */
+	if (rc < 0)
+		return rc;
+	rc = inflate_member(p, len, &none, 0, false, &mlen, &isize, why);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0) {
+		*why = "member with ISIZE 0 does not inflate to nothing";
+		return 1;
+	}
+	return 0;
+}
+
 /*
  * Add one index entry per non-empty member from @off to the end of the
  * file. Damage stops the walk with the index marked broken.
@@ -263,11 +291,20 @@ static int walk_members(struct walk *w, uint64_t off)
 					      " over 65536 in member at offset %" PRIu64, isize, off);
 			return 0;
 		}
-		if (isize > 0) {	/* empty members (EOF marker) carry nothing */
+		if (isize > 0) {
 			rc = bfs_index_add(w->idx, off, h.member_len, isize, 0);
-			if (rc < 0)
-				return rc;
+		} else {
+			/*
+			 * Empty members (EOF markers) carry nothing and get no
+			 * entry; but an ISIZE damaged to 0 must not drop the
+			 * member's data without a word.
+			 */
+			rc = check_empty(w, off, h.member_len, &why);
+			if (rc > 0)
+				goto broken;
 		}
+		if (rc < 0)
+			return rc;
 		off += h.member_len;
 	}
 	return 0;
