@@ -565,7 +565,9 @@ static void read_ahead(struct bfs_file *f, uint64_t off, uint64_t n, size_t k0, 
 	bfs_prefetch_range(env->prefetch, f, from, end + window - from);
 }
 
-ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv)
+/* bfs_file_readv(); @reader: a reader's request (counted, drives read-ahead). */
+static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
+			bool reader)
 {
 	struct bfs_index *idx = &f->idx;
 	size_t k0, k1, done = 0;
@@ -573,7 +575,8 @@ ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs
 	int rc;
 
 	readv_init(rv);
-	BFS_COUNT(f->ctr, reads, 1);
+	if (reader)
+		BFS_COUNT(f->ctr, reads, 1);
 	if (!f->codec) {
 		ssize_t n = read_raw(f, rv, size, off);
 
@@ -615,13 +618,25 @@ ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs
 						     .iov_len = take };
 		done += take;
 	}
-	BFS_COUNT(f->ctr, bytes, done);
-	read_ahead(f, off, done, k0, k1);
+	if (reader) {
+		BFS_COUNT(f->ctr, bytes, done);
+		read_ahead(f, off, done, k0, k1);
+	}
 	return (ssize_t)done;
 
 out_err:
 	BFS_COUNT(f->ctr, errors, 1);
 	return rc;
+}
+
+ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv)
+{
+	return readv_as(f, off, size, rv, true);
+}
+
+ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv)
+{
+	return readv_as(f, off, size, rv, false);
 }
 
 ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off)

@@ -58,9 +58,54 @@ int bfs_kernel_errno(int rc)
 	}
 }
 
+/* Bytes per notify_store message; a multiple of the page size. */
+#define PUSH_SLICE (1u << 20)
+
+/*
+ * willneed=kernel: decoded bytes go straight into the kernel's page cache
+ * of the file, so later reads never reach the daemon. The kernel marks a
+ * page up to date only when one message fills it whole, so a slice may
+ * gather several blocks' buffers, and slices start on pages (@off does).
+ * Failure (the kernel forgot the inode, memory) only loses the hint.
+ */
+static void push_pages(void *ctx, uint64_t ino, uint64_t off, const struct iovec *iov, size_t cnt)
+{
+	struct fuse_session *se = ctx;
+	struct fuse_bufvec *bv = malloc(sizeof(*bv) + cnt * sizeof(bv->buf[0]));
+	size_t i = 0, at = 0;		/* position in @iov */
+
+	if (!bv)
+		return;
+	while (i < cnt) {
+		size_t want = PUSH_SLICE, len = 0;
+
+		*bv = (struct fuse_bufvec){ .count = 0 };
+		for (; i < cnt && want; ) {
+			size_t n = iov[i].iov_len - at < want ? iov[i].iov_len - at : want;
+
+			bv->buf[bv->count++] = (struct fuse_buf){ .size = n,
+								  .mem = (char *)iov[i].iov_base + at };
+			want -= n;
+			len += n;
+			at += n;
+			if (at == iov[i].iov_len) {
+				i++;
+				at = 0;
+			}
+		}
+		if (fuse_lowlevel_notify_store(se, (fuse_ino_t)ino, (off_t)off, bv, 0) != 0)
+			break;
+		off += len;
+	}
+	free(bv);
+}
+
 static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct bfs_fs *fs = userdata;
+
+	fs->env.push_ctx = fs->se;
+	fs->env.push = push_pages;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)

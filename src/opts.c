@@ -27,6 +27,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("readahead=%s", readahead_s),
 	BFS_OPT("workers=%s", workers_s),
 	BFS_OPT("verify=%s", verify_s),
+	BFS_OPT("willneed=%s", willneed_s),
 	FUSE_OPT_END
 };
 
@@ -40,6 +41,8 @@ static const struct {
 	{ "readahead", "SIZE", "how far ahead to decompress a sequential stream (8M)" },
 	{ "workers", "N", "threads that decompress ahead; 0: none (online CPUs)" },
 	{ "verify", "on|off", "check per-block checksums the files carry (on)" },
+	{ "willneed", "cache|kernel", "where willneed puts decoded bytes: blockfs's cache or "
+				      "the kernel's page cache (cache)" },
 };
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
@@ -80,6 +83,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 {
 	static const char *const onoff[] = { "off", "on", NULL };
 	static const char *const populates[] = { "off", "on", "async", NULL };	/* enum bfs_populate */
+	static const char *const willneeds[] = { "cache", "kernel", NULL };
 	struct bfs_advice_req adv;
 	enum bfs_readpath rp;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -141,6 +145,15 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		}
 		o->populate = v;
 	}
+	if (o->willneed_s) {
+		v = pick(o->willneed_s, willneeds);
+		if (v < 0) {
+			snprintf(err, errlen, "bad value '%s' for option willneed: expected cache or "
+				 "kernel", o->willneed_s);
+			return -EINVAL;
+		}
+		o->willneed_kernel = v == 1;
+	}
 	if (o->verify_s) {
 		v = pick(o->verify_s, onoff);
 		if (v < 0) {
@@ -163,6 +176,7 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->cache_size_s);
 	free(o->readahead_s);
 	free(o->workers_s);
+	free(o->willneed_s);
 	memset(o, 0, sizeof(*o));
 }
 

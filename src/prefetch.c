@@ -19,12 +19,15 @@
 
 struct job {
 	struct bfs_file *f;	/* one reference and one use of its descriptor */
-	size_t blkno;		/* or SETTLE: settle, then queue [off, off + len); or POPULATE */
+	size_t blkno;		/* or SETTLE: settle, then queue [off, off + len); */
+				/* or POPULATE; or RANGE: queue [off, off + len) bit by bit */
 	uint64_t off, len;
+	uint64_t push;		/* FUSE inode to push the decoded block to, or 0 */
 };
 
 #define SETTLE SIZE_MAX
 #define POPULATE (SIZE_MAX - 1)
+#define RANGE (SIZE_MAX - 2)
 
 struct bfs_prefetch {
 	pthread_mutex_t lock;	/* protects everything below; never held while decoding */
@@ -36,11 +39,53 @@ struct bfs_prefetch {
 	pthread_t *threads;
 };
 
+static void queue_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off, uint64_t len,
+			uint64_t push);
+
+/*
+ * Hand block @k to the kernel's page cache. The kernel marks a page
+ * up to date only when one message fills it whole, and blocks need not
+ * start on a page (BGZF's are 65280 bytes), so each job pushes from the
+ * first page boundary in its block to the first one past it: the page it
+ * shares with the next block goes whole, decoding a little of that block.
+ * Its own block then leaves blockfs's cache: the kernel holds it now.
+ */
+static void push_block(struct bfs_file *f, size_t k, uint64_t ino)
+{
+	const struct bfs_blk *b = &f->idx.blk[k];
+	uint64_t page = 4096, usize = atomic_load(&f->idx.usize);
+	uint64_t from = (b->uoff + page - 1) & ~(page - 1);
+	uint64_t to = (b->uoff + b->usize + page - 1) & ~(page - 1);
+	struct bfs_readv rv;
+	ssize_t n;
+
+	if (to > usize)
+		to = usize;
+	if (from >= to || !f->env->push)
+		return;
+	n = bfs_file_peekv(f, from, (size_t)(to - from), &rv);
+	if (n > 0) {
+		f->env->push(f->env->push_ctx, ino, from, rv.iov, rv.cnt);
+		BFS_COUNT(f->ctr, prefetched, 1);
+	}
+	bfs_readv_release(&rv);
+	bfs_cache_drop(f->env->cache, f->id, k);
+}
+
 static void run(struct bfs_prefetch *p, struct job *j)
 {
 	struct bfs_file *f = j->f;
 	struct bfs_block *b;
 
+	if (j->blkno == RANGE) {
+		if (bfs_index_settle(&f->idx, &f->io, f->codec, j->off + j->len - 1) == 0)
+			queue_range(p, f, j->off, j->len, j->push);
+		return;
+	}
+	if (j->push) {
+		push_block(f, j->blkno, j->push);
+		return;
+	}
 	if (j->blkno == POPULATE) {
 		bfs_map_populate(f);
 		return;
@@ -128,15 +173,15 @@ void bfs_prefetch_free(struct bfs_prefetch *p)
 
 /*
  * Queue @j (taking a reference on its file and a use of its descriptor)
- * unless the ring is full. The caller reads the file, so holds a use: ours
- * never has to open the descriptor again.
+ * unless fewer than @spare + 1 slots are free. The caller reads the file,
+ * so holds a use: ours never has to open the descriptor again.
  */
-static bool try_queue(struct bfs_prefetch *p, struct job j)
+static bool try_queue_leaving(struct bfs_prefetch *p, struct job j, size_t spare)
 {
 	bool queued = false;
 
 	pthread_mutex_lock(&p->lock);
-	if (!p->stop && p->nthreads && p->count < p->cap && bfs_file_use(j.f)) {
+	if (!p->stop && p->nthreads && p->count + spare < p->cap && bfs_file_use(j.f)) {
 		j.f = bfs_file_get(j.f);
 		p->ring[(p->head + p->count++) % p->cap] = j;
 		pthread_cond_signal(&p->work);
@@ -144,6 +189,51 @@ static bool try_queue(struct bfs_prefetch *p, struct job j)
 	}
 	pthread_mutex_unlock(&p->lock);
 	return queued;
+}
+
+static bool try_queue(struct bfs_prefetch *p, struct job j)
+{
+	return try_queue_leaving(p, j, 0);
+}
+
+/*
+ * willneed: queue the blocks of a settled range while the ring has room,
+ * keeping one slot for a RANGE job with the rest, which a worker takes up
+ * when it gets to it: a range of any length goes through a bounded queue.
+ */
+static void queue_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off, uint64_t len,
+			uint64_t push)
+{
+	uint64_t end = off + len;
+	size_t k0, k1;
+
+	if (bfs_index_find(&f->idx, off, &k0) < 0 || bfs_index_find(&f->idx, end - 1, &k1) < 0)
+		return;
+	for (size_t k = k0; k <= k1; k++) {
+		const struct bfs_blk *b = &f->idx.blk[k];
+
+		if (b->flags & BFS_BLK_BAD ||
+		    (!push && bfs_cache_contains(f->env->cache, f->id, k)))
+			continue;
+		if (!try_queue_leaving(p, (struct job){ .f = f, .blkno = k, .push = push }, 1)) {
+			(void)try_queue(p, (struct job){ .f = f, .blkno = RANGE, .off = b->uoff,
+							 .len = end - b->uoff, .push = push });
+			return;
+		}
+	}
+}
+
+size_t bfs_prefetch_willneed(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off,
+			     uint64_t len, uint64_t push_ino)
+{
+	uint64_t usize = atomic_load(&f->idx.usize);
+
+	if (!p || !f->codec || len == 0 || off >= usize)
+		return 0;
+	if (len > usize - off)
+		len = usize - off;
+	return try_queue(p, (struct job){ .f = f, .blkno = RANGE, .off = off, .len = len,
+					  .push = push_ino });
 }
 
 size_t bfs_prefetch_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off, uint64_t len)

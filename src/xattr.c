@@ -333,8 +333,9 @@ static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_
 		if (rc < 0)
 			return rc;
 		advise_backing(x->f, BFS_ADV_WILLNEED, off, len);
-		if (x->fs->env.prefetch)
-			(void)bfs_prefetch_range(x->fs->env.prefetch, x->f, off, len);
+		/* the FUSE inode number is the inode's address (ops.c) */
+		(void)bfs_prefetch_willneed(x->fs->env.prefetch, x->f, off, len,
+					    x->fs->opts->willneed_kernel ? (uintptr_t)x->in : 0);
 		bfs_file_unuse(x->f);	/* the queued jobs hold their own */
 		return 0;
 	}

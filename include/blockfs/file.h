@@ -46,6 +46,13 @@ struct bfs_file_env {
 	uint64_t readahead;		/* bytes to decode ahead of a sequential reader */
 	int advice;			/* enum bfs_advice for files without a hint */
 	bool verify;			/* check block checksums */
+	/*
+	 * Hand decoded bytes of the file shown as FUSE inode @ino to the
+	 * kernel's page cache (fuse_lowlevel_notify_store), or NULL: set by
+	 * ops.c once mounted. For willneed=kernel.
+	 */
+	void (*push)(void *ctx, uint64_t ino, uint64_t off, const struct iovec *iov, size_t cnt);
+	void *push_ctx;
 };
 
 struct bfs_file {
@@ -149,6 +156,9 @@ struct bfs_readv {
  */
 ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
 void bfs_readv_release(struct bfs_readv *rv);
+/* bfs_file_readv() for blockfs itself (read-ahead pushing to the kernel):
+ * not counted as a reader's request, and no read-ahead of its own. */
+ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
 
 /*
  * Drop the cached blocks of @f covering [@off, @off + @len) (dontneed);

@@ -27,7 +27,7 @@ struct bfs_opts {
 
 	/* As given with -o; NULL when absent. Owned; bfs_opts_release() frees. */
 	char *readpath_s, *verify_s, *populate_s, *advice_s;
-	char *cache_size_s, *readahead_s, *workers_s;
+	char *cache_size_s, *readahead_s, *workers_s, *willneed_s;
 
 	/* Checked values. */
 	enum bfs_readpath readpath;
@@ -37,6 +37,7 @@ struct bfs_opts {
 	unsigned int workers;	/* read-ahead threads */
 	int advice;		/* enum bfs_advice for files without a hint */
 	int populate;		/* enum bfs_populate: pre-faulting mappings */
+	bool willneed_kernel;	/* willneed pushes decoded pages to the kernel's cache */
 };
 
 /**

@@ -31,6 +31,16 @@ void bfs_prefetch_free(struct bfs_prefetch *p);
  */
 size_t bfs_prefetch_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off, uint64_t len);
 
+/**
+ * bfs_prefetch_willneed() - decode all of [@off, @off + @len) of @f ahead.
+ * Unlike bfs_prefetch_range(), covers a range of any length: the workers
+ * queue it a part at a time. With @push_ino, each decoded block goes to
+ * the kernel's page cache of that FUSE inode (env->push) instead of
+ * staying in blockfs's cache. Never blocks. Return: 1 if queued.
+ */
+size_t bfs_prefetch_willneed(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off,
+			     uint64_t len, uint64_t push_ino);
+
 /* Queue pre-faulting @f's mapping (populate=async). Never blocks. */
 bool bfs_prefetch_populate(struct bfs_prefetch *p, struct bfs_file *f);
 

@@ -419,6 +419,38 @@ else
 	not_ok "mount -o ro"
 fi
 
+# --- willneed=kernel: decoded pages go to the kernel's page cache ---------------
+# wait_pushed FILE BLOCKS SECONDS: poll blocks_prefetched.
+wait_pushed() {
+	local deadline=$((SECONDS + $3)) v
+	while :; do
+		v=$(stat_of "$1" blocks_prefetched)
+		((${v:-0} >= $2)) && return 0
+		((SECONDS >= deadline)) && {
+			echo "blocks_prefetched $v after $3 s, wanted >= $2"
+			return 1
+		}
+		sleep 0.05
+	done
+}
+if bfs_mount "$SRC" "$MNT" "$STATE/daemon-kernel.log" willneed=kernel; then
+	for f in a d/b; do
+		nblk=$(get "$f" user.blockfs.blocks)
+		check "willneed=kernel $f: setfattr willneed returns" setfattr -n $A -v willneed "$MNT/$f"
+		checkf "willneed=kernel $f: all $nblk blocks decoded and pushed" wait_pushed "$f" "$nblk" 30
+		check "willneed=kernel $f: the file reads back identical" cmp "$STATE/plain" "$MNT/$f"
+		# The kernel had every page: not one read reached the daemon.
+		check_eq "willneed=kernel $f: reads that reached blockfs" 0 "$(stat_of "$f" reads)"
+	done
+	check_eq "willneed=kernel: blockfs keeps (almost) none of it itself" 1 \
+		"$(( $(get a user.blockfs.cached) <= 65536 ))"
+	rc=0
+	bfs_umount || rc=$?
+	check_eq "willneed=kernel: clean unmount" 0 "$rc"
+else
+	not_ok "mount -o willneed=kernel"
+fi
+
 echo "1..$((T_PASS + T_FAIL))"
 diag "$T_PASS passed, $T_FAIL failed in $((SECONDS - START)) s"
 if ((T_FAIL > 0)); then
