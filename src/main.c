@@ -5,8 +5,10 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <fuse_lowlevel.h>
 #include <lz4.h>
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "blockfs/log.h"
@@ -151,6 +155,89 @@ static void preload_unwinder(void)
 			 "descriptor in use would abort", dlerror());
 }
 
+#ifndef STATX_ATTR_MOUNT_ROOT
+#define STATX_ATTR_MOUNT_ROOT 0x00002000	/* Linux 5.8 */
+#endif
+
+/*
+ * SOURCE must be a directory this process may list and search. Checked
+ * before anything is mounted: the O_PATH open that bfs_fs_init() needs
+ * succeeds on a directory nobody may read, and the mount would then fail
+ * every listing with EACCES.
+ */
+static int check_source(const char *source)
+{
+	struct stat st;
+	int err = 0;
+
+	if (stat(source, &st) < 0)
+		err = errno;
+	else if (!S_ISDIR(st.st_mode))
+		err = ENOTDIR;
+	else if (faccessat(AT_FDCWD, source, R_OK | X_OK, AT_EACCESS) < 0)
+		err = errno;
+	if (err)
+		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", source, strerror(err));
+	return err ? -1 : 0;
+}
+
+/* Does directory @path hold anything but . and ..? -errno if it cannot be listed. */
+static int dir_has_entries(const char *path)
+{
+	struct dirent *e;
+	int rc = 0;
+	DIR *d = opendir(path);
+
+	if (!d)
+		return -errno;
+	while (rc == 0 && (errno = 0, e = readdir(d)))
+		rc = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+	if (rc == 0 && errno)
+		rc = -errno;
+	closedir(d);
+	return rc;
+}
+
+/*
+ * libfuse 3 mounts over anything; fuse 2 refused a non-empty directory
+ * unless told -o nonempty, and so does blockfs, since files hidden under
+ * a mount are easily mistaken for missing ones. The same goes for a
+ * directory that is already a mount point (a live mount, most likely a
+ * blockfs started twice). libfuse has already resolved @mnt (realpath), so
+ * a missing one never gets here.
+ */
+static int check_mountpoint(const char *mnt, bool nonempty)
+{
+	struct statx stx;
+	int rc;
+
+	if (statx(AT_FDCWD, mnt, AT_STATX_SYNC_AS_STAT, STATX_TYPE, &stx) < 0) {
+		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': %s\n", mnt,
+			strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(stx.stx_mode)) {
+		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': %s\n", mnt,
+			strerror(ENOTDIR));
+		return -1;
+	}
+	if (nonempty)
+		return 0;
+	if (stx.stx_attributes_mask & stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) {
+		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': busy, something is "
+			"mounted there already (unmount it, or give -o nonempty)\n", mnt);
+		return -1;
+	}
+	rc = dir_has_entries(mnt);
+	if (rc < 0)
+		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': cannot list it to "
+			"check that it is empty: %s (give -o nonempty)\n", mnt, strerror(-rc));
+	else if (rc > 0)
+		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': not empty (give "
+			"-o nonempty to mount over it anyway)\n", mnt);
+	return rc == 0 ? 0 : -1;
+}
+
 static int add_fsname(struct fuse_args *args, const char *source)
 {
 	char *opt = NULL, *name;
@@ -226,6 +313,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		goto out_opts;
 	}
+	if (check_source(opts.source) < 0 || check_mountpoint(cl.mountpoint, opts.nonempty) < 0)
+		goto out_opts;
 	raise_nofile();
 	preload_unwinder();
 	rc = bfs_fs_init(&fs, opts.source, &opts);
@@ -241,7 +330,13 @@ int main(int argc, char **argv)
 	if (bfs_sigbus_init() < 0 ||
 	    bfs_maps_new(&fs.env.maps, BFS_MAX_LIVE_MAPS, opts.populate) < 0)
 		goto out_fs;
-	if (add_fsname(&args, opts.source) < 0)
+	/*
+	 * The daemon usually runs as root and opens backing files with its
+	 * own rights: without the kernel checking the modes it shows, any
+	 * user let in by allow_other could read any file below SOURCE.
+	 */
+	if (add_fsname(&args, opts.source) < 0 ||
+	    fuse_opt_add_arg(&args, "-odefault_permissions") < 0)
 		goto out_fs;
 	se = fuse_session_new(&args, &bfs_ops, sizeof(bfs_ops), &fs);
 	if (!se)

@@ -28,6 +28,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("workers=%s", workers_s),
 	BFS_OPT("verify=%s", verify_s),
 	BFS_OPT("willneed=%s", willneed_s),
+	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
 	FUSE_OPT_END
 };
 
@@ -43,6 +44,7 @@ static const struct {
 	{ "verify", "on|off", "check per-block checksums the files carry (on)" },
 	{ "willneed", "cache|kernel", "where willneed puts decoded bytes: blockfs's cache or "
 				      "the kernel's page cache (cache)" },
+	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
 };
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
@@ -186,7 +188,10 @@ void bfs_opts_help(FILE *out)
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(helps); i++) {
 		char lhs[64];
 
-		snprintf(lhs, sizeof(lhs), "-o %s=%s", helps[i].name, helps[i].values);
+		if (helps[i].values)
+			snprintf(lhs, sizeof(lhs), "-o %s=%s", helps[i].name, helps[i].values);
+		else
+			snprintf(lhs, sizeof(lhs), "-o %s", helps[i].name);
 		fprintf(out, "    %-48s %s\n", lhs, helps[i].help);
 	}
 }

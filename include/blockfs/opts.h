@@ -38,6 +38,7 @@ struct bfs_opts {
 	int advice;		/* enum bfs_advice for files without a hint */
 	int populate;		/* enum bfs_populate: pre-faulting mappings */
 	bool willneed_kernel;	/* willneed pushes decoded pages to the kernel's cache */
+	int nonempty;		/* -o nonempty: mount over a non-empty directory or a mount */
 };
 
 /**
