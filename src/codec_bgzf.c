@@ -36,6 +36,13 @@
  * of the file; an empty input gets count = 2^64 - 1 and no pairs. So a
  * span between two pairs may hold several whole members, and decode
  * accepts any run of whole members whose ISIZEs add up to the block's.
+ *
+ * Neither ISIZE nor the .gzi is under a checksum, yet each block's size
+ * places every block after it. A size that differs from the one most
+ * blocks share is therefore measured (inflated) before a read relies on
+ * it (bfs_index_guess_irregular(), bgzf_measure()): bgzip's files cost
+ * nothing more; a damaged one fails its own block instead of moving the
+ * rest of the file.
  */
 #include "config.h"
 
@@ -213,7 +220,8 @@ static int win_get(struct walk *w, uint64_t off, size_t need, size_t want, const
 }
 
 static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t room,
-			  bool verify, uint32_t *mlen, uint32_t *isize, const char **why);
+			  bool verify, bool measure, uint32_t *mlen, uint32_t *isize,
+			  const char **why);
 
 /*
  * Is the member of @len bytes at @off, whose ISIZE is 0, really empty?
@@ -230,7 +238,7 @@ static int check_empty(struct walk *w, uint64_t off, uint32_t len, const char **
 	rc = win_get(w, off, len, len, &p);	/* len <= BGZF_BLOCK_MAX < WALK_BUF */
 	if (rc < 0)
 		return rc;
-	rc = inflate_member(p, len, &none, 0, false, &mlen, &isize, why);
+	rc = inflate_member(p, len, &none, 0, false, false, &mlen, &isize, why);
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc < 0) {
@@ -379,7 +387,8 @@ static int bgzf_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 		/*
 		 * A sidecar that fails these checks is ignored and the members
 		 * walked instead: it may be stale or foreign, and the data file
-		 * alone is enough. One that passes but lies is caught by decode.
+		 * alone is enough. One that passes but lies is caught by decode
+		 * (offsets) or by settling (odd sizes, see below).
 		 */
 		rc = load_gzi(side, io->size, idx->max_blocks, &tab, &n);
 		if (rc < 0)
@@ -410,6 +419,12 @@ static int bgzf_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 		return -ENOMEM;
 	rc = walk_members(&w, off);
 	free(w.buf);
+	/*
+	 * Neither ISIZE nor a .gzi offset is under a checksum, and each places
+	 * every block after it: an odd one is measured before it is relied on.
+	 */
+	if (rc == 0)
+		bfs_index_guess_irregular(idx, false);
 	/*
 	 * BGZF declares no block size; report what the writer used (bgzip:
 	 * 65280), which the largest block is, or the format's limit.
@@ -487,12 +502,12 @@ static inflater *thread_inflater(void)
 }
 
 /*
- * Inflate exactly @len bytes of deflate data at @in into exactly @out_len
- * bytes at @out: a stream that wants more room, stops early, or leaves
+ * Inflate exactly @len bytes of deflate data at @in into at most @cap
+ * bytes at @out; *@got: how many. A stream that wants more room or leaves
  * input behind is corrupt. Return: 0, or -EBADMSG / -ENOMEM with *@why.
  */
-static int inflate_exact(const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
-			 const char **why)
+static int inflate_upto(const uint8_t *in, size_t len, uint8_t *out, size_t cap, size_t *got,
+			const char **why)
 {
 	inflater *st = thread_inflater();
 
@@ -501,17 +516,17 @@ static int inflate_exact(const uint8_t *in, size_t len, uint8_t *out, size_t out
 		return -ENOMEM;
 	}
 #if HAVE_LIBDEFLATE
-	size_t used = 0, got = 0;
-	enum libdeflate_result r = libdeflate_deflate_decompress_ex(st, in, len, out, out_len,
-								   &used, &got);
+	size_t used = 0;
+	enum libdeflate_result r = libdeflate_deflate_decompress_ex(st, in, len, out, cap,
+								   &used, got);
 
 	if (r != LIBDEFLATE_SUCCESS) {
 		*why = r == LIBDEFLATE_INSUFFICIENT_SPACE ? "deflate data longer than ISIZE" :
 							    "corrupt deflate data";
 		return -EBADMSG;
 	}
-	if (used != len || got != out_len) {
-		*why = used != len ? "bytes after the deflate data" : "deflate data shorter than ISIZE";
+	if (used != len) {
+		*why = "bytes after the deflate data";
 		return -EBADMSG;
 	}
 #else
@@ -524,19 +539,34 @@ static int inflate_exact(const uint8_t *in, size_t len, uint8_t *out, size_t out
 	st->next_in = (Bytef *)(uintptr_t)in;	/* zlib's API is not const */
 	st->avail_in = (uInt)len;
 	st->next_out = out;
-	st->avail_out = (uInt)out_len;
+	st->avail_out = (uInt)cap;
 	zrc = inflate(st, Z_FINISH);
 	if (zrc != Z_STREAM_END) {
 		*why = zrc == Z_BUF_ERROR && st->avail_out == 0 ?
 			"deflate data longer than ISIZE" : "corrupt deflate data";
 		return -EBADMSG;
 	}
-	if (st->avail_in != 0 || st->avail_out != 0) {
-		*why = st->avail_in ? "bytes after the deflate data" : "deflate data shorter than ISIZE";
+	if (st->avail_in != 0) {
+		*why = "bytes after the deflate data";
 		return -EBADMSG;
 	}
+	*got = cap - st->avail_out;
 #endif
 	return 0;
+}
+
+/* The same, filling exactly @out_len bytes: a stream that stops early is corrupt too. */
+static int inflate_exact(const uint8_t *in, size_t len, uint8_t *out, size_t out_len,
+			 const char **why)
+{
+	size_t got = 0;
+	int rc = inflate_upto(in, len, out, out_len, &got, why);
+
+	if (rc == 0 && got != out_len) {
+		*why = "deflate data shorter than ISIZE";
+		rc = -EBADMSG;
+	}
+	return rc;
 }
 
 static uint32_t crc_of(const uint8_t *p, size_t len)
@@ -563,9 +593,12 @@ static bool skip_string(const uint8_t *p, size_t *pos, size_t end)
  * Inflate the one member at @m (@avail bytes from there to the block's
  * end) into @dst, which has room for @room bytes. Return: 0 with
  * *@mlen and *@isize; -EBADMSG, -EILSEQ or -ENOMEM with *@why.
+ * With @measure, what the data inflates to within @room is *@isize, and
+ * neither ISIZE nor CRC32 is checked.
  */
 static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t room,
-			  bool verify, uint32_t *mlen, uint32_t *isize, const char **why)
+			  bool verify, bool measure, uint32_t *mlen, uint32_t *isize,
+			  const char **why)
 {
 	struct hdr h;
 	size_t pos, data_end;
@@ -597,6 +630,13 @@ static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t r
 	crc = bfs_le32(m + data_end);
 	*isize = bfs_le32(m + h.member_len - GZ_ISIZE_LEN);
 	*mlen = h.member_len;
+	if (measure) {
+		size_t got = 0;
+
+		rc = inflate_upto(m + pos, data_end - pos, dst, room, &got, why);
+		*isize = (uint32_t)got;
+		return rc;
+	}
 	if (*isize > room) {
 		*why = "ISIZE does not match the index";
 		return -EBADMSG;
@@ -630,7 +670,7 @@ static int bgzf_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *d
 		int rc;
 
 		rc = inflate_member(src + pos, blk->clen - pos, dst + out, blk->usize - out,
-				    verify, &mlen, &isize, why);
+				    verify, false, &mlen, &isize, why);
 		if (rc < 0)
 			return rc;
 		pos += mlen;
@@ -643,6 +683,43 @@ static int bgzf_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *d
 	return 0;
 }
 
+/*
+ * What a block really inflates to, for a size only the file states (an
+ * odd ISIZE or .gzi span: bfs_index_guess_irregular()). Inflates every
+ * member of the block into a scratch buffer; no CRC check, since the
+ * length is all settling needs and decode checks the rest.
+ */
+static int bgzf_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+			const char **why)
+{
+	uint8_t *tmp = malloc(BGZF_BLOCK_MAX);
+	size_t pos = 0, out = 0;
+	int rc = 0;
+
+	if (!tmp) {
+		*why = "no memory to measure a BGZF block";
+		return -ENOMEM;
+	}
+	while (pos < blk->clen) {
+		uint32_t mlen, isize;
+
+		rc = inflate_member(src + pos, blk->clen - pos, tmp, BGZF_BLOCK_MAX - out, false,
+				    true, &mlen, &isize, why);
+		if (rc < 0)
+			break;
+		pos += mlen;
+		out += isize;
+	}
+	free(tmp);
+	if (rc == 0 && out == 0) {
+		*why = "members hold no data";	/* the index has no room for an empty block */
+		rc = -EBADMSG;
+	}
+	if (rc == 0)
+		*usize = (uint32_t)out;
+	return rc == -ENOMEM ? rc : rc < 0 ? -EBADMSG : 0;
+}
+
 static const char *const bgzf_suffixes[] = { ".gz", ".bgz", NULL };	/* .gz wins a tie */
 
 const struct bfs_codec bfs_codec_bgzf = {
@@ -652,5 +729,5 @@ const struct bfs_codec bfs_codec_bgzf = {
 	.probe = bgzf_probe,
 	.scan = bgzf_scan,
 	.decode = bgzf_decode,
-	.measure = NULL,	/* ISIZE makes every scan exact */
+	.measure = bgzf_measure,	/* only for sizes bfs_index_guess_irregular() doubts */
 };

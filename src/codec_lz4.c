@@ -21,10 +21,13 @@
  * A file that ends with blockfs's seek table (seektable.h, written by
  * blockfs-pack) is indexed from the table alone: one read of the file's
  * last 4 KiB, a second only for a table bigger than that, and every size
- * exact. A table that fails its checks is ignored and the blocks walked;
- * one that passes them but lies is caught by decode (size word against
- * clen, decoded length against usize), so it can cost EIO, never wrong
- * bytes.
+ * exact. A table that fails its checks, or leaves bytes between its
+ * entries that are not frame boundaries (check_coverage(): two more small
+ * reads for a one-frame file), is ignored and the blocks walked. One that
+ * passes them but lies is caught by decode (size word against clen,
+ * decoded length against usize), and a size that differs from the rest is
+ * measured before it places later blocks (bfs_index_guess_irregular()),
+ * so a lie can cost EIO, never wrong bytes.
  *
  * Without a table: frames record compressed sizes only, so a compressed
  * block's decoded size is a guess (the block max; the lz4 CLI fills every
@@ -518,39 +521,140 @@ broken:
  * 1 when the index was marked broken, or -ENOTSUP for a first frame that
  * blockfs cannot serve at all.
  */
+/*
+ * The frame header at the start of the @got bytes in @h (magic already
+ * checked): fields, length and header checksum. Return a static reason
+ * when it is not valid, else NULL with *@f filled.
+ */
+static const char *check_header(const uint8_t *h, size_t got, struct frame *f)
+{
+	const char *why;
+
+	if (got < HDR_MIN)
+		return "frame header past end of file";
+	why = check_flg_bd(h[4], h[5], f);
+	if (why)
+		return why;
+	if (got < f->hlen)
+		return "frame header past end of file";
+	if ((uint8_t)(bfs_xxh32(h + MAGIC_LEN, f->hlen - MAGIC_LEN - 1, 0) >> 8) != h[f->hlen - 1])
+		return "frame header checksum mismatch";
+	f->csize = f->has_csize ? bfs_le64(h + 6) : 0;
+	return NULL;
+}
+
 static int parse_header(struct bfs_index *idx, const uint8_t *h, size_t got, uint64_t off,
 			bool first, struct frame *f)
 {
 	const char *why;
-	uint8_t hc;
 
-	if (got < HDR_MIN) {
-		why = "frame header past end of file";
-		goto broken;
-	}
-	why = check_flg_bd(h[4], h[5], f);
+	why = check_header(h, got, f);
 	if (why)
 		goto broken;
-	if (got < f->hlen) {
-		why = "frame header past end of file";
-		goto broken;
-	}
-	hc = (uint8_t)(bfs_xxh32(h + MAGIC_LEN, f->hlen - MAGIC_LEN - 1, 0) >> 8);
-	if (hc != h[f->hlen - 1]) {
-		why = "frame header checksum mismatch";
-		goto broken;
-	}
 	if (!f->indep || f->dict) {
 		if (first)
 			return -ENOTSUP;
 		why = f->dict ? "frame needs a dictionary" : "frame has linked blocks";
 		goto broken;
 	}
-	f->csize = f->has_csize ? bfs_le64(h + 6) : 0;
 	return 0;
 broken:
 	bfs_index_mark_broken(idx, off, "lz4: %s at offset %" PRIu64, why, off);
 	return 1;
+}
+
+/* Frames a gap between two table entries may hold before it is called a lie. */
+#define GAP_HOPS_MAX 64
+
+/*
+ * Do the bytes [@pos, @end) hold only what may lie between two blocks the
+ * table lists? When @close, first the EndMark (and content checksum) of
+ * the frame *@f; then skippable frames and empty frames; then, when @next
+ * is set, a frame header ending exactly at @end whose frame may hold
+ * @next (parsed into *@f). One small read per element: a packed file has
+ * one frame, so one read before its first block and one after its last.
+ * Return: 0 when so, 1 when not, -errno from a read.
+ */
+static int check_gap(struct bfs_io *io, uint64_t pos, uint64_t end, struct frame *f, bool close,
+		     const struct bfs_st_entry *next)
+{
+	uint8_t h[HDR_MAX];
+	int rc;
+
+	for (int hop = 0; hop < GAP_HOPS_MAX; hop++) {
+		size_t got = end - pos < sizeof(h) ? (size_t)(end - pos) : sizeof(h);
+		struct frame nf;
+		uint32_t magic;
+
+		if (close) {		/* the frame's EndMark [content checksum] */
+			if (!bfs_range_ok(pos, BLK_HDR_LEN + (f->ccsum ? C_CSUM_LEN : 0), end))
+				return 1;
+			rc = bfs_io_read(io, h, BLK_HDR_LEN, pos);
+			if (rc < 0)
+				return rc;
+			if (bfs_le32(h) != ENDMARK)
+				return 1;
+			pos += BLK_HDR_LEN + (f->ccsum ? C_CSUM_LEN : 0);
+			close = false;
+			continue;
+		}
+		if (pos == end)
+			return next ? 1 : 0;
+		if (got < MAGIC_LEN)
+			return 1;
+		rc = bfs_io_read(io, h, got, pos);
+		if (rc < 0)
+			return rc;
+		magic = bfs_le32(h);
+		if (is_skippable(magic)) {
+			if (got < SKIP_HDR_LEN ||
+			    !bfs_range_ok(pos + SKIP_HDR_LEN, bfs_le32(h + MAGIC_LEN), end))
+				return 1;
+			pos += SKIP_HDR_LEN + bfs_le32(h + MAGIC_LEN);
+			continue;
+		}
+		if (magic != FRAME_MAGIC || check_header(h, got, &nf) || !nf.indep || nf.dict)
+			return 1;
+		pos += nf.hlen;
+		*f = nf;
+		if (next && pos == end)
+			return f->bmax == next->bmax && f->bcsum == next->csum ? 0 : 1;
+		close = true;		/* a frame without blocks */
+	}
+	return 1;
+}
+
+/*
+ * A table can pass every check of bfs_st_decode() and still leave blocks
+ * out, whose bytes would then vanish from the file: check that only frame
+ * boundaries lie between its entries, before the first and after the
+ * last, and that frames declaring their content size hold that much.
+ * Return: 0, 1 when the table lies, -errno.
+ */
+static int check_coverage(struct bfs_io *io, const struct bfs_st_table *t)
+{
+	struct frame f = { 0 };
+	uint64_t pos = 0, sum = 0;
+	int rc;
+
+	for (size_t i = 0; i <= t->n; i++) {
+		const struct bfs_st_entry *e = i < t->n ? &t->e[i] : NULL;
+		uint64_t end = e ? e->coff : t->table_off;
+
+		if (i == 0 || pos != end) {
+			if (i > 0 && f.has_csize && f.csize && sum != f.csize)
+				return 1;
+			rc = check_gap(io, pos, end, &f, i > 0, e);
+			if (rc != 0)
+				return rc;
+			sum = 0;
+		}
+		if (e) {
+			sum += e->usize;
+			pos = e->coff + e->clen;
+		}
+	}
+	return 0;
 }
 
 /*
@@ -569,6 +673,11 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 		return 1;		/* stale, foreign or damaged: the frames say it all */
 	if (rc < 0)
 		return rc;
+	rc = check_coverage(io, &t);
+	if (rc != 0) {
+		free(t.e);
+		return rc;		/* 1: a table that lies is no table */
+	}
 	for (size_t i = 0; i < t.n; i++) {
 		const struct bfs_st_entry *e = &t.e[i];
 
@@ -583,6 +692,8 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 	if (rc < 0)
 		return rc;	/* -ENOMEM: load already checked count and total */
 	idx->block_size = t.block_size ? t.block_size : bmax;
+	/* Sizes only the table states: an odd one is measured before it places others. */
+	bfs_index_guess_irregular(idx, true);
 	return 0;
 }
 

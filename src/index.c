@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,44 @@ void bfs_index_mark_broken(struct bfs_index *idx, uint64_t coff, const char *fmt
 		append(idx, coff, 0, 1, BFS_BLK_BAD);
 }
 
+void bfs_index_guess_irregular(struct bfs_index *idx, bool aux_is_max)
+{
+	uint32_t nominal = 0;
+	size_t last = 0, votes = 0, others = 0, k;
+
+	for (k = 0; k < idx->n; k++)
+		if (!(idx->blk[k].flags & BFS_BLK_BAD))	/* the poison ending a broken file */
+			last = k;
+	/*
+	 * The size most blocks share (Boyer-Moore vote), if more than half of
+	 * them do. Nothing follows the last block: its size moves no other.
+	 */
+	for (k = 0; k < last; k++) {
+		if (idx->blk[k].flags & BFS_BLK_BAD)
+			continue;
+		others++;
+		if (votes == 0)
+			nominal = idx->blk[k].usize;
+		votes += idx->blk[k].usize == nominal ? 1 : (size_t)-1;
+	}
+	votes = 0;
+	for (k = 0; k < last; k++)
+		if (!(idx->blk[k].flags & BFS_BLK_BAD) && idx->blk[k].usize == nominal)
+			votes++;
+	if (votes * 2 <= others)
+		nominal = 0;		/* no majority: every size is measured */
+	for (k = 0; k < last; k++) {
+		struct bfs_blk *b = &idx->blk[k];
+
+		if (!(b->flags & BFS_BLK_BAD) && b->usize != nominal &&
+		    !(aux_is_max && b->usize == b->aux))
+			b->flags |= BFS_BLK_GUESS | BFS_BLK_CLAIMED;
+	}
+	for (k = 0; k < idx->n && !(idx->blk[k].flags & BFS_BLK_GUESS); k++)
+		;
+	atomic_store(&idx->nexact, k);
+}
+
 int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno)
 {
 	size_t lo = 0, hi = atomic_load_explicit(&idx->nexact, memory_order_acquire);
@@ -166,13 +205,28 @@ int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_
 				continue;
 			}
 			if (exact != b->usize) {
+				uint32_t claim = b->usize;
+
 				/* Only later, unpublished entries move. */
 				for (size_t j = k + 1; j < idx->n; j++)
 					idx->blk[j].uoff = idx->blk[j].uoff - b->usize + exact;
 				idx->usize = idx->usize - b->usize + exact;
 				b->usize = exact;
+				if (exact > idx->max_usize)
+					idx->max_usize = exact;
+				/*
+				 * The file stated another size: its index is damaged
+				 * or forged here. Later blocks now sit where the data
+				 * puts them; this one fails, as a corrupt block would.
+				 */
+				if (b->flags & BFS_BLK_CLAIMED) {
+					snprintf(idx->why, sizeof(idx->why), "block %zu: decodes to %"
+						 PRIu32 " bytes, the index says %" PRIu32, k, exact,
+						 claim);
+					b->flags |= BFS_BLK_BAD;
+				}
 			}
-			b->flags &= ~BFS_BLK_GUESS;
+			b->flags &= ~(BFS_BLK_GUESS | BFS_BLK_CLAIMED);
 		}
 		atomic_store_explicit(&idx->nexact, k + 1, memory_order_release);
 	}

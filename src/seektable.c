@@ -7,9 +7,10 @@
  *
  * The checks make a table that is damaged or does not belong to its file
  * fail here, so the scan walks the blocks instead. A table that passes
- * them and still lies (a wrong size, an offset into the middle of a
- * block) is caught when the block is decoded: the LZ4 codec compares the
- * block's size word with clen and the decoded length with usize.
+ * them and still lies is the LZ4 scan's to catch: bytes between entries
+ * that are no frame boundary make it refuse the table, an odd size is
+ * measured before it is relied on, and decode compares the block's size
+ * word with clen and the decoded length with usize.
  */
 #include "config.h"
 

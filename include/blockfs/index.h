@@ -28,6 +28,7 @@ enum {
 	BFS_BLK_CSUM = 1u << 0,		/* LZ4: a block checksum (xxh32) follows the data */
 	BFS_BLK_GUESS = 1u << 1,	/* usize is a guess until settled */
 	BFS_BLK_BAD = 1u << 2,		/* poison: reads of it fail (corrupt, or damage here) */
+	BFS_BLK_CLAIMED = 1u << 3,	/* with GUESS: usize is what the file states, not proven */
 };
 
 /* Upper bound on blocks in one file: 16 Mi entries, 512 MiB of index. */
@@ -77,6 +78,25 @@ void bfs_index_mark_broken(struct bfs_index *idx, uint64_t coff, const char *fmt
 	BFS_PRINTF(3, 4);
 
 /**
+ * bfs_index_guess_irregular() - distrust sizes that only metadata vouches for.
+ * For an index whose sizes a file states but its blocks do not prove (a
+ * seek table, BGZF ISIZEs, a .gzi): every block but the last whose size
+ * differs from the one most of them share (more than half, else every
+ * block's) becomes BFS_BLK_GUESS | BFS_BLK_CLAIMED, so bfs_index_settle()
+ * measures it before any read relies on where the blocks after it start,
+ * and poisons it if it measures otherwise. bgzip, lz4 and blockfs-pack
+ * fill every block but the last, so their files get no guess and open as
+ * cheaply as before; a size damaged or forged into another value costs
+ * EIO for its own block instead of moving every later one. Files whose
+ * writer flushes at odd sizes pay for measuring (LZ4: parsing, BGZF:
+ * inflating) the blocks before the first read that needs them, once.
+ * @aux_is_max: a block as large as its aux says blocks may be is regular
+ * too (LZ4: aux is its frame's block max, which the writer filled).
+ * Needs a codec with measure(). Call once, when the scan is done.
+ */
+void bfs_index_guess_irregular(struct bfs_index *idx, bool aux_is_max);
+
+/**
  * bfs_index_find() - the block holding decompressed byte @uoff.
  * Searches exact blocks only: call bfs_index_settle() first.
  * Return: 0 and *@blkno, or -ENXIO when @uoff is at or past the exact end.
@@ -87,7 +107,9 @@ int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno);
  * bfs_index_settle() - make sizes exact up to the block holding @uoff.
  * Reads and measures guessed blocks in order with @codec's measure(). A
  * guessed block that fails to measure keeps its guess and becomes
- * BFS_BLK_BAD (reads of it fail; idx->why says why); settling goes on.
+ * BFS_BLK_BAD (reads of it fail; idx->why says why); settling goes on. A
+ * BFS_BLK_CLAIMED block that measures other than its claim takes the
+ * measured size, so later blocks stay in place, and becomes BFS_BLK_BAD.
  * Return: 0, or -errno from the I/O (nothing is changed for that block).
  * Context: any thread; takes settle_lock, does I/O.
  */

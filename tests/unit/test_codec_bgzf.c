@@ -1059,6 +1059,113 @@ static void test_hostile_isize_max_accepted(void **state)
 	bgzf_free(&b);
 }
 
+/*
+ * ISIZE is under no checksum and places every member after it: one that
+ * differs from its neighbours is measured (inflated) before a read relies
+ * on it. The member fails; the ones after it stay in place.
+ */
+static void test_hostile_isize_lie_measured_in_place(void **state)
+{
+	struct bfs_index idx;
+	struct bgzf b = { 0 };
+	struct bfs_io io;
+	size_t len = 5 * CHUNK + 1000;
+	uint8_t *d = gen_data(len, 42), *out;
+	const char *why = NULL;
+
+	(void)state;
+	add_data(&b, d, len, true);
+	bfs_put_le32(b.buf + b.m[1].coff + b.m[1].clen - 4, CHUNK + 1);
+	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
+	assert_int_equal(idx.blk[2].flags, 0);
+	assert_int_equal(atomic_load(&idx.nexact), 1);
+	bfs_io_init_mem(&io, b.buf, b.len);
+	assert_int_equal(bfs_index_settle(&idx, &io, &bfs_codec_bgzf, UINT64_MAX), 0);
+	assert_int_equal(atomic_load(&idx.nexact), idx.n);
+	assert_true(idx.blk[1].flags & BFS_BLK_BAD);
+	assert_int_equal(idx.blk[1].usize, CHUNK);
+	assert_int_equal(idx.usize, len);
+	out = malloc(len);
+	assert_non_null(out);
+	for (size_t k = 2; k < idx.n; k++) {
+		assert_int_equal(idx.blk[k].uoff, k * CHUNK);
+		assert_int_equal(decode_blk(&idx, k, b.buf, out, true, &why), 0);
+	}
+	assert_memory_equal(out + 2 * CHUNK, d + 2 * CHUNK, len - 2 * CHUNK);
+	free(out);
+	free(d);
+	bfs_index_destroy(&idx);
+	bgzf_free(&b);
+}
+
+/*
+ * A .gzi has no checksum at all: one uncompressed offset off by one makes
+ * two spans odd. Both are measured and fail; everything else stays put.
+ */
+static void test_gzi_lying_offset_measured_in_place(void **state)
+{
+	struct bfs_index idx;
+	struct bgzf b = { 0 };
+	struct bfs_io io;
+	size_t len = 6 * CHUNK + 1000, gl;
+	uint8_t *d = gen_data(len, 42), *gzi, *out;
+	const char *why = NULL;
+
+	(void)state;
+	add_data(&b, d, len, true);
+	gzi = make_gzi(&b, &gl);
+	bfs_put_le64(gzi + 8 + 16 + 8, 2 * CHUNK + 1);	/* member 2 starts one byte late */
+	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
+	assert_int_equal(idx.blk[2].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
+	bfs_io_init_mem(&io, b.buf, b.len);
+	assert_int_equal(bfs_index_settle(&idx, &io, &bfs_codec_bgzf, UINT64_MAX), 0);
+	assert_true(idx.blk[1].flags & BFS_BLK_BAD);
+	assert_true(idx.blk[2].flags & BFS_BLK_BAD);
+	assert_int_equal(idx.usize, len);
+	out = malloc(len);
+	assert_non_null(out);
+	for (size_t k = 3; k < idx.n; k++) {
+		assert_int_equal(idx.blk[k].uoff, k * CHUNK);
+		assert_int_equal(decode_blk(&idx, k, b.buf, out, true, &why), 0);
+	}
+	assert_memory_equal(out + 3 * CHUNK, d + 3 * CHUNK, len - 3 * CHUNK);
+	free(out);
+	free(gzi);
+	free(d);
+	bfs_index_destroy(&idx);
+	bgzf_free(&b);
+}
+
+/* Members of many sizes (a writer that flushes at record ends): all measured, all right. */
+static void test_irregular_members_measured(void **state)
+{
+	struct bfs_index idx;
+	struct bgzf b = { 0 };
+	struct bfs_io io;
+	size_t len = 0;
+	uint8_t *d = gen_data(8 * CHUNK, 43);
+
+	(void)state;
+	for (size_t i = 0; i < 8; i++) {
+		size_t n = 1000 + i * 7000;
+
+		add_member(&b, d + len, n, false);
+		len += n;
+	}
+	add_eof(&b);
+	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
+	assert_int_equal(atomic_load(&idx.nexact), 0);
+	bfs_io_init_mem(&io, b.buf, b.len);
+	assert_int_equal(bfs_index_settle(&idx, &io, &bfs_codec_bgzf, UINT64_MAX), 0);
+	assert_walked(&idx, &b);
+	assert_decodes_to(&idx, b.buf, d, len);
+	free(d);
+	bfs_index_destroy(&idx);
+	bgzf_free(&b);
+}
+
 static void test_hostile_bad_magic_middle(void **state)
 {
 	struct bgzf b = { 0 };
@@ -1185,6 +1292,9 @@ int main(void)
 		cmocka_unit_test(test_hostile_bsize_too_small),
 		cmocka_unit_test(test_hostile_isize_huge),
 		cmocka_unit_test(test_hostile_isize_max_accepted),
+		cmocka_unit_test(test_hostile_isize_lie_measured_in_place),
+		cmocka_unit_test(test_gzi_lying_offset_measured_in_place),
+		cmocka_unit_test(test_irregular_members_measured),
 		cmocka_unit_test(test_hostile_bad_magic_middle),
 		cmocka_unit_test(test_hostile_bc_subfield_renamed),
 		cmocka_unit_test(test_hostile_xlen_past_eof),

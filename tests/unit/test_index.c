@@ -227,6 +227,75 @@ static void test_settle_io_error_changes_nothing(void **state)
 	bfs_index_destroy(&idx);
 }
 
+/* Sizes only metadata states: the odd ones out are measured, the majority trusted. */
+static void test_guess_irregular_doubts_the_odd_ones(void **state)
+{
+	static const uint32_t real[] = { 100, 100, 100, 100, 100, 40 };
+	static const uint32_t stated[] = { 100, 101, 100, 100, 100, 40 };
+	static const uint32_t none[6];
+	uint8_t file[96];
+	struct bfs_index idx;
+	struct bfs_io io;
+
+	(void)state;
+	fill_sizes(file, real, 6);
+	bfs_io_init_mem(&io, file, sizeof(file));
+	setup_index(&idx, sizeof(file));
+	add_guessed(&idx, stated, none, 6);
+	bfs_index_guess_irregular(&idx, false);
+	assert_int_equal(atomic_load(&idx.nexact), 1);
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
+	for (size_t k = 2; k < 6; k++)
+		assert_int_equal(idx.blk[k].flags, 0);	/* the last, 40, moves nothing */
+
+	assert_int_equal(bfs_index_settle(&idx, &io, &fake, UINT64_MAX), 0);
+	assert_int_equal(atomic_load(&idx.nexact), 6);
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD);	/* measured 100: it lied */
+	assert_int_equal(idx.blk[1].usize, 100);
+	assert_non_null(strstr(idx.why, "the index says 101"));
+	assert_int_equal(idx.blk[2].uoff, 200);		/* the others stay in place */
+	assert_int_equal(idx.usize, 540);
+	bfs_index_destroy(&idx);
+}
+
+/* No size shared by more than half the blocks: every one is measured. */
+static void test_guess_irregular_without_majority(void **state)
+{
+	static const uint32_t stated[] = { 100, 200, 100, 200, 7 };
+	static const uint32_t none[5];
+	struct bfs_index idx;
+
+	(void)state;
+	setup_index(&idx, 1000);
+	add_guessed(&idx, stated, none, 5);
+	bfs_index_guess_irregular(&idx, false);
+	assert_int_equal(atomic_load(&idx.nexact), 0);
+	for (size_t k = 0; k < 4; k++)
+		assert_true(idx.blk[k].flags & BFS_BLK_GUESS);
+	assert_int_equal(idx.blk[4].flags, 0);
+	bfs_index_destroy(&idx);
+}
+
+/* A block as large as its aux allows (LZ4: its frame's block max) is regular too. */
+static void test_guess_irregular_trusts_full_blocks(void **state)
+{
+	static const uint32_t stated[] = { 64, 64, 30, 256, 256, 256, 9 };
+	static const uint32_t aux[] = { 64, 64, 64, 256, 256, 256, 256 };
+	static const uint32_t none[7];
+	struct bfs_index idx;
+
+	(void)state;
+	setup_index(&idx, 1000);
+	add_guessed(&idx, stated, none, 7);
+	for (size_t k = 0; k < 7; k++)
+		idx.blk[k].aux = aux[k];
+	bfs_index_guess_irregular(&idx, true);
+	assert_int_equal(atomic_load(&idx.nexact), 2);
+	for (size_t k = 0; k < 7; k++)
+		assert_int_equal(idx.blk[k].flags & BFS_BLK_GUESS, k == 2 ? BFS_BLK_GUESS : 0);
+	bfs_index_destroy(&idx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -239,6 +308,9 @@ int main(void)
 		cmocka_unit_test(test_settle_fixes_short_guess),
 		cmocka_unit_test(test_settle_poisons_corrupt_guess_in_place),
 		cmocka_unit_test(test_settle_io_error_changes_nothing),
+		cmocka_unit_test(test_guess_irregular_doubts_the_odd_ones),
+		cmocka_unit_test(test_guess_irregular_without_majority),
+		cmocka_unit_test(test_guess_irregular_trusts_full_blocks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
