@@ -42,8 +42,8 @@ static const struct {
 	{ "readahead", "SIZE", "how far ahead to decompress a sequential stream (8M)" },
 	{ "workers", "N", "threads that decompress ahead; 0: none (online CPUs)" },
 	{ "verify", "on|off", "check per-block checksums the files carry (on)" },
-	{ "willneed", "cache|kernel", "where willneed puts decoded bytes: blockfs's cache or "
-				      "the kernel's page cache (cache)" },
+	{ "willneed", "kernel|cache", "where willneed puts decoded bytes: the kernel's page "
+				      "cache or blockfs's cache (kernel)" },
 	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
 };
 
@@ -99,6 +99,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	o->readahead = BFS_DEFAULT_READAHEAD;
 	o->workers = cpus > 0 ? (unsigned int)cpus : 1;
 	o->advice = BFS_ADV_NORMAL;
+	o->willneed_kernel = true;	/* twice as fast after willneed: see README */
 	if (o->readahead_s && bfs_parse_size(o->readahead_s, &o->readahead) < 0) {
 		snprintf(err, errlen, "bad value '%s' for option readahead: expected a size such "
 			 "as 0, 512K, 8M", o->readahead_s);

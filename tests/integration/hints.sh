@@ -119,7 +119,8 @@ all_identical() {
 	done
 }
 
-if ! bfs_mount "$SRC" "$MNT" "$STATE/daemon.log" verify=on; then
+# willneed=cache: the willneed checks below watch blockfs's own cache fill.
+if ! bfs_mount "$SRC" "$MNT" "$STATE/daemon.log" verify=on,willneed=cache; then
 	echo "not ok 1 - mount"
 	show_log
 	exit 1
@@ -419,7 +420,7 @@ else
 	not_ok "mount -o ro"
 fi
 
-# --- willneed=kernel: decoded pages go to the kernel's page cache ---------------
+# --- willneed=kernel (the default): decoded pages go to the kernel's page cache ---
 # wait_pushed FILE BLOCKS SECONDS: poll blocks_prefetched.
 wait_pushed() {
 	local deadline=$((SECONDS + $3)) v
@@ -433,7 +434,7 @@ wait_pushed() {
 		sleep 0.05
 	done
 }
-if bfs_mount "$SRC" "$MNT" "$STATE/daemon-kernel.log" willneed=kernel; then
+if bfs_mount "$SRC" "$MNT" "$STATE/daemon-kernel.log" readpath=pread; then
 	for f in a d/b; do
 		nblk=$(get "$f" user.blockfs.blocks)
 		check "willneed=kernel $f: setfattr willneed returns" setfattr -n $A -v willneed "$MNT/$f"
