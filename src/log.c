@@ -28,26 +28,32 @@ void bfs_log_set_level(int level)
 	atomic_store(&max_level, level);
 }
 
+#define PREFIX "blockfs: "		/* stderr only: syslog names us itself */
+#define PREFIX_LEN (sizeof(PREFIX) - 1)
+
 void bfs_log(int level, const char *fmt, ...)
 {
-	char line[1024];
+	char line[1024] = PREFIX;
+	char *msg = line + PREFIX_LEN;
+	size_t room = sizeof(line) - PREFIX_LEN;
 	va_list ap;
 	int n;
 
 	if (level > atomic_load(&max_level))
 		return;
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	n = vsnprintf(msg, room - 1, fmt, ap);	/* leaves room for the newline */
 	va_end(ap);
 	if (n < 0)
 		return;
-	if ((size_t)n > sizeof(line) - 2)
-		n = sizeof(line) - 2;
+	if ((size_t)n > room - 2)
+		n = (int)(room - 2);
 	if (atomic_load(&use_syslog)) {
-		syslog(level, "%s", line);
+		syslog(level, "%s", msg);
 		return;
 	}
-	line[n++] = '\n';
-	if (write(STDERR_FILENO, "blockfs: ", 9) < 0 || write(STDERR_FILENO, line, (size_t)n) < 0)
+	msg[n++] = '\n';
+	/* prefix, message and newline in one write, so threads never interleave */
+	if (write(STDERR_FILENO, line, PREFIX_LEN + (size_t)n) < 0)
 		return;		/* nowhere left to report it */
 }
