@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -152,6 +153,61 @@ static void bfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget
 	fuse_reply_none(req);
 }
 
+/*
+ * An open file handle (fi->fh): a reference to the version it reads and a
+ * use of its descriptor. Handles are listed so that the ones the kernel
+ * never releases (a lazy unmount, SIGTERM with files open) are closed at
+ * exit instead of leaking. One mount per process, so the list is static.
+ */
+struct handle {
+	struct bfs_file *f;
+	struct handle *prev, *next;	/* protected by handles_lock */
+};
+
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct handle *handles;
+
+static struct handle *handle_new(struct bfs_file *f)
+{
+	struct handle *h = malloc(sizeof(*h));
+
+	if (!h)
+		return NULL;
+	*h = (struct handle){ .f = f };
+	pthread_mutex_lock(&handles_lock);
+	h->next = handles;
+	if (handles)
+		handles->prev = h;
+	handles = h;
+	pthread_mutex_unlock(&handles_lock);
+	return h;
+}
+
+static void close_handle(struct handle *h)
+{
+	pthread_mutex_lock(&handles_lock);
+	*(h->prev ? &h->prev->next : &handles) = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&handles_lock);
+	bfs_file_unuse(h->f);
+	bfs_file_put(h->f);
+	free(h);
+}
+
+static struct bfs_file *file_of(const struct fuse_file_info *fi)
+{
+	return ((struct handle *)(uintptr_t)fi->fh)->f;
+}
+
+/* The session ends: no request will come, so no release either. */
+static void bfs_op_destroy(void *userdata)
+{
+	(void)userdata;
+	while (handles)
+		close_handle(handles);
+}
+
 static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct bfs_inode *in = inode_of(req, ino);
@@ -165,8 +221,7 @@ static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	 * The kernel passes a handle for regular files only.
 	 */
 	if (fi && fi->fh)
-		rc = bfs_inode_stat_version(fs_of(req), in, (struct bfs_file *)(uintptr_t)fi->fh,
-					    &st);
+		rc = bfs_inode_stat_version(fs_of(req), in, file_of(fi), &st);
 	else
 		rc = bfs_inode_stat(fs_of(req), in, &st);
 	if (rc < 0)
@@ -197,17 +252,11 @@ static void bfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	}
 }
 
-/* What an open handle holds: a reference to its version and a use of its descriptor. */
-static void close_handle(struct bfs_file *f)
-{
-	bfs_file_unuse(f);
-	bfs_file_put(f);
-}
-
 static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct bfs_fs *fs = fs_of(req);
 	struct bfs_file *f;
+	struct handle *h;
 	bool changed;
 	int rc;
 
@@ -220,6 +269,13 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;
 	}
+	h = handle_new(f);
+	if (!h) {
+		bfs_file_unuse(f);
+		bfs_file_put(f);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	/*
 	 * A changed backing file: the kernel drops the pages it holds when
 	 * keep_cache is off, and the attributes once we say so, so that a
@@ -228,15 +284,15 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	fi->keep_cache = !changed;
 	if (changed && fs->se)
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
-	fi->fh = (uint64_t)(uintptr_t)f;
+	fi->fh = (uint64_t)(uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0)
-		close_handle(f);	/* the open was interrupted: no release will come */
+		close_handle(h);	/* the open was interrupted: no release will come */
 }
 
 static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
-	struct bfs_file *f = (struct bfs_file *)(uintptr_t)fi->fh;
+	struct bfs_file *f = file_of(fi);
 	struct bfs_readv rv;
 	ssize_t n = bfs_file_readv(f, (uint64_t)off, size, &rv);
 
@@ -251,7 +307,7 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	close_handle((struct bfs_file *)(uintptr_t)fi->fh);
+	close_handle((struct handle *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -497,6 +553,7 @@ static void erofs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offs
 
 const struct fuse_lowlevel_ops bfs_ops = {
 	.init = bfs_op_init,
+	.destroy = bfs_op_destroy,
 	.lookup = bfs_op_lookup,
 	.forget = bfs_op_forget,
 	.forget_multi = bfs_op_forget_multi,
