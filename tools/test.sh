@@ -3,8 +3,10 @@
 #
 # The test command (README, .ci/run): install what the build and the tests
 # need, build a plain tree (build/) and an ASan+UBSan tree (build-asan/),
-# run "meson test" in both, and end with one summary line counted from
-# meson's testlog.json:  N passed, N failed[, N skipped]
+# run "meson test" in both; then the unit suite in a ThreadSanitizer tree
+# (build-tsan/) and the fuzz suite in a clang libFuzzer tree (build-fuzz/);
+# end with one summary line counted from meson's testlog.json:
+#   N passed, N failed[, N skipped]
 # Exit status: 0 if nothing failed.
 
 set -euo pipefail
@@ -12,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PACKAGES=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liblz4-dev lz4 zlib1g-dev fio
-	libcmocka-dev tabix attr libdeflate-dev strace)
+	libcmocka-dev tabix attr libdeflate-dev strace clang libclang-rt-dev)
 
 install_missing() {
 	local p missing=()
@@ -110,6 +112,22 @@ main() {
 		run asan+ubsan build-asan --timeout-multiplier 3
 	else
 		echo "test.sh: meson setup build-asan failed"
+		FAILED=$((FAILED + 1))
+	fi
+	# ThreadSanitizer on the unit suite: the threaded parts (cache,
+	# read-ahead, mappings) are exercised there without FUSE's threads.
+	if setup build-tsan -Db_sanitize=thread; then
+		run tsan build-tsan --suite unit --timeout-multiplier 3
+	else
+		echo "test.sh: meson setup build-tsan failed"
+		FAILED=$((FAILED + 1))
+	fi
+	# clang + libFuzzer (-Dfuzz=true): replay every fuzz corpus, then fuzz
+	# each target for 5 s. The long runs are tools/fuzz.sh.
+	if CC=clang setup build-fuzz -Dfuzz=true; then
+		run fuzz build-fuzz --suite fuzz
+	else
+		echo "test.sh: meson setup build-fuzz failed"
 		FAILED=$((FAILED + 1))
 	fi
 	if ((SKIPPED > 0)); then
