@@ -269,6 +269,8 @@ void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
 		return;
 	pthread_mutex_lock(&fs->fd_lock);
 	in->fd_pins--;
+	if (fs->nfds > fs->max_fds)
+		fd_trim(fs);	/* over the bound while pins held it: give back now */
 	pthread_mutex_unlock(&fs->fd_lock);
 }
 
