@@ -223,17 +223,9 @@ head -c 1000 <&3 >/dev/null
 pid=$BFS_PID
 kill -s TERM "$pid"
 wait_gone "$pid"
-# Known defect, reported: a file version that an open handle holds is never
-# freed when the session ends with the file still open, and LeakSanitizer
-# makes that exit status 1. Accepted only in a sanitizer build, only with
-# that leak in the log, and said so; any other status still fails.
-if [[ $GONE == 1 ]] && ldd "$BLOCKFS" 2>/dev/null | grep -q libasan &&
-	grep -q LeakSanitizer "$T/daemon.log" && grep -q "in bfs_file_open" "$T/daemon.log"; then
-	diag "KNOWN: exit 1 from LeakSanitizer: the open handle's file version is never freed"
-	ok "SIGTERM with a file open: the daemon exits 0 # SKIP known leak at exit (sanitizer build)"
-else
-	check_eq "SIGTERM with a file open: the daemon exits 0" 0 "$GONE"
-fi
+# Under ASan this also shows that the open handle's file version is freed
+# at session end (83a4dd5): LeakSanitizer would make the status 1.
+check_eq "SIGTERM with a file open: the daemon exits 0" 0 "$GONE"
 BFS_PID=
 check "SIGTERM with a file open: the mount is gone" test "$(mounts_at "$M")" -eq 0
 check_eq "SIGTERM with a file open: its next uncached read fails with ENOTCONN" ENOTCONN \
