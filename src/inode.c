@@ -213,12 +213,17 @@ static char *rpath_dup(struct bfs_inode *in)
 	return p;
 }
 
-/* Open @in's O_PATH descriptor again by its path; check it is still @in. */
-static int fd_reopen(struct bfs_fs *fs, struct bfs_inode *in)
+/*
+ * An O_PATH descriptor for what @in's path below SOURCE names now, if that
+ * is still @in (its stat in *@st). openat2, so that not even this follows
+ * a symbolic link out of SOURCE.
+ * Return: the descriptor; -ESTALE when the path names another object or
+ * nothing, or @in was never named; other -errno from openat2 or fstat.
+ */
+static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
-	struct stat st;
 	char *path = rpath_dup(in);
-	int fd;
+	int fd, rc;
 
 	if (!path)
 		return -ESTALE;		/* never named: nothing to find it by */
@@ -228,15 +233,19 @@ static int fd_reopen(struct bfs_fs *fs, struct bfs_inode *in)
 	free(path);
 	if (fd < 0)
 		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : -errno;
-	if (fstat(fd, &st) < 0 || st.st_ino != in->ino || st.st_dev != in->dev) {
+	rc = fstat(fd, st) < 0 ? -errno : 0;
+	if (rc == 0 && (st->st_ino != in->ino || st->st_dev != in->dev))
+		rc = -ESTALE;
+	if (rc < 0) {
 		close(fd);
-		return -ESTALE;
+		return rc;
 	}
 	return fd;
 }
 
 int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
 {
+	struct stat st;
 	int fd;
 
 	if (in == &fs->root)
@@ -251,7 +260,7 @@ int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
 		return fd;
 	}
 	pthread_mutex_unlock(&fs->fd_lock);
-	fd = fd_reopen(fs, in);
+	fd = open_by_name(fs, in, &st);
 	if (fd < 0)
 		return fd;
 	pthread_mutex_lock(&fs->fd_lock);
@@ -752,31 +761,25 @@ int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct
 
 /*
  * Does the path @in was last found at still name it? 0 and *@st when it
- * does (its stat, which open then needs anyway), 1 when there is nothing
- * to compare with, -ESTALE when another object or nothing is there now.
- * openat2 rather than fstatat: even a stat must not follow a symbolic
- * link out of SOURCE.
+ * does (its stat, which open then needs anyway), 1 when that cannot be
+ * told (the root; an error other than a mismatch), -ESTALE when another
+ * object or nothing is there now. The descriptor it opened to tell goes
+ * into the cache: the open that follows needs one.
  */
 static int check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
-	char *path;
-	int fd, rc = 1;
+	int fd;
 
 	if (in == &fs->root)
 		return 1;
-	pthread_mutex_lock(&in->lock);
-	path = in->rpath ? strdup(in->rpath) : NULL;
-	pthread_mutex_unlock(&in->lock);
-	if (!path)
-		return 1;
-	fd = open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
-	free(path);
+	fd = open_by_name(fs, in, st);
 	if (fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : 1;
-	if (fstat(fd, st) == 0)
-		rc = st->st_ino != in->ino || st->st_dev != in->dev ? -ESTALE : 0;
-	close(fd);
-	return rc;
+		return fd == -ESTALE ? -ESTALE : 1;
+	pthread_mutex_lock(&fs->fd_lock);
+	fd_adopt(fs, in, fd);
+	fd_trim(fs);
+	pthread_mutex_unlock(&fs->fd_lock);
+	return 0;
 }
 
 int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out,
