@@ -19,15 +19,14 @@
 
 struct job {
 	struct bfs_file *f;	/* one reference and one use of its descriptor */
-	size_t blkno;		/* or SETTLE: settle, then queue [off, off + len); */
-				/* or POPULATE; or RANGE: queue [off, off + len) bit by bit */
+	size_t blkno;		/* or RANGE: settle, then queue [off, off + len); or POPULATE */
 	uint64_t off, len;
 	uint64_t push;		/* FUSE inode to push the decoded block to, or 0 */
+	bool carry;		/* RANGE: carry on past a full ring (queue_range()) */
 };
 
-#define SETTLE SIZE_MAX
+#define RANGE SIZE_MAX
 #define POPULATE (SIZE_MAX - 1)
-#define RANGE (SIZE_MAX - 2)
 
 struct bfs_prefetch {
 	pthread_mutex_t lock;	/* protects everything below; never held while decoding */
@@ -39,8 +38,8 @@ struct bfs_prefetch {
 	pthread_t *threads;
 };
 
-static void queue_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off, uint64_t len,
-			uint64_t push);
+static size_t queue_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off,
+			  uint64_t len, uint64_t push, bool carry);
 
 /*
  * Hand block @k to the kernel's page cache. The kernel marks a page
@@ -79,7 +78,7 @@ static void run(struct bfs_prefetch *p, struct job *j)
 
 	if (j->blkno == RANGE) {
 		if (bfs_index_settle(&f->idx, &f->io, f->codec, j->off + j->len - 1) == 0)
-			queue_range(p, f, j->off, j->len, j->push);
+			(void)queue_range(p, f, j->off, j->len, j->push, j->carry);
 		return;
 	}
 	if (j->push) {
@@ -88,11 +87,6 @@ static void run(struct bfs_prefetch *p, struct job *j)
 	}
 	if (j->blkno == POPULATE) {
 		bfs_map_populate(f);
-		return;
-	}
-	if (j->blkno == SETTLE) {
-		if (bfs_index_settle(&f->idx, &f->io, f->codec, j->off + j->len - 1) == 0)
-			bfs_prefetch_range(p, f, j->off, j->len);
 		return;
 	}
 	if (bfs_cache_try_new(f->env->cache, f->id, j->blkno, f->idx.blk[j->blkno].usize, f->ctr,
@@ -197,67 +191,70 @@ static bool try_queue(struct bfs_prefetch *p, struct job j)
 }
 
 /*
- * willneed: queue the blocks of a settled range while the ring has room,
- * keeping one slot for a RANGE job with the rest, which a worker takes up
- * when it gets to it: a range of any length goes through a bounded queue.
+ * Queue the blocks of @f covering [@off, @off + @len) that need decoding.
+ * A range past what the index knows exactly goes to a worker as a RANGE
+ * job, to settle first: settling reads the file, and a FUSE thread must
+ * not wait for that. A full ring ends it, unless @carry (willneed): then
+ * one slot is kept for a RANGE job with the rest, which a worker takes up
+ * when it gets there, so that a range of any length goes through.
+ * Return: jobs queued.
  */
-static void queue_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off, uint64_t len,
-			uint64_t push)
+static size_t queue_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off,
+			  uint64_t len, uint64_t push, bool carry)
 {
+	struct job rest = { .f = f, .blkno = RANGE, .off = off, .len = len, .push = push,
+			    .carry = carry };
 	uint64_t end = off + len;
-	size_t k0, k1;
+	size_t k0, k1, queued = 0;
 
-	if (bfs_index_find(&f->idx, off, &k0) < 0 || bfs_index_find(&f->idx, end - 1, &k1) < 0)
-		return;
+	if (bfs_index_find(&f->idx, end - 1, &k1) < 0)	/* not settled that far yet */
+		return try_queue(p, rest);
+	if (bfs_index_find(&f->idx, off, &k0) < 0)
+		return 0;
 	for (size_t k = k0; k <= k1; k++) {
 		const struct bfs_blk *b = &f->idx.blk[k];
 
 		if (b->flags & BFS_BLK_BAD ||
 		    (!push && bfs_cache_contains(f->env->cache, f->id, k)))
 			continue;
-		if (!try_queue_leaving(p, (struct job){ .f = f, .blkno = k, .push = push }, 1)) {
-			(void)try_queue(p, (struct job){ .f = f, .blkno = RANGE, .off = b->uoff,
-							 .len = end - b->uoff, .push = push });
-			return;
+		if (!try_queue_leaving(p, (struct job){ .f = f, .blkno = k, .push = push },
+				       carry ? 1 : 0)) {
+			rest.off = b->uoff;
+			rest.len = end - b->uoff;
+			return queued + (carry && try_queue(p, rest));
 		}
+		queued++;
 	}
+	return queued;
+}
+
+/* [@off, @off + @len) of @f within its decompressed size; false if empty. */
+static bool clamp(const struct bfs_file *f, uint64_t off, uint64_t *len)
+{
+	uint64_t usize = atomic_load(&f->idx.usize);
+
+	if (!f->codec || *len == 0 || off >= usize)
+		return false;
+	if (*len > usize - off)
+		*len = usize - off;
+	return true;
 }
 
 size_t bfs_prefetch_willneed(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off,
 			     uint64_t len, uint64_t push_ino)
 {
-	uint64_t usize = atomic_load(&f->idx.usize);
-
-	if (!p || !f->codec || len == 0 || off >= usize)
+	/* all of it on a worker: even a settled range may be long to walk */
+	if (!p || !clamp(f, off, &len))
 		return 0;
-	if (len > usize - off)
-		len = usize - off;
 	return try_queue(p, (struct job){ .f = f, .blkno = RANGE, .off = off, .len = len,
-					  .push = push_ino });
+					  .push = push_ino, .carry = true });
 }
 
 size_t bfs_prefetch_range(struct bfs_prefetch *p, struct bfs_file *f, uint64_t off, uint64_t len)
 {
-	uint64_t usize = atomic_load(&f->idx.usize), end;
-	size_t k0, k1, queued = 0;
-
-	if (!p || !f->codec || len == 0 || off >= usize)
+	if (!p || !clamp(f, off, &len))
 		return 0;
-	end = len > usize - off ? usize : off + len;
-	if (bfs_index_find(&f->idx, end - 1, &k1) < 0)	/* not settled that far yet */
-		return try_queue(p, (struct job){ .f = f, .blkno = SETTLE, .off = off,
-						  .len = end - off });
-	if (bfs_index_find(&f->idx, off, &k0) < 0)
-		return 0;
-	for (size_t k = k0; k <= k1; k++) {
-		if (f->idx.blk[k].flags & BFS_BLK_BAD ||
-		    bfs_cache_contains(f->env->cache, f->id, k))
-			continue;
-		if (!try_queue(p, (struct job){ .f = f, .blkno = k }))
-			break;
-		queued++;
-	}
-	return queued;
+	return queue_range(p, f, off, len, 0, false);
 }
 
 bool bfs_prefetch_populate(struct bfs_prefetch *p, struct bfs_file *f)
