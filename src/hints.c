@@ -7,11 +7,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "blockfs/cache.h"
 #include "blockfs/hints.h"
@@ -41,6 +43,42 @@ const char *bfs_readpath_name(int readpath)
 {
 	return readpath >= 0 && (size_t)readpath < BFS_ARRAY_SIZE(readpath_names) ?
 		       readpath_names[readpath] : NULL;
+}
+
+int bfs_advice_fadv(int advice)
+{
+	switch (advice) {
+	case BFS_ADV_SEQUENTIAL:
+		return POSIX_FADV_SEQUENTIAL;
+	case BFS_ADV_RANDOM:
+		return POSIX_FADV_RANDOM;
+	case BFS_ADV_WILLNEED:
+		return POSIX_FADV_WILLNEED;
+	case BFS_ADV_DONTNEED:
+		return POSIX_FADV_DONTNEED;
+	case BFS_ADV_NOREUSE:
+		return POSIX_FADV_NOREUSE;
+	default:
+		return POSIX_FADV_NORMAL;
+	}
+}
+
+int bfs_advice_madv(int advice)
+{
+	switch (advice) {
+	case BFS_ADV_SEQUENTIAL:
+		return MADV_SEQUENTIAL;
+	case BFS_ADV_RANDOM:
+		return MADV_RANDOM;
+	case BFS_ADV_WILLNEED:
+		return MADV_WILLNEED;
+	case BFS_ADV_DONTNEED:
+		return MADV_DONTNEED;
+	case BFS_ADV_NORMAL:
+		return MADV_NORMAL;
+	default:
+		return -1;
+	}
 }
 
 /*

@@ -142,22 +142,11 @@ static void evict_one(struct bfs_maps *m)
 	atomic_store(&pick->map_users, 0);
 }
 
-static int map_advice(int advice)
-{
-	switch (advice) {
-	case BFS_ADV_SEQUENTIAL:
-		return MADV_SEQUENTIAL;
-	case BFS_ADV_RANDOM:
-		return MADV_RANDOM;
-	default:
-		return MADV_NORMAL;
-	}
-}
-
 /* Map @f; lock held. */
 static const uint8_t *map_locked(struct bfs_maps *m, struct bfs_file *f)
 {
 	int flags = MAP_SHARED | (m->populate == BFS_POPULATE_ON ? MAP_POPULATE : 0);
+	int adv;
 	void *base;
 
 	while (m->count >= m->max_live) {
@@ -174,7 +163,8 @@ static const uint8_t *map_locked(struct bfs_maps *m, struct bfs_file *f)
 		atomic_store(&f->map_failed, true);
 		return NULL;
 	}
-	madvise(base, map_len(f), map_advice(atomic_load(&f->advice)));
+	adv = bfs_advice_madv(atomic_load(&f->advice));
+	madvise(base, map_len(f), adv >= 0 ? adv : MADV_NORMAL);
 	f->map_prev = NULL;
 	f->map_next = m->head;
 	if (m->head)

@@ -113,23 +113,6 @@ static int get_stats(struct xctx *x, char *out, bool bound)
 
 /* --- hints: applying them ------------------------------------------------- */
 
-static int fadv_of(int advice)
-{
-	switch (advice) {
-	case BFS_ADV_SEQUENTIAL:
-		return POSIX_FADV_SEQUENTIAL;
-	case BFS_ADV_RANDOM:
-		return POSIX_FADV_RANDOM;
-	case BFS_ADV_WILLNEED:
-		return POSIX_FADV_WILLNEED;
-	case BFS_ADV_DONTNEED:
-		return POSIX_FADV_DONTNEED;
-	case BFS_ADV_NOREUSE:
-		return POSIX_FADV_NOREUSE;
-	default:
-		return POSIX_FADV_NORMAL;
-	}
-}
 
 /*
  * The backing bytes behind decompressed [@off, @off + @len) of @f, as far
@@ -158,24 +141,6 @@ static void backing_span(struct bfs_file *f, uint64_t off, uint64_t len, uint64_
 	*clen = cend > *coff ? cend - *coff : 0;
 }
 
-/* madvise(2) for a hint; -1 when the hint has none. */
-static int madv_of(int advice)
-{
-	switch (advice) {
-	case BFS_ADV_SEQUENTIAL:
-		return MADV_SEQUENTIAL;
-	case BFS_ADV_RANDOM:
-		return MADV_RANDOM;
-	case BFS_ADV_WILLNEED:
-		return MADV_WILLNEED;
-	case BFS_ADV_DONTNEED:
-		return MADV_DONTNEED;
-	case BFS_ADV_NORMAL:
-		return MADV_NORMAL;
-	default:
-		return -1;
-	}
-}
 
 /*
  * Pass a hint to the kernel's cache of the backing file: posix_fadvise(2)
@@ -193,13 +158,13 @@ static void advise_backing(struct bfs_file *f, int advice, uint64_t off, uint64_
 		clen = (uint64_t)f->st.st_size;
 	if (!clen)
 		return;
-	bfs_file_fadvise(f, coff, len ? clen : 0, fadv_of(advice));
+	bfs_file_fadvise(f, coff, len ? clen : 0, bfs_advice_fadv(advice));
 	/* only a live mapping: a hint is no reason to map a file */
-	base = madv_of(advice) >= 0 && atomic_load(&f->map) ? bfs_map_enter(f->env->maps, f) : NULL;
+	base = bfs_advice_madv(advice) >= 0 && atomic_load(&f->map) ? bfs_map_enter(f->env->maps, f) : NULL;
 	if (base) {
 		uint64_t start = coff & ~(page - 1);	/* madvise wants a page-aligned start */
 
-		(void)madvise((void *)(base + start), clen + coff - start, madv_of(advice));
+		(void)madvise((void *)(base + start), clen + coff - start, bfs_advice_madv(advice));
 		bfs_map_exit(f);
 	}
 }

@@ -53,6 +53,11 @@ const char *bfs_advice_name(int advice);
 /* "pread", "mmap", "auto"; NULL when out of range. */
 const char *bfs_readpath_name(int readpath);
 
+/* What @advice asks of the kernel for the backing file: posix_fadvise(2) ... */
+int bfs_advice_fadv(int advice);
+/* ... and madvise(2) on its mapping (-1: nothing, e.g. noreuse). */
+int bfs_advice_madv(int advice);
+
 /**
  * bfs_advice_parse() - read a user.blockfs.advice value.
  * @val, @len: the bytes as setxattr(2) passed them, not NUL-terminated;

@@ -7,8 +7,10 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "blockfs/cache.h"
 #include "blockfs/hints.h"
@@ -343,6 +345,24 @@ static void test_stats_root_and_short_buffer(void **state)
 	bfs_counters_put(m);
 }
 
+/* Each hint maps to its kernel advice; noreuse has no madvise(2) match. */
+static void test_advice_to_kernel(void **state)
+{
+	(void)state;
+	assert_int_equal(bfs_advice_fadv(BFS_ADV_SEQUENTIAL), POSIX_FADV_SEQUENTIAL);
+	assert_int_equal(bfs_advice_fadv(BFS_ADV_RANDOM), POSIX_FADV_RANDOM);
+	assert_int_equal(bfs_advice_fadv(BFS_ADV_WILLNEED), POSIX_FADV_WILLNEED);
+	assert_int_equal(bfs_advice_fadv(BFS_ADV_DONTNEED), POSIX_FADV_DONTNEED);
+	assert_int_equal(bfs_advice_fadv(BFS_ADV_NOREUSE), POSIX_FADV_NOREUSE);
+	assert_int_equal(bfs_advice_fadv(BFS_ADV_NORMAL), POSIX_FADV_NORMAL);
+	assert_int_equal(bfs_advice_madv(BFS_ADV_SEQUENTIAL), MADV_SEQUENTIAL);
+	assert_int_equal(bfs_advice_madv(BFS_ADV_RANDOM), MADV_RANDOM);
+	assert_int_equal(bfs_advice_madv(BFS_ADV_WILLNEED), MADV_WILLNEED);
+	assert_int_equal(bfs_advice_madv(BFS_ADV_DONTNEED), MADV_DONTNEED);
+	assert_int_equal(bfs_advice_madv(BFS_ADV_NORMAL), MADV_NORMAL);
+	assert_int_equal(bfs_advice_madv(BFS_ADV_NOREUSE), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -353,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_advice_bad_ranges),
 		cmocka_unit_test(test_value_length_limit),
 		cmocka_unit_test(test_readpath_parse),
+		cmocka_unit_test(test_advice_to_kernel),
 		cmocka_unit_test_setup_teardown(test_store_empty_is_default, store_setup,
 						store_teardown),
 		cmocka_unit_test_setup_teardown(test_store_inheritance, store_setup, store_teardown),
