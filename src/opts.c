@@ -72,13 +72,27 @@ int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o)
 	return 0;
 }
 
-/* Index of @s in the NULL-terminated @names, or -1. */
-static int pick(const char *s, const char *const *names)
+/*
+ * -o @opt=@s, one of the NULL-terminated @names: its index in *@out, or
+ * -EINVAL with @err naming the option and the values it takes.
+ */
+static int pick(const char *opt, const char *s, const char *const *names, int *out, char *err,
+		size_t errlen)
 {
-	for (int i = 0; names[i]; i++)
-		if (strcmp(s, names[i]) == 0)
-			return i;
-	return -1;
+	size_t at;
+	int i;
+
+	for (i = 0; names[i]; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	}
+	at = (size_t)snprintf(err, errlen, "bad value '%s' for option %s: expected", s, opt);
+	for (int k = 0; k < i && at < errlen; k++)
+		at += (size_t)snprintf(err + at, errlen - at, "%s %s", k == 0 ? "" :
+				       k == i - 1 ? " or" : ",", names[k]);
+	return -EINVAL;
 }
 
 int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
@@ -140,30 +154,18 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		o->readpath = rp;
 	}
 	if (o->populate_s) {
-		v = pick(o->populate_s, populates);
-		if (v < 0) {
-			snprintf(err, errlen, "bad value '%s' for option populate: expected off, on "
-				 "or async", o->populate_s);
+		if (pick("populate", o->populate_s, populates, &v, err, errlen) < 0)
 			return -EINVAL;
-		}
 		o->populate = v;
 	}
 	if (o->willneed_s) {
-		v = pick(o->willneed_s, willneeds);
-		if (v < 0) {
-			snprintf(err, errlen, "bad value '%s' for option willneed: expected cache or "
-				 "kernel", o->willneed_s);
+		if (pick("willneed", o->willneed_s, willneeds, &v, err, errlen) < 0)
 			return -EINVAL;
-		}
 		o->willneed_kernel = v == 1;
 	}
 	if (o->verify_s) {
-		v = pick(o->verify_s, onoff);
-		if (v < 0) {
-			snprintf(err, errlen, "bad value '%s' for option verify: expected on or off",
-				 o->verify_s);
+		if (pick("verify", o->verify_s, onoff, &v, err, errlen) < 0)
 			return -EINVAL;
-		}
 		o->verify = v;
 	}
 	return 0;

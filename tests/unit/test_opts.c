@@ -149,6 +149,31 @@ static void test_readahead_workers_advice(void **state)
 	expect_refused("advice=");
 }
 
+/* willneed=kernel is the default; cache and kernel parse; anything else is refused. */
+static void test_willneed(void **state)
+{
+	char *none[] = { "blockfs", "src", "mnt" };
+	char *cache[] = { "blockfs", "-o", "willneed=cache", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+	struct bfs_opts bad = { .willneed_s = "pagecache" };
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 3, none), 0);
+	assert_true(o.willneed_kernel);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, cache), 0);
+	assert_false(o.willneed_kernel);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("willneed=Kernel");
+	expect_refused("willneed=");
+	assert_int_equal(bfs_opts_check(&bad, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "bad value 'pagecache' for option willneed: expected cache or kernel");
+}
+
 static void test_check_message_names_option(void **state)
 {
 	struct bfs_opts o = { .readpath_s = "sideways" };
@@ -195,6 +220,7 @@ int main(void)
 		cmocka_unit_test(test_readpath_and_populate),
 		cmocka_unit_test(test_cache_size),
 		cmocka_unit_test(test_readahead_workers_advice),
+		cmocka_unit_test(test_willneed),
 		cmocka_unit_test(test_check_message_names_option),
 		cmocka_unit_test(test_parse_size),
 	};
