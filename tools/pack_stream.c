@@ -558,6 +558,19 @@ static int bgzf_tail(struct run *r, int gzi)
 	return 0;
 }
 
+/* Wait until slot number @n (counting from the run's start) is done, and free it. */
+static struct slot *take_done(struct pk_pool *p, uint64_t n)
+{
+	struct slot *s = &p->slots[n % p->nslots];
+
+	pthread_mutex_lock(&p->lock);
+	while (s->state != SLOT_DONE)
+		pthread_cond_wait(&p->done, &p->lock);
+	s->state = SLOT_FREE;
+	pthread_mutex_unlock(&p->lock);
+	return s;
+}
+
 int pk_pool_run(struct pk_pool *p, int in, int out, int gzi, struct pk_result *res,
 		pk_tick_fn *tick, void *ctx, const char **side)
 {
@@ -604,13 +617,7 @@ int pk_pool_run(struct pk_pool *p, int in, int out, int gzi, struct pk_result *r
 		if (written == submitted)
 			break;
 		/* Then write the oldest one as soon as it is done. */
-		s = &p->slots[written % p->nslots];
-		pthread_mutex_lock(&p->lock);
-		while (s->state != SLOT_DONE)
-			pthread_cond_wait(&p->done, &p->lock);
-		s->state = SLOT_FREE;
-		pthread_mutex_unlock(&p->lock);
-		written++;
+		s = take_done(p, written++);
 		rc = s->err;
 		if (rc == 0)
 			rc = emit(&r, s);
@@ -624,16 +631,8 @@ int pk_pool_run(struct pk_pool *p, int in, int out, int gzi, struct pk_result *r
 
 drain:
 	/* Let the workers finish what they hold, so the ring is clean for the next run. */
-	while (written < submitted) {
-		struct slot *s = &p->slots[written % p->nslots];
-
-		pthread_mutex_lock(&p->lock);
-		while (s->state != SLOT_DONE)
-			pthread_cond_wait(&p->done, &p->lock);
-		s->state = SLOT_FREE;
-		pthread_mutex_unlock(&p->lock);
-		written++;
-	}
+	while (written < submitted)
+		(void)take_done(p, written++);
 out:
 	bfs_st_writer_release(&r.st);
 	free(r.gzi.buf);
