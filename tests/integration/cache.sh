@@ -13,10 +13,7 @@ BLOCKFS=$(realpath "${1:?usage: cache.sh BLOCKFS}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-[[ $(id -u) == 0 && -c /dev/fuse ]] || { echo "1..0 # SKIP needs root and /dev/fuse"; exit 77; }
-for tool in fusermount3 lz4 getfattr; do
-	command -v "$tool" >/dev/null || { echo "1..0 # SKIP no $tool"; exit 77; }
-done
+bfs_require fusermount3 lz4 getfattr
 
 READERS=16
 LIMIT=$((8 << 20))

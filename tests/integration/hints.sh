@@ -22,16 +22,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
 
-skip() {
-	printf '1..0 # SKIP %s\n' "$*"
-	exit 77
-}
-
-[[ $(id -u) == 0 ]] || skip "needs root"
-[[ -c /dev/fuse ]] || skip "no /dev/fuse"
-for tool in fusermount3 lz4 bgzip setfattr getfattr mountpoint dd cmp; do
-	command -v "$tool" >/dev/null 2>&1 || skip "no $tool"
-done
+bfs_require fusermount3 lz4 bgzip setfattr getfattr mountpoint dd cmp
 BLOCKFS=$(realpath "$BLOCKFS")
 [[ -z "$STAT" ]] || STAT=$(realpath "$STAT")
 HAVE_PY=0

@@ -37,6 +37,22 @@ diag() {
 	printf '%s\n' "$*" | sed 's/^/# /'
 }
 
+# skip WHY...: the whole test is skipped (TAP plan 1..0, meson's exit 77).
+skip() {
+	printf '1..0 # SKIP %s\n' "$*"
+	exit 77
+}
+
+# bfs_require TOOL...: root, /dev/fuse and every TOOL, or skip the test.
+bfs_require() {
+	local tool
+	[[ $(id -u) == 0 ]] || skip "needs root"
+	[[ -c /dev/fuse ]] || skip "no /dev/fuse"
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null 2>&1 || skip "no $tool"
+	done
+}
+
 # t CMD...: run under the operation timeout.
 t() {
 	timeout -k 5 "$OP_TIMEOUT" "$@"

@@ -21,10 +21,7 @@ BLOCKFS=$(realpath "${1:?usage: limits.sh BLOCKFS}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-[[ $(id -u) == 0 && -c /dev/fuse ]] || { echo "1..0 # SKIP needs root and /dev/fuse"; exit 77; }
-for tool in fusermount3 lz4 python3; do
-	command -v "$tool" >/dev/null || { echo "1..0 # SKIP no $tool"; exit 77; }
-done
+bfs_require fusermount3 lz4 python3
 NFILES=6000
 
 T=$(mktemp -d /tmp/blockfs-limits.XXXXXX)

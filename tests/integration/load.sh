@@ -21,10 +21,7 @@ PACK=$(realpath "${2:?usage: load.sh BLOCKFS BLOCKFS_PACK}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-[[ $(id -u) == 0 && -c /dev/fuse ]] || { echo "1..0 # SKIP needs root and /dev/fuse"; exit 77; }
-for tool in fusermount3 lz4 bgzip fio python3 getfattr; do
-	command -v "$tool" >/dev/null || { echo "1..0 # SKIP no $tool"; exit 77; }
-done
+bfs_require fusermount3 lz4 bgzip fio python3 getfattr
 
 SECONDS_PER_ROUND=${LOAD_SECONDS:-5}
 FIO_JOBS=48

@@ -23,10 +23,7 @@ BLOCKFS=$(realpath "${1:?usage: security.sh BLOCKFS}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-[[ $(id -u) == 0 && -c /dev/fuse ]] || { echo "1..0 # SKIP needs root and /dev/fuse"; exit 77; }
-for tool in fusermount3 lz4 bgzip python3 setpriv getfattr setfattr; do
-	command -v "$tool" >/dev/null || { echo "1..0 # SKIP no $tool"; exit 77; }
-done
+bfs_require fusermount3 lz4 bgzip python3 setpriv getfattr setfattr
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 "${NOBODY[@]}" true || { echo "1..0 # SKIP cannot run as nobody"; exit 77; }
 
