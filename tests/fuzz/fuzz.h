@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct bfs_blk;
 struct bfs_codec;
 struct bfs_index;
 
@@ -40,6 +41,14 @@ struct fz_ref {
  * entry only last and only when broken.
  */
 void fz_check_index(const struct bfs_index *idx, uint64_t size);
+
+/*
+ * Decode block @b from @src (its clen bytes) into exactly usize bytes with
+ * verify on and off; checks the return codes and that both modes agree.
+ * Return: the verified bytes (caller frees), or NULL if the block is bad.
+ */
+uint8_t *fz_decode_both(const struct bfs_codec *codec, const struct bfs_blk *b,
+			const uint8_t *src);
 
 /*
  * Settle @idx completely, then decode every block of @file (@size bytes)

@@ -33,31 +33,6 @@
 #define USIZE_MOD ((4u << 20) + 2)
 #define BMAX_LARGEST (4u << 20)
 
-/* decode() into exactly usize bytes, both verify modes; the bytes or NULL. */
-static uint8_t *decode(const struct bfs_codec *c, const struct bfs_blk *b, const uint8_t *src)
-{
-	uint8_t *dst = malloc(b->usize ? b->usize : 1), *dst2 = malloc(b->usize ? b->usize : 1);
-	const char *why = NULL, *why2 = NULL;
-	int rc, rc2;
-
-	FZ_CHECK(dst && dst2);
-	rc = c->decode(b, src, dst, true, &why);
-	FZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EILSEQ || rc == -ENOMEM);
-	FZ_CHECK(rc == 0 || why != NULL);
-	rc2 = c->decode(b, src, dst2, false, &why2);
-	FZ_CHECK(rc2 == 0 || rc2 == -EBADMSG || rc2 == -ENOMEM);
-	FZ_CHECK(rc2 == 0 || why2 != NULL);
-	if (rc == 0)
-		FZ_CHECK(rc2 == 0 && memcmp(dst, dst2, b->usize) == 0);
-	if (rc == -EBADMSG)
-		FZ_CHECK(rc2 == -EBADMSG);
-	free(dst2);
-	if (rc == 0)
-		return dst;
-	free(dst);
-	return NULL;
-}
-
 /*
  * Does the LZ4 block @p use a match offset of 0? The format calls such a
  * block corrupt and measure() refuses it, while liblz4 1.9.4 decodes it
@@ -107,7 +82,7 @@ static void fuzz_lz4(struct bfs_blk *b, const uint8_t *src)
 	uint8_t *out, *ref;
 	int rc, n;
 
-	out = decode(&bfs_codec_lz4, b, src);
+	out = fz_decode_both(&bfs_codec_lz4, b, src);
 	free(out);
 	rc = bfs_codec_lz4.measure(b, src, &m, &why);
 	FZ_CHECK(rc == 0 || rc == -EBADMSG);
@@ -130,7 +105,7 @@ static void fuzz_lz4(struct bfs_blk *b, const uint8_t *src)
 
 		FZ_CHECK(rc == 0 && m == (uint32_t)n);
 		exact.usize = m;
-		out = decode(&bfs_codec_lz4, &exact, src);
+		out = fz_decode_both(&bfs_codec_lz4, &exact, src);
 		FZ_CHECK(out != NULL && memcmp(out, ref, m) == 0);
 		free(out);
 	}
@@ -142,7 +117,7 @@ static void fuzz_bgzf(struct bfs_blk *b, const uint8_t *src)
 	struct fz_ref ref;
 	uint8_t *out;
 
-	out = decode(&bfs_codec_bgzf, b, src);
+	out = fz_decode_both(&bfs_codec_bgzf, b, src);
 	if (!out)
 		return;
 	fz_gunzip(src, b->clen, &ref);

@@ -53,16 +53,14 @@ void fz_check_index(const struct bfs_index *idx, uint64_t size)
 	FZ_CHECK(!idx->broken || (idx->n > 0 && (idx->blk[idx->n - 1].flags & BFS_BLK_BAD)));
 }
 
-/* Decode block @b both ways; return the verified bytes (caller frees) or NULL. */
-static uint8_t *decode_both(const struct bfs_codec *codec, const struct bfs_blk *b,
-			    const uint8_t *file)
+uint8_t *fz_decode_both(const struct bfs_codec *codec, const struct bfs_blk *b,
+		       const uint8_t *src)
 {
-	uint8_t *src = malloc(b->clen), *dst = malloc(b->usize), *dst2 = malloc(b->usize);
+	uint8_t *dst = malloc(b->usize ? b->usize : 1), *dst2 = malloc(b->usize ? b->usize : 1);
 	const char *why = NULL, *why2 = NULL;
 	int rc, rc2;
 
-	FZ_CHECK(src && dst && dst2);
-	memcpy(src, file + b->coff, b->clen);
+	FZ_CHECK(dst && dst2);
 	rc = codec->decode(b, src, dst, true, &why);
 	FZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EILSEQ || rc == -ENOMEM);
 	FZ_CHECK(rc == 0 || why != NULL);
@@ -74,12 +72,24 @@ static uint8_t *decode_both(const struct bfs_codec *codec, const struct bfs_blk 
 		FZ_CHECK(rc2 == 0 && memcmp(dst, dst2, b->usize) == 0);
 	if (rc == -EBADMSG)
 		FZ_CHECK(rc2 == -EBADMSG);
-	free(src);
 	free(dst2);
 	if (rc == 0)
 		return dst;
 	free(dst);
 	return NULL;
+}
+
+/* fz_decode_both() on block @b of @file, from a copy of exactly clen bytes. */
+static uint8_t *decode_both(const struct bfs_codec *codec, const struct bfs_blk *b,
+			    const uint8_t *file)
+{
+	uint8_t *src = malloc(b->clen ? b->clen : 1), *dst;
+
+	FZ_CHECK(src != NULL);
+	memcpy(src, file + b->coff, b->clen);
+	dst = fz_decode_both(codec, b, src);
+	free(src);
+	return dst;
 }
 
 void fz_check_blocks(const struct bfs_codec *codec, struct bfs_index *idx, const uint8_t *file,
