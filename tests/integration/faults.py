@@ -133,16 +133,33 @@ class Case:
         return "%s: %s" % (self.fmt, what)
 
     def check_control(self, after):
-        got, err = read_all(os.path.join(self.mnt, "control"))
-        ok(got == self.control and err == 0,
-           self.name("after %s, the control file still reads right" % after),
-           "read %d of %d bytes, error %s" % (len(got), len(self.control), errname(err)))
+        self.reads_as("control", self.control,
+                      "after %s, the control file still reads right" % after)
 
     def open_and_read_head(self, rel, data):
         fd = os.open(os.path.join(self.mnt, rel), os.O_RDONLY)
         head = os.pread(fd, CHUNK, 0)
         ok(head == data[:CHUNK], self.name("%s: the first %d bytes read right" % (rel, CHUNK)))
         return fd
+
+    def reader_keeps(self, fd, old, what):
+        """The rest of an open reader's file (from CHUNK) reads as @old, no error."""
+        n, errs, wrong = read_rest(fd, CHUNK, old)
+        os.close(fd)
+        ok(n == len(old) - CHUNK and not errs and not wrong,
+           self.name("%s: the open reader reads the old bytes to the end" % what),
+           "read %d of %d, errors %s, wrong reads %d" % (n, len(old) - CHUNK, errs, wrong))
+
+    def reads_as(self, rel, want, what):
+        """A fresh open of @rel reads exactly @want."""
+        got, err = read_all(os.path.join(self.mnt, rel))
+        ok(got == want and err == 0, self.name(what),
+           "read %d of %d, error %s" % (len(got), len(want), errname(err)))
+
+    def fails_with(self, rel, want, what):
+        """A fresh open or read of @rel fails with errno @want."""
+        _, err = read_all(os.path.join(self.mnt, rel))
+        ok(err == want, self.name(what), "got %s" % errname(err))
 
     def replaced(self):
         old = self.setup("rep/a", 1)
@@ -151,14 +168,8 @@ class Case:
         new = make_plain(plain, 101, 2 << 20)
         dest = os.path.join(self.src, "rep/a" + self.sfx)
         os.replace(compress(self.fmt, plain, dest), dest)
-        n, errs, wrong = read_rest(fd, CHUNK, old)
-        os.close(fd)
-        ok(n == len(old) - CHUNK and not errs and not wrong,
-           self.name("replaced by rename: the open reader reads the old bytes to the end"),
-           "read %d of %d, errors %s, wrong reads %d" % (n, len(old) - CHUNK, errs, wrong))
-        got, err = read_all(os.path.join(self.mnt, "rep/a"))
-        ok(got == new and err == 0, self.name("replaced by rename: the next open reads the new file"),
-           "read %d of %d, error %s" % (len(got), len(new), errname(err)))
+        self.reader_keeps(fd, old, "replaced by rename")
+        self.reads_as("rep/a", new, "replaced by rename: the next open reads the new file")
         st = os.stat(os.path.join(self.mnt, "rep/a"))
         ok(st.st_size == len(new), self.name("replaced by rename: stat shows the new size"),
            "st_size %d, want %d" % (st.st_size, len(new)))
@@ -173,15 +184,8 @@ class Case:
         # Concatenated frames (lz4) or members (BGZF) decompress to old + extra.
         with open(tmp, "rb") as f, open(os.path.join(self.src, "app/a" + self.sfx), "ab") as out:
             out.write(f.read())
-        n, errs, wrong = read_rest(fd, CHUNK, old)
-        os.close(fd)
-        ok(n == len(old) - CHUNK and not errs and not wrong,
-           self.name("appended to: the open reader reads the old bytes to its end"),
-           "read %d of %d, errors %s, wrong reads %d" % (n, len(old) - CHUNK, errs, wrong))
-        got, err = read_all(os.path.join(self.mnt, "app/a"))
-        ok(got == old + extra and err == 0,
-           self.name("appended to: the next open reads old + new bytes"),
-           "read %d of %d, error %s" % (len(got), len(old) + len(extra), errname(err)))
+        self.reader_keeps(fd, old, "appended to")
+        self.reads_as("app/a", old + extra, "appended to: the next open reads old + new bytes")
         self.check_control("an append")
 
     def truncated(self):
@@ -207,13 +211,8 @@ class Case:
         old = self.setup("del/a", 4)
         fd = self.open_and_read_head("del/a", old)
         os.unlink(os.path.join(self.src, "del/a" + self.sfx))
-        n, errs, wrong = read_rest(fd, CHUNK, old)
-        os.close(fd)
-        ok(n == len(old) - CHUNK and not errs and not wrong,
-           self.name("deleted: the open reader reads the old bytes to the end"),
-           "read %d of %d, errors %s, wrong reads %d" % (n, len(old) - CHUNK, errs, wrong))
-        _, err = read_all(os.path.join(self.mnt, "del/a"))
-        ok(err == errno.ENOENT, self.name("deleted: the next open is ENOENT"), "got %s" % errname(err))
+        self.reader_keeps(fd, old, "deleted")
+        self.fails_with("del/a", errno.ENOENT, "deleted: the next open is ENOENT")
         ok("a" not in os.listdir(os.path.join(self.mnt, "del")),
            self.name("deleted: the listing no longer shows it"))
         self.check_control("a deletion")
@@ -222,17 +221,9 @@ class Case:
         old = self.setup("dir/sub/a", 5)
         fd = self.open_and_read_head("dir/sub/a", old)
         os.rename(os.path.join(self.src, "dir"), os.path.join(self.src, "dir2"))
-        n, errs, wrong = read_rest(fd, CHUNK, old)
-        os.close(fd)
-        ok(n == len(old) - CHUNK and not errs and not wrong,
-           self.name("directory renamed: the open reader reads the old bytes to the end"),
-           "read %d of %d, errors %s, wrong reads %d" % (n, len(old) - CHUNK, errs, wrong))
-        _, err = read_all(os.path.join(self.mnt, "dir/sub/a"))
-        ok(err == errno.ENOENT, self.name("directory renamed: the old path is ENOENT"),
-           "got %s" % errname(err))
-        got, err = read_all(os.path.join(self.mnt, "dir2/sub/a"))
-        ok(got == old and err == 0, self.name("directory renamed: the new path reads right"),
-           "read %d of %d, error %s" % (len(got), len(old), errname(err)))
+        self.reader_keeps(fd, old, "directory renamed")
+        self.fails_with("dir/sub/a", errno.ENOENT, "directory renamed: the old path is ENOENT")
+        self.reads_as("dir2/sub/a", old, "directory renamed: the new path reads right")
         self.check_control("a directory rename")
 
     def dir_removed(self):
@@ -240,9 +231,7 @@ class Case:
         got, err = read_all(os.path.join(self.mnt, "gone/sub/a"))
         ok(err == 0 and len(got) > 0, self.name("directory removed: reads before the removal"))
         shutil.rmtree(os.path.join(self.src, "gone"))
-        _, err = read_all(os.path.join(self.mnt, "gone/sub/a"))
-        ok(err == errno.ENOENT, self.name("directory removed: a path below it is ENOENT"),
-           "got %s" % errname(err))
+        self.fails_with("gone/sub/a", errno.ENOENT, "directory removed: a path below it is ENOENT")
         try:
             os.listdir(os.path.join(self.mnt, "gone/sub"))
             err = 0
@@ -252,24 +241,15 @@ class Case:
            "got %s" % errname(err))
         self.check_control("a directory removal")
 
-
     def unreadable(self):
         old = self.setup("perm/a", 7)
         fd = self.open_and_read_head("perm/a", old)
         path = os.path.join(self.src, "perm/a" + self.sfx)
         os.chmod(path, 0)
-        n, errs, wrong = read_rest(fd, CHUNK, old)
-        os.close(fd)
-        ok(n == len(old) - CHUNK and not errs and not wrong,
-           self.name("made unreadable: the open reader reads the old bytes to the end"),
-           "read %d of %d, errors %s, wrong reads %d" % (n, len(old) - CHUNK, errs, wrong))
-        _, err = read_all(os.path.join(self.mnt, "perm/a"))
-        ok(err == errno.EACCES, self.name("made unreadable: the next open is EACCES"),
-           "got %s" % errname(err))
+        self.reader_keeps(fd, old, "made unreadable")
+        self.fails_with("perm/a", errno.EACCES, "made unreadable: the next open is EACCES")
         os.chmod(path, 0o644)
-        got, err = read_all(os.path.join(self.mnt, "perm/a"))
-        ok(got == old and err == 0, self.name("readable again: it reads right"),
-           "read %d of %d, error %s" % (len(got), len(old), errname(err)))
+        self.reads_as("perm/a", old, "readable again: it reads right")
         self.check_control("a chmod")
 
 
