@@ -69,6 +69,18 @@ check() {
 	fi
 }
 
+# is NAME CMD...: like check, but CMD runs in this shell (functions, eval),
+# without the timeout.
+is() {
+	local name=$1
+	shift
+	if "$@"; then
+		ok "$name"
+	else
+		not_ok "$name" "command: $*"
+	fi
+}
+
 # check_eq NAME EXPECTED GOT
 check_eq() {
 	if [[ "$2" == "$3" ]]; then

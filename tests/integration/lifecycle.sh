@@ -160,17 +160,6 @@ wait_file() {
 	return 1
 }
 
-# is NAME CMD...: like check, but CMD runs in this shell (functions, eval).
-is() {
-	local name=$1
-	shift
-	if "$@"; then
-		ok "$name"
-	else
-		not_ok "$name" "command: $*"
-	fi
-}
-
 mounts_at() {
 	awk -v m="$1" '$2 == m { n++ } END { print n + 0 }' /proc/mounts
 }

@@ -33,17 +33,6 @@ S=$T/src M=$T/mnt OUT=$T/outside O=$T/orig
 mkdir -p "$S" "$M" "$OUT/dir" "$O"
 trap 'bfs_kill; rm -rf "$T"' EXIT
 
-# is NAME CMD...: like check, but CMD runs in this shell (functions, eval).
-is() {
-	local name=$1
-	shift
-	if "$@"; then
-		ok "$name"
-	else
-		not_ok "$name" "command: $*"
-	fi
-}
-
 # as_nobody CMD...: run CMD as nobody; print its stderr+stdout.
 as_nobody() {
 	t "${NOBODY[@]}" "$@" 2>&1
