@@ -259,6 +259,95 @@ static int check_mountpoint(const char *mnt, bool nonempty)
 	return rc == 0 ? 0 : -1;
 }
 
+/*
+ * mount_dev() - the device number of the newest FUSE mount on @mnt (an
+ * absolute, resolved path, as libfuse leaves it), from /proc/self/mountinfo.
+ * Not stat(2): that would be a FUSE request to this daemon, which answers
+ * none until its loop runs. The mount point field escapes space, tab,
+ * newline and backslash as \ooo.
+ * Return: 0, -ENOENT (no such mount), or -errno.
+ */
+static int mount_dev(const char *mnt, unsigned int *maj, unsigned int *min)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, *path = NULL;
+	size_t cap = 0;
+	int rc = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		unsigned int ma, mi;
+		char *p, *q, *type;
+		int at = 0;
+
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - TYPE ... */
+		if (sscanf(line, "%*u %*u %u:%u %*s %n", &ma, &mi, &at) != 2 || at == 0)
+			continue;
+		type = strstr(line + at, " - ");
+		if (!type || strncmp(type + 3, "fuse", 4) != 0)
+			continue;
+		free(path);
+		path = malloc(strlen(line + at) + 1);
+		if (!path) {
+			rc = -ENOMEM;
+			break;
+		}
+		for (p = line + at, q = path; *p && *p != ' '; q++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
+			    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+				*q = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+				p += 4;
+			} else {
+				*q = *p++;
+			}
+		}
+		*q = '\0';
+		if (strcmp(path, mnt) == 0) {	/* the last match is the one on top */
+			*maj = ma;
+			*min = mi;
+			rc = 0;
+		}
+	}
+	free(path);
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+/*
+ * set_kernel_readahead() - the kernel's read-ahead into this mount, in its
+ * backing device's read_ahead_kb (the FUSE default is 128 KiB whatever
+ * max_readahead says: INIT can only lower it). Larger pipelines more
+ * FUSE_READs ahead of a sequential reader: md5sum ran at 0.85-0.95x the
+ * plain file with 1M, 0.70-0.85x with 128K (README). Best effort: the
+ * mount works without it, so a failure only warns.
+ */
+static void set_kernel_readahead(const char *mnt, uint64_t bytes)
+{
+	unsigned int maj = 0, min = 0;
+	char path[64], val[24];
+	int fd, len, rc;
+
+	if (bytes == 0)
+		return;			/* -o kernel_readahead=0: the kernel's own */
+	rc = mount_dev(mnt, &maj, &min);
+	if (rc < 0) {
+		bfs_warn("cannot find this mount in /proc/self/mountinfo (%s): the kernel's "
+			 "read-ahead stays at its default", strerror(-rc));
+		return;
+	}
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	len = snprintf(val, sizeof(val), "%llu", (unsigned long long)(bytes >> 10));
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	rc = fd < 0 ? -errno : write(fd, val, (size_t)len) == len ? 0 : -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		bfs_warn("cannot set %s to %s: %s; the kernel's read-ahead stays at its default",
+			 path, val, strerror(-rc));
+}
+
 static int add_fsname(struct fuse_args *args, const char *source)
 {
 	char *opt = NULL, *name;
@@ -368,6 +457,7 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, cl.mountpoint) != 0)
 		goto out_signals;
+	set_kernel_readahead(cl.mountpoint, opts.kernel_readahead);
 	if (fuse_daemonize(cl.foreground) != 0)
 		goto out_unmount;
 	if (!cl.foreground)

@@ -112,6 +112,13 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * The kernel offers its bdi's read-ahead and keeps the smaller of
+	 * that and this; main.c has raised the bdi to -o kernel_readahead
+	 * already, so ask for as much here or the reply lowers it again.
+	 */
+	if (fs->opts->kernel_readahead > conn->max_readahead)
+		conn->max_readahead = (unsigned int)fs->opts->kernel_readahead;
 }
 
 static void reply_entry(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *in,

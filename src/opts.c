@@ -28,6 +28,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("workers=%s", workers_s),
 	BFS_OPT("verify=%s", verify_s),
 	BFS_OPT("willneed=%s", willneed_s),
+	BFS_OPT("kernel_readahead=%s", kernel_readahead_s),
 	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
 	FUSE_OPT_END
 };
@@ -44,6 +45,8 @@ static const struct {
 	{ "verify", "on|off", "check per-block checksums the files carry (on)" },
 	{ "willneed", "kernel|cache", "where willneed puts decoded bytes: the kernel's page "
 				      "cache or blockfs's cache (kernel)" },
+	{ "kernel_readahead", "SIZE", "the kernel's read-ahead into the mount (its bdi "
+				      "read_ahead_kb); 0: leave it (1M)" },
 	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
 };
 
@@ -119,6 +122,14 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 			 "as 0, 512K, 8M", o->readahead_s);
 		return -EINVAL;
 	}
+	o->kernel_readahead = BFS_DEFAULT_KERNEL_READAHEAD;
+	if (o->kernel_readahead_s &&
+	    (bfs_parse_size(o->kernel_readahead_s, &o->kernel_readahead) < 0 ||
+	     o->kernel_readahead > BFS_MAX_KERNEL_READAHEAD)) {
+		snprintf(err, errlen, "bad value '%s' for option kernel_readahead: expected a "
+			 "size up to 1G such as 0, 128K, 1M", o->kernel_readahead_s);
+		return -EINVAL;
+	}
 	if (o->workers_s) {
 		errno = 0;
 		n = strtoul(o->workers_s, &end, 10);
@@ -182,6 +193,7 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->readahead_s);
 	free(o->workers_s);
 	free(o->willneed_s);
+	free(o->kernel_readahead_s);
 	memset(o, 0, sizeof(*o));
 }
 

@@ -119,10 +119,13 @@ tap_import() {
 	fi
 }
 
+# is_mounted DIR: without a request to the daemon (which may be hung), so
+# from /proc/mounts, where space, tab, newline and backslash are \ooo.
 is_mounted() {
 	local m
 	m=$(realpath -e "$1" 2>/dev/null) || m=$1
-	awk -v m="$m" '$2 == m { found = 1 } END { exit !found }' /proc/mounts
+	m=${m//\\/\\134} m=${m// /\\040} m=${m//$'\t'/\\011} m=${m//$'\n'/\\012}
+	M=$m awk '$2 == ENVIRON["M"] { found = 1 } END { exit !found }' /proc/mounts
 }
 
 daemon_alive() {

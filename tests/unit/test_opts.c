@@ -125,6 +125,38 @@ static void test_cache_size(void **state)
 	expect_refused("cache_size=-1M");
 }
 
+static void test_kernel_readahead(void **state)
+{
+	char *dflt[] = { "blockfs", "src", "mnt" };
+	char *set[] = { "blockfs", "-o", "kernel_readahead=4M", "src", "mnt" };
+	char *off[] = { "blockfs", "-o", "kernel_readahead=0", "src", "mnt" };
+	char *most[] = { "blockfs", "-o", "kernel_readahead=1G", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 3, dflt), 0);
+	assert_int_equal(o.kernel_readahead, 1 << 20);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, set), 0);
+	assert_int_equal(o.kernel_readahead, 4 << 20);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, off), 0);
+	assert_int_equal(o.kernel_readahead, 0);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, most), 0);
+	assert_int_equal(o.kernel_readahead, 1 << 30);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("kernel_readahead=1025M");
+	expect_refused("kernel_readahead=lots");
+	expect_refused("kernel_readahead=");
+	expect_refused("kernel_readahead=-1");
+}
+
 static void test_readahead_workers_advice(void **state)
 {
 	char *argv[] = { "blockfs", "-o", "readahead=512K,workers=0,advice=sequential", "src", "mnt" };
@@ -219,6 +251,7 @@ int main(void)
 		cmocka_unit_test(test_bad_values_refused),
 		cmocka_unit_test(test_readpath_and_populate),
 		cmocka_unit_test(test_cache_size),
+		cmocka_unit_test(test_kernel_readahead),
 		cmocka_unit_test(test_readahead_workers_advice),
 		cmocka_unit_test(test_willneed),
 		cmocka_unit_test(test_check_message_names_option),
