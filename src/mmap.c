@@ -123,23 +123,33 @@ static void unmap_locked(struct bfs_maps *m, struct bfs_file *f)
 	munmap((void *)base, map_len(f));
 }
 
-/* Unmap the least recently entered idle mapping; lock held. */
+/*
+ * Unmap the least recently entered idle mapping; lock held. A reader
+ * entering the pick between the scan and the claim makes it busy: scan
+ * again, a few times, rather than go over the bound for it.
+ */
 static void evict_one(struct bfs_maps *m)
 {
-	struct bfs_file *pick = NULL;
-	uint64_t oldest = UINT64_MAX;
-	int idle = 0;
+	for (int tries = 0; tries < 4; tries++) {
+		struct bfs_file *pick = NULL;
+		uint64_t oldest = UINT64_MAX;
+		int idle = 0;
 
-	for (struct bfs_file *f = m->head; f; f = f->map_next) {
-		if (atomic_load(&f->map_users) == 0 && atomic_load(&f->map_used) < oldest) {
-			oldest = atomic_load(&f->map_used);
-			pick = f;
+		for (struct bfs_file *f = m->head; f; f = f->map_next) {
+			if (atomic_load(&f->map_users) == 0 &&
+			    atomic_load(&f->map_used) < oldest) {
+				oldest = atomic_load(&f->map_used);
+				pick = f;
+			}
+		}
+		if (!pick)
+			return;		/* all in use: over the bound by readers in flight */
+		if (atomic_compare_exchange_strong(&pick->map_users, &idle, CLAIMED)) {
+			unmap_locked(m, pick);
+			atomic_store(&pick->map_users, 0);
+			return;
 		}
 	}
-	if (!pick || !atomic_compare_exchange_strong(&pick->map_users, &idle, CLAIMED))
-		return;			/* all busy: go over the bound for now */
-	unmap_locked(m, pick);
-	atomic_store(&pick->map_users, 0);
 }
 
 /* Map @f; lock held. */

@@ -230,6 +230,46 @@ static void test_readers_share_bounded_maps(void **state)
 	fx_free(x);
 }
 
+/* Syscalls (here: mmap calls) that entering @f costs, leaving it entered. */
+static uint64_t enter_cost(struct fx *x, struct bfs_file *f)
+{
+	uint64_t before = atomic_load(&x->env.mount->syscalls);
+
+	assert_non_null(bfs_map_enter(x->env.maps, f));
+	return atomic_load(&x->env.mount->syscalls) - before;
+}
+
+static void test_map_bound_spares_held(void **state)
+{
+	/* two live mappings for four files, no workers: every step is ours */
+	struct fx *x = fx_new(256 << 10, 0, 2);
+	struct bfs_file **f = x->f;
+
+	(void)state;
+	assert_int_equal(enter_cost(x, f[0]), 1);	/* held throughout */
+	assert_int_equal(enter_cost(x, f[1]), 1);
+	bfs_map_exit(f[1]);
+	assert_int_equal(bfs_maps_live(x->env.maps), 2);
+	/* At the bound: the idle f1 goes, though f0 was entered before it. */
+	assert_int_equal(enter_cost(x, f[2]), 1);
+	bfs_map_exit(f[2]);
+	assert_int_equal(bfs_maps_live(x->env.maps), 2);
+	assert_int_equal(enter_cost(x, f[0]), 0);	/* still mapped */
+	bfs_map_exit(f[0]);
+	assert_int_equal(enter_cost(x, f[2]), 0);	/* still mapped */
+	/* f0 and f2 held: f3 can evict nothing and goes over the bound. */
+	assert_int_equal(enter_cost(x, f[3]), 1);
+	assert_int_equal(bfs_maps_live(x->env.maps), 3);
+	bfs_map_exit(f[0]);
+	bfs_map_exit(f[2]);
+	bfs_map_exit(f[3]);
+	/* The next map trims back to the bound. */
+	assert_int_equal(enter_cost(x, f[1]), 1);
+	assert_int_equal(bfs_maps_live(x->env.maps), 2);
+	bfs_map_exit(f[1]);
+	fx_free(x);
+}
+
 static void test_readers_without_cache(void **state)
 {
 	/* cache_size=0: every read decodes; read-ahead has nowhere to go */
@@ -246,6 +286,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_readers_with_readahead),
 		cmocka_unit_test(test_readers_share_bounded_maps),
+		cmocka_unit_test(test_map_bound_spares_held),
 		cmocka_unit_test(test_readers_without_cache),
 	};
 
