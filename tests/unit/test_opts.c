@@ -125,32 +125,29 @@ static void test_cache_size(void **state)
 	expect_refused("cache_size=-1M");
 }
 
-static void test_kernel_readahead(void **state)
+/* o.kernel_readahead once "-o @opt" is parsed; NULL: no -o at all. */
+static uint64_t kernel_readahead_of(const char *opt)
 {
-	char *dflt[] = { "blockfs", "src", "mnt" };
-	char *set[] = { "blockfs", "-o", "kernel_readahead=4M", "src", "mnt" };
-	char *off[] = { "blockfs", "-o", "kernel_readahead=0", "src", "mnt" };
-	char *most[] = { "blockfs", "-o", "kernel_readahead=1G", "src", "mnt" };
+	char *argv[] = { "blockfs", "-o", (char *)opt, "src", "mnt" };
+	char *bare[] = { "blockfs", "src", "mnt" };
 	struct fuse_args rest;
 	struct bfs_opts o;
+	uint64_t v;
 
+	assert_int_equal(opt ? parse(&o, &rest, 5, argv) : parse(&o, &rest, 3, bare), 0);
+	v = o.kernel_readahead;
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	return v;
+}
+
+static void test_kernel_readahead(void **state)
+{
 	(void)state;
-	assert_int_equal(parse(&o, &rest, 3, dflt), 0);
-	assert_int_equal(o.kernel_readahead, 1 << 20);
-	bfs_opts_release(&o);
-	fuse_opt_free_args(&rest);
-	assert_int_equal(parse(&o, &rest, 5, set), 0);
-	assert_int_equal(o.kernel_readahead, 4 << 20);
-	bfs_opts_release(&o);
-	fuse_opt_free_args(&rest);
-	assert_int_equal(parse(&o, &rest, 5, off), 0);
-	assert_int_equal(o.kernel_readahead, 0);
-	bfs_opts_release(&o);
-	fuse_opt_free_args(&rest);
-	assert_int_equal(parse(&o, &rest, 5, most), 0);
-	assert_int_equal(o.kernel_readahead, 1 << 30);
-	bfs_opts_release(&o);
-	fuse_opt_free_args(&rest);
+	assert_int_equal(kernel_readahead_of(NULL), 1 << 20);
+	assert_int_equal(kernel_readahead_of("kernel_readahead=4M"), 4 << 20);
+	assert_int_equal(kernel_readahead_of("kernel_readahead=0"), 0);
+	assert_int_equal(kernel_readahead_of("kernel_readahead=1G"), 1 << 30);
 	expect_refused("kernel_readahead=1025M");
 	expect_refused("kernel_readahead=lots");
 	expect_refused("kernel_readahead=");
