@@ -148,6 +148,20 @@ static void lru_push(struct bfs_cache *c, struct shard *s, struct bfs_block *b)
 		s->lru_tail = b;
 }
 
+/* @b to the tail of @s's list, older than any use: the next victim there. */
+static void lru_demote(struct shard *s, struct bfs_block *b)
+{
+	lru_unlink(s, b);
+	b->used = 0;
+	b->lnext = NULL;
+	b->lprev = s->lru_tail;
+	if (s->lru_tail)
+		s->lru_tail->lnext = b;
+	s->lru_tail = b;
+	if (!s->lru_head)
+		s->lru_head = b;
+}
+
 /* Take @b out of the table; the caller drops the cache's reference after unlocking. */
 static void unhash(struct bfs_cache *c, struct shard *s, struct bfs_block *b)
 {
@@ -172,7 +186,7 @@ int bfs_cache_new(struct bfs_cache **out, uint64_t max_bytes)
 		return -ENOMEM;
 	c->limit = max_bytes;
 	atomic_init(&c->bytes, 0);
-	atomic_init(&c->tick, 0);
+	atomic_init(&c->tick, 1);	/* 0 is older than any use: demoted blocks */
 	for (int i = 0; i < NSHARDS; i++) {
 		pthread_mutex_init(&c->shard[i].lock, NULL);
 		pthread_cond_init(&c->shard[i].loaded, NULL);
@@ -409,6 +423,21 @@ bool bfs_cache_contains(struct bfs_cache *c, uint64_t fid, size_t blkno)
 	ready = b && b->state == BFS_BLOCK_READY;
 	pthread_mutex_unlock(&s->lock);
 	return ready;
+}
+
+void bfs_cache_demote(struct bfs_cache *c, uint64_t fid, size_t blkno)
+{
+	uint64_t h = hash(fid, blkno);
+	struct shard *s = shard_of(c, h);
+	struct bfs_block *b;
+
+	if (c->limit == 0)
+		return;
+	pthread_mutex_lock(&s->lock);
+	b = find(s, h, fid, blkno);
+	if (b && b->state == BFS_BLOCK_READY && b->in_cache)	/* READY in the table: listed */
+		lru_demote(s, b);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void bfs_cache_drop(struct bfs_cache *c, uint64_t fid, size_t blkno)

@@ -545,10 +545,17 @@ static void read_ahead(struct bfs_file *f, uint64_t off, uint64_t n, size_t k0, 
 		atomic_store(&f->seq_run, 0);
 		atomic_store(&f->ra_next, 0);
 	}
-	/* Blocks the reader has gone past: sequential and noreuse readers drop them. */
-	if (advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE)
-		for (size_t k = k0; k <= k1 && f->idx.blk[k].uoff + f->idx.blk[k].usize <= end; k++)
+	/*
+	 * Blocks the reader has gone past: sequential and noreuse readers
+	 * drop them; any other sequential stream makes them the first to go,
+	 * since the kernel's page cache holds their bytes now (keep_cache).
+	 */
+	for (size_t k = k0; k <= k1 && f->idx.blk[k].uoff + f->idx.blk[k].usize <= end; k++) {
+		if (advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE)
 			bfs_cache_drop(env->cache, f->id, k);
+		else if (run >= SEQ_RUN_MIN)
+			bfs_cache_demote(env->cache, f->id, k);
+	}
 	if (!env->prefetch || !env->readahead || advice == BFS_ADV_RANDOM)
 		return;
 	/* sequential and willneed readers want read-ahead from their first read */

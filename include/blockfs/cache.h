@@ -110,6 +110,14 @@ bool bfs_cache_contains(struct bfs_cache *c, uint64_t fid, size_t blkno);
 /* Forget (@fid, @blkno) if cached: readers holding it keep their copy. */
 void bfs_cache_drop(struct bfs_cache *c, uint64_t fid, size_t blkno);
 
+/*
+ * Make (@fid, @blkno), if cached, the first to go when room is needed,
+ * as if unused since the cache began; a later use makes it recent again.
+ * For blocks a sequential reader has gone past, whose bytes the kernel's
+ * page cache holds now: kept, they would mostly duplicate it.
+ */
+void bfs_cache_demote(struct bfs_cache *c, uint64_t fid, size_t blkno);
+
 void bfs_block_put(struct bfs_block *b);	/* NULL is a no-op */
 
 /* Bytes of block data the cache holds now, and its bound. */

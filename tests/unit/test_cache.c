@@ -95,6 +95,35 @@ static void test_bound_evicts_least_recent(void **state)
 	assert_true(bfs_cache_contains(f->c, 1, 4));
 }
 
+static void test_demoted_goes_first_until_used(void **state)
+{
+	struct fx *f = *state;
+	struct bfs_block *b;
+
+	for (size_t k = 0; k < 4; k++)
+		load(f, k);
+	bfs_cache_demote(f->c, 1, 2);		/* the newest but one */
+	bfs_cache_demote(f->c, 1, 9);		/* not cached: nothing happens */
+	load(f, 4);
+	assert_false(bfs_cache_contains(f->c, 1, 2));	/* went before 0, the oldest */
+	assert_true(bfs_cache_contains(f->c, 1, 0));
+	/* Demoted, then used: recent again, so the oldest (0) goes instead. */
+	bfs_cache_demote(f->c, 1, 3);
+	assert_int_equal(bfs_cache_get(f->c, 1, 3, 1024, f->file, &b), 0);
+	bfs_block_put(b);
+	load(f, 5);
+	assert_true(bfs_cache_contains(f->c, 1, 3));
+	assert_false(bfs_cache_contains(f->c, 1, 0));
+	/* A demoted block a reader holds is not evicted while held. */
+	assert_int_equal(bfs_cache_get(f->c, 1, 4, 1024, f->file, &b), 0);
+	bfs_cache_demote(f->c, 1, 4);
+	load(f, 6);
+	assert_true(bfs_cache_contains(f->c, 1, 4));
+	assert_int_equal(b->data[0], 4);
+	bfs_block_put(b);
+	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
+}
+
 static void test_held_block_never_evicted(void **state)
 {
 	struct fx *f = *state;
@@ -391,6 +420,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_miss_then_hit),
 		T(test_bound_evicts_least_recent),
+		T(test_demoted_goes_first_until_used),
 		T(test_held_block_never_evicted),
 		T(test_drop_keeps_readers_copy),
 		T(test_failed_load_reaches_waiter_and_is_forgotten),
