@@ -409,51 +409,58 @@ void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
 		bfs_block_put(b);	/* the cache's reference */
 }
 
-bool bfs_cache_contains(struct bfs_cache *c, uint64_t fid, size_t blkno)
+/*
+ * (@fid, @blkno) if it is READY, else NULL; either way with its shard
+ * locked, in *@sp, for the caller to unlock. A READY block found in the
+ * table is on its shard's list.
+ */
+static struct bfs_block *find_ready(struct bfs_cache *c, uint64_t fid, size_t blkno,
+				    struct shard **sp)
 {
 	uint64_t h = hash(fid, blkno);
-	struct shard *s = shard_of(c, h);
 	struct bfs_block *b;
-	bool ready;
+
+	*sp = shard_of(c, h);
+	pthread_mutex_lock(&(*sp)->lock);
+	b = find(*sp, h, fid, blkno);
+	return b && b->state == BFS_BLOCK_READY ? b : NULL;
+}
+
+bool bfs_cache_contains(struct bfs_cache *c, uint64_t fid, size_t blkno)
+{
+	struct shard *s;
+	struct bfs_block *b;
 
 	if (c->limit == 0)
 		return false;
-	pthread_mutex_lock(&s->lock);
-	b = find(s, h, fid, blkno);
-	ready = b && b->state == BFS_BLOCK_READY;
+	b = find_ready(c, fid, blkno, &s);
 	pthread_mutex_unlock(&s->lock);
-	return ready;
+	return b != NULL;
 }
 
 void bfs_cache_demote(struct bfs_cache *c, uint64_t fid, size_t blkno)
 {
-	uint64_t h = hash(fid, blkno);
-	struct shard *s = shard_of(c, h);
+	struct shard *s;
 	struct bfs_block *b;
 
 	if (c->limit == 0)
 		return;
-	pthread_mutex_lock(&s->lock);
-	b = find(s, h, fid, blkno);
-	if (b && b->state == BFS_BLOCK_READY && b->in_cache)	/* READY in the table: listed */
+	b = find_ready(c, fid, blkno, &s);
+	if (b)
 		lru_demote(s, b);
 	pthread_mutex_unlock(&s->lock);
 }
 
 void bfs_cache_drop(struct bfs_cache *c, uint64_t fid, size_t blkno)
 {
-	uint64_t h = hash(fid, blkno);
-	struct shard *s = shard_of(c, h);
+	struct shard *s;
 	struct bfs_block *b;
 
 	if (c->limit == 0)
 		return;
-	pthread_mutex_lock(&s->lock);
-	b = find(s, h, fid, blkno);
-	if (b && b->state == BFS_BLOCK_READY)
+	b = find_ready(c, fid, blkno, &s);	/* a loading one is its loader's until done */
+	if (b)
 		unhash(c, s, b);
-	else
-		b = NULL;		/* loading: its loader owns it until done */
 	pthread_mutex_unlock(&s->lock);
 	bfs_block_put(b);
 }
