@@ -61,6 +61,13 @@ uint8_t *fz_decode_both(const struct bfs_codec *codec, const struct bfs_blk *b,
 void fz_check_blocks(const struct bfs_codec *codec, struct bfs_index *idx, const uint8_t *file,
 		     size_t size, const struct fz_ref *ref);
 
+/*
+ * Point @io at @data and check that sniffing it and probing its head
+ * agree on the codec. Return: the sniffed codec, or NULL.
+ */
+struct bfs_io;
+const struct bfs_codec *fz_sniff(struct bfs_io *io, const uint8_t *data, size_t size);
+
 /* gzip members one after another, decoded by zlib (RFC 1952 multi-member). */
 void fz_gunzip(const uint8_t *in, size_t len, struct fz_ref *ref);
 

@@ -190,3 +190,14 @@ void fz_gunzip(const uint8_t *in, size_t len, struct fz_ref *ref)
 	}
 	inflateEnd(&zs);
 }
+
+const struct bfs_codec *fz_sniff(struct bfs_io *io, const uint8_t *data, size_t size)
+{
+	const struct bfs_codec *sniffed, *probed;
+
+	bfs_io_init_mem(io, data, size);
+	sniffed = bfs_codec_sniff(io);
+	probed = bfs_codec_probe(data, size < BFS_PROBE_LEN ? size : BFS_PROBE_LEN);
+	FZ_CHECK(!probed || sniffed == probed);
+	return sniffed;
+}

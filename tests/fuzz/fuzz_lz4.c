@@ -68,16 +68,13 @@ static void lz4_reference(const uint8_t *in, size_t len, struct fz_ref *ref)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	const struct bfs_codec *sniffed, *probed;
+	const struct bfs_codec *sniffed;
 	struct bfs_index idx;
 	struct bfs_io io;
 	struct fz_ref ref;
 	int rc;
 
-	bfs_io_init_mem(&io, data, size);
-	sniffed = bfs_codec_sniff(&io);
-	probed = bfs_codec_probe(data, size < BFS_PROBE_LEN ? size : BFS_PROBE_LEN);
-	FZ_CHECK(!probed || sniffed == probed);
+	sniffed = fz_sniff(&io, data, size);
 
 	bfs_index_init(&idx, size);
 	rc = bfs_codec_lz4.scan(&io, NULL, &idx);
