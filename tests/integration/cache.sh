@@ -66,7 +66,7 @@ same=$(find "$T" -maxdepth 1 -name 'ok*' | wc -l)
 check "$READERS concurrent readers: every file byte-identical ($same/$READERS)" test "$same" -eq "$READERS"
 check "the cache stayed within cache_size plus what readers held" test "$peak" -le $((LIMIT + SLACK))
 check "the cache was used (peak above zero)" test "$peak" -gt 0
-if ldd "$BLOCKFS" 2>/dev/null | grep -qE 'lib[at]san'; then
+if bfs_sanitized "$BLOCKFS"; then
 	ok "daemon RSS within cache_size plus a fixed overhead # SKIP sanitizer build"
 else
 	check "daemon RSS within cache_size plus a fixed overhead" \

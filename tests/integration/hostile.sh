@@ -33,7 +33,7 @@ CACHE=$((1 << 20))
 # busier machine, yet a leak of 20 KiB per variant (700 of them) fails.
 OVERHEAD_KB=$((24 << 10))
 SANITIZED=
-ldd "$BLOCKFS" 2>/dev/null | grep -q libasan && SANITIZED=1
+bfs_sanitized "$BLOCKFS" && SANITIZED=1
 # ASan and UBSan builds are several times slower per read.
 VARIANT_TIMEOUT=$((SANITIZED ? 60 : 20))
 

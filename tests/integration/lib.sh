@@ -119,6 +119,13 @@ tap_import() {
 	fi
 }
 
+# bfs_sanitized BIN: BIN carries ASan's or TSan's runtime, whose shadow
+# memory and allocator void RSS and mapping bounds. By symbol, not ldd:
+# clang links the runtime in statically.
+bfs_sanitized() {
+	grep -qa -e __asan_init -e __tsan_init "$1"
+}
+
 # is_mounted DIR: without a request to the daemon (which may be hung), so
 # from /proc/mounts, where space, tab, newline and backslash are \ooo.
 is_mounted() {

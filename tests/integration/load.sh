@@ -29,7 +29,7 @@ VERIFIERS=16
 READERS=$((FIO_JOBS + VERIFIERS))
 CACHE=$((32 << 20))
 SANITIZED=
-ldd "$BLOCKFS" 2>/dev/null | grep -q libasan && SANITIZED=1
+bfs_sanitized "$BLOCKFS" && SANITIZED=1
 
 T=$(mktemp -d /tmp/blockfs-load.XXXXXX)
 S=$T/src M=$T/mnt O=$T/orig
