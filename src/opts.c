@@ -125,9 +125,11 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	o->kernel_readahead = BFS_DEFAULT_KERNEL_READAHEAD;
 	if (o->kernel_readahead_s &&
 	    (bfs_parse_size(o->kernel_readahead_s, &o->kernel_readahead) < 0 ||
-	     o->kernel_readahead > BFS_MAX_KERNEL_READAHEAD)) {
-		snprintf(err, errlen, "bad value '%s' for option kernel_readahead: expected a "
-			 "size up to 1G such as 0, 128K, 1M", o->kernel_readahead_s);
+	     o->kernel_readahead > BFS_MAX_KERNEL_READAHEAD ||
+	     (o->kernel_readahead > 0 && o->kernel_readahead < BFS_MIN_KERNEL_READAHEAD))) {
+		/* Below a page the kernel would read ahead nothing at all, not "a little". */
+		snprintf(err, errlen, "bad value '%s' for option kernel_readahead: expected 0 or "
+			 "a size from 4K to 1G such as 128K, 1M", o->kernel_readahead_s);
 		return -EINVAL;
 	}
 	if (o->workers_s) {

@@ -21,6 +21,7 @@ enum bfs_readpath { BFS_READPATH_PREAD, BFS_READPATH_MMAP, BFS_READPATH_AUTO };
 #define BFS_DEFAULT_READAHEAD (8ull << 20)
 /* The mount's bdi read_ahead_kb, as bytes: md5sum 0.85-0.95x plain at 1M, 0.70-0.85x at the kernel's 128K (README) */
 #define BFS_DEFAULT_KERNEL_READAHEAD (1ull << 20)
+#define BFS_MIN_KERNEL_READAHEAD (4ull << 10)	/* a page; 0 means "the kernel's" */
 #define BFS_MAX_KERNEL_READAHEAD (1ull << 30)
 #define BFS_MAX_WORKERS 256
 #define BFS_MAX_LIVE_MAPS 1024	/* mappings kept at once; far below vm.max_map_count */

@@ -148,7 +148,10 @@ static void test_kernel_readahead(void **state)
 	assert_int_equal(kernel_readahead_of("kernel_readahead=4M"), 4 << 20);
 	assert_int_equal(kernel_readahead_of("kernel_readahead=0"), 0);
 	assert_int_equal(kernel_readahead_of("kernel_readahead=1G"), 1 << 30);
+	assert_int_equal(kernel_readahead_of("kernel_readahead=4K"), 4 << 10);
 	expect_refused("kernel_readahead=1025M");
+	expect_refused("kernel_readahead=512");		/* read_ahead_kb 0: none at all */
+	expect_refused("kernel_readahead=4095");
 	expect_refused("kernel_readahead=lots");
 	expect_refused("kernel_readahead=");
 	expect_refused("kernel_readahead=-1");
