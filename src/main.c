@@ -270,7 +270,7 @@ static int check_mountpoint(const char *mnt, bool nonempty)
 static int mount_dev(const char *mnt, unsigned int *maj, unsigned int *min)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL, *path = NULL;
+	char *line = NULL;
 	size_t cap = 0;
 	int rc = -ENOENT;
 
@@ -287,13 +287,8 @@ static int mount_dev(const char *mnt, unsigned int *maj, unsigned int *min)
 		type = strstr(line + at, " - ");
 		if (!type || strncmp(type + 3, "fuse", 4) != 0)
 			continue;
-		free(path);
-		path = malloc(strlen(line + at) + 1);
-		if (!path) {
-			rc = -ENOMEM;
-			break;
-		}
-		for (p = line + at, q = path; *p && *p != ' '; q++) {
+		/* Unescape the mount point in place: \ooo only ever shrinks. */
+		for (p = q = line + at; *p && *p != ' '; q++) {
 			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
 			    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
 				*q = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
@@ -303,13 +298,12 @@ static int mount_dev(const char *mnt, unsigned int *maj, unsigned int *min)
 			}
 		}
 		*q = '\0';
-		if (strcmp(path, mnt) == 0) {	/* the last match is the one on top */
+		if (strcmp(line + at, mnt) == 0) {	/* the last match is the one on top */
 			*maj = ma;
 			*min = mi;
 			rc = 0;
 		}
 	}
-	free(path);
 	free(line);
 	fclose(f);
 	return rc;
