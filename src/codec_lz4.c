@@ -31,8 +31,15 @@
  *
  * Without a table: frames record compressed sizes only, so a compressed
  * block's decoded size is a guess (the block max; the lz4 CLI fills every
- * block but the last) until bfs_index_settle() measures it; the last
- * block of each frame is measured during the scan.
+ * block but the last); the last block of each frame is measured during
+ * the scan. A frame whose content size agrees with its guesses makes them
+ * claims (checked lazily, in order, by bfs_index_settle()); any other
+ * guess is measured by bfs_index_measure() right after the scan, so that
+ * the size shown is exact from the first stat(2). Writers that flush
+ * (python-lz4, lz4_flex, lz4-java, Go's lz4) leave short blocks in the
+ * middle of a frame, and nothing short of parsing a block tells a short
+ * one from a full one: LZ4 can encode a full 64 KiB block in under 300
+ * bytes, so no compressed length rules "full" in or out.
  *
  * Linked-block frames (lz4 -BD) let a block copy from the 64 KiB before
  * it, so they cannot be decoded block by block; frames with a dictionary
@@ -365,13 +372,51 @@ static int lz4_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *ds
 	return decode_with_slack(blk, data, dlen, dst, why);
 }
 
-/* Per-scan state: the io, and one buffer for measuring last blocks. */
+/* Blocks smaller than this are walked through a window, not one read each. */
+#define SMALL_BLOCK (8u << 10)
+#define WINDOW (64u << 10)
+
+/* Per-scan state: the io, one buffer for measuring last blocks, and the window. */
 struct walk {
 	struct bfs_io *io;
 	struct bfs_index *idx;
 	uint8_t *buf;
 	size_t bufcap;
+	uint8_t *win;		/* WINDOW bytes of the file from win_off, win_len valid */
+	uint64_t win_off;
+	size_t win_len;
 };
+
+/*
+ * The 4-byte block header at @pos. A writer that flushes often (python-lz4
+ * with auto_flush: a block per call) makes blocks of a few hundred bytes,
+ * and a read per header would be a system call per block: after a small
+ * block, read a window of the file and take the next headers from it.
+ * After a big one the next header is far, and only it is read.
+ */
+static int read_header(struct walk *w, uint64_t pos, uint32_t last_clen, uint8_t *hdr)
+{
+	uint64_t size = w->io->size;
+	int rc;
+
+	if (pos >= w->win_off && pos - w->win_off + BLK_HDR_LEN <= w->win_len) {
+		memcpy(hdr, w->win + (pos - w->win_off), BLK_HDR_LEN);
+		return 0;
+	}
+	if (last_clen >= SMALL_BLOCK)
+		return bfs_io_read(w->io, hdr, BLK_HDR_LEN, pos);
+	if (!w->win && !(w->win = malloc(WINDOW)))
+		return -ENOMEM;
+	w->win_off = pos;
+	w->win_len = size - pos < WINDOW ? (size_t)(size - pos) : WINDOW;
+	rc = bfs_io_read(w->io, w->win, w->win_len, pos);
+	if (rc < 0) {
+		w->win_len = 0;
+		return rc;
+	}
+	memcpy(hdr, w->win, BLK_HDR_LEN);
+	return 0;
+}
 
 static int add_block(struct walk *w, uint64_t coff, uint32_t clen, uint32_t usize,
 		     uint32_t flags, uint32_t bmax)
@@ -404,9 +449,31 @@ static int measure_at(struct walk *w, uint64_t coff, uint32_t dlen, uint32_t bma
 }
 
 /*
+ * A frame of guessed blocks declares its content size @csize; @sum is
+ * what its blocks hold if every guess is right. Each guess is the block
+ * max, which no block exceeds, so when the sums agree every guess is
+ * right, as far as the header can be believed: the guesses become claims,
+ * checked in order before they place later blocks (bfs_index_settle()),
+ * and nothing is measured now. When they disagree some block is short
+ * (a writer that flushed): every guess is measured after the scan and
+ * the frame's total checked then.
+ */
+static int sum_guesses(struct bfs_index *idx, size_t first, uint64_t sum, uint64_t csize)
+{
+	if (sum != csize)
+		return bfs_index_expect_sum(idx, first, idx->n - 1, csize);
+	for (size_t k = first; k < idx->n; k++)
+		if (idx->blk[k].flags & BFS_BLK_GUESS)
+			idx->blk[k].flags |= BFS_BLK_CLAIMED;
+	return 0;
+}
+
+/*
  * Walk the blocks of one frame whose header ends at @pos. A compressed
  * block is held back until the next header says whether it was the last
- * (then it is measured) or not (then its size is guessed).
+ * (then it is measured) or not (then its size is guessed: the block max,
+ * what the lz4 CLI writes; bfs_index_measure() or the content size make
+ * it exact before the file's size is shown).
  * Return: 0 and *@next after the frame, 1 when the index was marked
  * broken, or -errno.
  */
@@ -414,7 +481,8 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 {
 	uint64_t size = w->io->size, pend_off = 0, sum = 0;
 	uint32_t csum = f->bcsum ? BLK_CSUM_LEN : 0, flags = f->bcsum ? BFS_BLK_CSUM : 0;
-	uint32_t pend_clen = 0, usize;
+	uint32_t pend_clen = 0, usize, last = 0;
+	size_t first = w->idx->n;
 	bool exact = true;
 	const char *why;
 	int rc;
@@ -427,7 +495,7 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 			why = "block header past end of file";
 			goto broken;
 		}
-		rc = bfs_io_read(w->io, hdr, sizeof(hdr), pos);
+		rc = read_header(w, pos, last, hdr);
 		if (rc < 0)
 			return rc;
 		word = bfs_le32(hdr);
@@ -457,6 +525,7 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 				return rc;
 			pend_clen = 0;
 			exact = false;
+			sum += f->bmax;
 		}
 		if (word & BLK_STORED) {
 			rc = add_block(w, pos, clen, dlen, flags, f->bmax);
@@ -468,6 +537,7 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 			pend_clen = clen;
 		}
 		pos += clen;
+		last = clen;
 	}
 
 	if (pend_clen) {
@@ -492,15 +562,17 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 		}
 		pos += C_CSUM_LEN;
 	}
-	/*
-	 * With guesses the sum is unknown here, and settle cannot be asked to
-	 * check it. A declared size of 0 means "unknown" to liblz4 too.
-	 */
+	/* A declared size of 0 means "unknown" to liblz4 too. */
 	if (f->has_csize && f->csize && exact && sum != f->csize) {
 		bfs_index_mark_broken(w->idx, pos,
 				      "lz4: frame ending at %" PRIu64 " holds %" PRIu64
 				      " bytes, its header says %" PRIu64, pos, sum, f->csize);
 		return 1;
+	}
+	if (!exact && f->has_csize && f->csize) {
+		rc = sum_guesses(w->idx, first, sum, f->csize);
+		if (rc < 0)
+			return rc;
 	}
 	*next = pos;
 	return 0;
@@ -757,6 +829,7 @@ static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 			break;
 	}
 	free(w.buf);
+	free(w.win);
 	return rc < 0 ? rc : 0;
 }
 

@@ -137,6 +137,9 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 			sidep = &side_io;
 		}
 		rc = codec->scan(&f->io, sidep, &f->idx);
+		if (rc == 0)
+			rc = bfs_index_measure(&f->idx, &f->io, codec, env->workq);
+		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		if (rc < 0)
 			goto out_destroy;
 		if (f->idx.broken)

@@ -26,6 +26,7 @@
 #include "blockfs/log.h"
 #include "blockfs/names.h"
 #include "blockfs/prefetch.h"
+#include "blockfs/workq.h"
 #include "fs_i.h"
 #include "xattr.h"
 
@@ -384,15 +385,20 @@ out_close:
 int bfs_fs_start(struct bfs_fs *fs)
 {
 	unsigned int n = fs->opts->workers;
+	int rc;
 
 	if (n == 0)
 		return 0;
-	return bfs_prefetch_new(&fs->env.prefetch, n, (size_t)n * QUEUE_PER_WORKER);
+	rc = bfs_workq_new(&fs->env.workq, n, (size_t)n * QUEUE_PER_WORKER, NULL);
+	if (rc == 0)
+		rc = bfs_prefetch_new(&fs->env.prefetch, n, (size_t)n * QUEUE_PER_WORKER);
+	return rc;
 }
 
 void bfs_fs_destroy(struct bfs_fs *fs)
 {
 	bfs_prefetch_free(fs->env.prefetch);	/* first: workers hold file versions */
+	bfs_workq_free(fs->env.workq);
 	for (size_t i = 0; i < fs->nbuckets; i++) {
 		for (struct bfs_inode *in = fs->table[i], *next; in; in = next) {
 			next = in->hnext;

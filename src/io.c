@@ -51,6 +51,7 @@ int bfs_io_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
 	while (len > 0) {
 		ssize_t n = io->ops->read(io, p, len, off);
 
+		atomic_fetch_add_explicit(&io->nread, 1, memory_order_relaxed);
 		if (n < 0)
 			return (int)n;
 		if (n == 0)

@@ -35,11 +35,13 @@ struct bfs_counters;
 
 struct bfs_prefetch;
 struct bfs_maps;
+struct bfs_workq;
 
 /* What every file version of one mount shares. */
 struct bfs_file_env {
 	struct bfs_cache *cache;	/* decoded blocks */
 	struct bfs_prefetch *prefetch;	/* read-ahead workers, or NULL */
+	struct bfs_workq *workq;	/* workers for the mount's own jobs, or NULL */
 	struct bfs_maps *maps;		/* live mappings (readpath mmap or auto), or NULL */
 	int readpath;			/* enum bfs_readpath for files without a hint */
 	struct bfs_counters *mount;	/* the mount's counters */
@@ -91,7 +93,9 @@ struct bfs_file {
  * @name:   what log lines call the file (copied).
  * @env:    the cache and counters it shares; must outlive the version.
  * @out:    on success, one reference owned by the caller.
- * Scans the file (a codec walk, or the seek table) unless @codec is NULL.
+ * Scans the file (a codec walk, or the seek table) unless @codec is NULL,
+ * and measures what the scan could only guess (env->workq helps), so the
+ * size is exact from the start.
  * Return: 0 or -errno (-ENOMEM, -EIO, -EFBIG, -ENOTSUP).
  */
 BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, int side,

@@ -6,10 +6,21 @@
  *
  * Exactness: a scan may not know a block's decompressed size without
  * reading the whole block (LZ4 frames record only compressed sizes). It
- * then records a guess and sets BFS_BLK_GUESS; bfs_index_settle() makes
- * sizes exact, in order, before any read relies on them. Blocks
- * [0, nexact) are exact and never change again, so readers search them
- * without a lock.
+ * then records a guess and sets BFS_BLK_GUESS. Two kinds of guess:
+ *
+ *  - a size nothing in the file states (an LZ4 block, when the frame has
+ *    no content size that proves it): bfs_index_measure() measures every
+ *    such block right after the scan, before the file's size is shown, so
+ *    that st_size is exact from the first stat(2);
+ *  - a size the file states but its blocks do not prove (BFS_BLK_CLAIMED:
+ *    a seek table, a BGZF ISIZE, an LZ4 content size): trusted for the
+ *    file's size, and checked by bfs_index_settle(), in order, before any
+ *    read relies on where the blocks after it start.
+ *
+ * usize, the size readers see, is fixed once bfs_index_measure() returns.
+ * A claim that turns out false makes the file damaged, never resized.
+ * Blocks [0, nexact) are exact and never change again, so readers search
+ * them without a lock.
  */
 #ifndef BLOCKFS_INDEX_H
 #define BLOCKFS_INDEX_H
@@ -23,6 +34,7 @@
 
 struct bfs_io;
 struct bfs_codec;
+struct bfs_workq;
 
 enum {
 	BFS_BLK_CSUM = 1u << 0,		/* LZ4: a block checksum (xxh32) follows the data */
@@ -43,16 +55,24 @@ struct bfs_blk {
 	uint32_t aux;		/* codec-private */
 };
 
+/* Blocks [first, last] must hold @total bytes: an LZ4 frame's content size. */
+struct bfs_sum {
+	size_t first, last;
+	uint64_t total;
+};
+
 struct bfs_index {
 	struct bfs_blk *blk;	/* n entries, uoff ascending and contiguous */
 	size_t n, cap;
-	_Atomic uint64_t usize;	/* decompressed bytes of the whole file; settle may shrink it */
+	_Atomic uint64_t usize;	/* decompressed bytes of the whole file; fixed by measure */
 	uint32_t max_usize;	/* largest usize: a buffer this big decodes any block */
 	uint32_t block_size;	/* nominal block size the file declares */
 	size_t max_blocks;	/* scan may add no more (bounded by the file's size) */
 	bool broken;		/* scan stopped at damage; blk[n-1] is BFS_BLK_BAD */
 	char why[128];		/* what was wrong: damage, or the last block poisoned */
 	atomic_size_t nexact;	/* blocks [0, nexact) have exact sizes */
+	struct bfs_sum *sums;	/* totals to check once measured; scan-time only */
+	size_t nsums;
 	pthread_mutex_t settle_lock;	/* serialises bfs_index_settle() */
 };
 
@@ -97,6 +117,30 @@ void bfs_index_mark_broken(struct bfs_index *idx, uint64_t coff, const char *fmt
 void bfs_index_guess_irregular(struct bfs_index *idx, bool aux_is_max);
 
 /**
+ * bfs_index_expect_sum() - blocks [@first, @last] must decode to @total bytes.
+ * For guessed blocks whose run the file states a total for (an LZ4 frame's
+ * content size): bfs_index_measure() checks it, and a run that holds
+ * another total ends the file there as damage.
+ * Return: 0 or -ENOMEM.
+ */
+BFS_MUST_CHECK int bfs_index_expect_sum(struct bfs_index *idx, size_t first, size_t last,
+					uint64_t total);
+
+/**
+ * bfs_index_measure() - make every guess the file does not vouch for exact.
+ * Measures, with @codec's measure(), every BFS_BLK_GUESS block that is not
+ * BFS_BLK_CLAIMED, in parallel on @wq (NULL: in the caller), one backing
+ * read per run of neighbouring blocks; then places the blocks and checks
+ * the totals of bfs_index_expect_sum(). A block that fails to measure
+ * keeps its guess and becomes BFS_BLK_BAD (as bfs_index_settle() does).
+ * After it usize is final. Call once, after the scan, before anyone reads.
+ * Return: 0, or -errno from the I/O or memory (the index is then unusable).
+ * Context: any thread but a @wq worker; does I/O and waits for @wq.
+ */
+BFS_MUST_CHECK int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io,
+				     const struct bfs_codec *codec, struct bfs_workq *wq);
+
+/**
  * bfs_index_find() - the block holding decompressed byte @uoff.
  * Searches exact blocks only: call bfs_index_settle() first.
  * Return: 0 and *@blkno, or -ENXIO when @uoff is at or past the exact end.
@@ -109,7 +153,11 @@ int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno);
  * guessed block that fails to measure keeps its guess and becomes
  * BFS_BLK_BAD (reads of it fail; idx->why says why); settling goes on. A
  * BFS_BLK_CLAIMED block that measures other than its claim takes the
- * measured size, so later blocks stay in place, and becomes BFS_BLK_BAD.
+ * measured size, so later blocks stay where the data puts them, and
+ * becomes BFS_BLK_BAD; usize does not change, and the last block becomes
+ * BFS_BLK_BAD too, so the end of the damaged file reads as an error, not
+ * as bytes from another place. (An unclaimed guess, which only a caller
+ * that skipped bfs_index_measure() leaves, moves usize instead.)
  * Return: 0, or -errno from the I/O (nothing is changed for that block).
  * Context: any thread; takes settle_lock, does I/O.
  */

@@ -7,6 +7,7 @@
 #ifndef BLOCKFS_IO_H
 #define BLOCKFS_IO_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -25,6 +26,7 @@ struct bfs_io {
 	int fd;			/* backing file, or -1 for memory */
 	uint64_t size;		/* bytes of the backing file when it was opened */
 	const uint8_t *mem;	/* memory-backed io: @size bytes */
+	atomic_uint_fast64_t nread;	/* read calls bfs_io_read() made, for the counters */
 };
 
 extern const struct bfs_io_ops bfs_io_pread_ops;

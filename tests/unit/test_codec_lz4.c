@@ -688,6 +688,91 @@ static void test_short_middle_blocks_settle(void **state)
 	assert_decodes_to(f, f->in, n);
 }
 
+/* What bfs_file_open() does after the scan: the size is exact from here on. */
+static void measure(struct fx *f)
+{
+	assert_int_equal(bfs_index_measure(&f->idx, &f->io, &bfs_codec_lz4, NULL), 0);
+}
+
+/* A flushing writer without a content size: measured right after the scan. */
+static void test_short_middle_blocks_measured(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, true, 0);
+	size_t n = 250 * KIB;
+
+	f->in = gen_text(n, 7);
+	put_frame_chunked(&f->file, f->in, n, &p, 3 * KIB + 1);
+	assert_int_equal(scan(f), 0);
+	assert_true(f->idx.usize > n);			/* the guesses */
+	measure(f);
+	assert_int_equal(f->idx.usize, n);		/* before anything is read */
+	assert_int_equal(atomic_load(&f->idx.nexact), f->idx.n);
+	assert_decodes_to(f, f->in, n);
+}
+
+/* A content size that the guesses add up to proves them: nothing is measured. */
+static void test_content_size_proves_full_blocks(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, true, false, false, 5 * 64 * KIB + 100);
+
+	f->n = 5 * 64 * KIB + 100;
+	f->in = gen_text(f->n, 8);
+	put_frame(&f->file, f->in, f->n, &p);
+	assert_int_equal(scan(f), 0);
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(f->idx.blk[i].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
+	measure(f);
+	assert_int_equal(f->idx.usize, f->n);
+	assert_int_equal(atomic_load(&f->idx.nexact), 0);	/* checked as reads need it */
+	settle_all(f);
+	assert_decodes_to(f, f->in, f->n);
+}
+
+/* Short blocks under a content size: measured, and the total checked. */
+static void test_content_size_with_short_blocks(void **state)
+{
+	struct fx *f = *state;
+	size_t n = 200 * KIB + 17;
+	LZ4F_preferences_t p = prefs(LZ4F_max256KB, true, true, true, n);
+
+	f->in = gen_text(n, 9);
+	put_frame_chunked(&f->file, f->in, n, &p, 5000);
+	assert_int_equal(scan(f), 0);
+	assert_int_equal(f->idx.nsums, 1);
+	measure(f);
+	assert_false(f->idx.broken);
+	assert_int_equal(f->idx.usize, n);
+	assert_int_equal(atomic_load(&f->idx.nexact), f->idx.n);
+	assert_decodes_to(f, f->in, n);
+}
+
+/* A content size that the measured blocks do not hold: damage after the frame. */
+static void test_content_size_lie_with_short_blocks(void **state)
+{
+	struct fx *f = *state;
+	size_t n = 100 * KIB;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, true, false, false, n);
+	uint8_t *h;
+	size_t nblk;
+
+	f->in = gen_text(n, 10);
+	put_frame_chunked(&f->file, f->in, n, &p, 7000);
+	/* the header says 64 bytes more; reseal its checksum so only the size lies */
+	h = f->file.p;
+	bfs_put_le64(h + 6, n + 64);
+	h[14] = (uint8_t)(bfs_xxh32(h + 4, 10, 0) >> 8);
+	assert_int_equal(scan(f), 0);
+	nblk = f->idx.n;
+	measure(f);
+	assert_true(f->idx.broken);
+	assert_non_null(strstr(f->idx.why, "its header says"));
+	assert_int_equal(f->idx.n, nblk + 1);		/* every block, then the poison */
+	assert_int_equal(f->idx.usize, n + 1);
+	assert_blocks_decode_to(f, nblk, f->in, n);
+}
+
 /* ---- verify ---- */
 
 static void test_verify_catches_flipped_checksum(void **state)
@@ -1681,7 +1766,8 @@ static void test_lying_usize_does_not_move_later_blocks(void **state)
 	settle_all(f);
 	assert_true(f->idx.blk[1].flags & BFS_BLK_BAD);
 	assert_int_equal(f->idx.blk[1].usize, 64 * KIB);
-	assert_int_equal(f->idx.usize, f->n);
+	assert_int_equal(f->idx.usize, f->n - 100);	/* shown size: damaged, not resized */
+	assert_true(f->idx.blk[f->idx.n - 1].flags & BFS_BLK_BAD);
 	assert_non_null(strstr(f->idx.why, "the index says"));
 	for (size_t k = 2; k < f->idx.n; k++)
 		assert_int_equal(f->idx.blk[k].uoff, k * 64 * KIB);
@@ -1722,6 +1808,10 @@ int main(void)
 		T(test_one_byte),
 		T(test_exact_multiple_of_block_size),
 		T(test_short_middle_blocks_settle),
+		T(test_short_middle_blocks_measured),
+		T(test_content_size_proves_full_blocks),
+		T(test_content_size_with_short_blocks),
+		T(test_content_size_lie_with_short_blocks),
 		T(test_verify_catches_flipped_checksum),
 		T(test_verify_catches_flipped_data_byte),
 		T(test_decode_rejects_header_unlike_index),

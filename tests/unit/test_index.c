@@ -12,6 +12,7 @@
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "blockfs/workq.h"
 
 /* A codec whose blocks state their exact size in their first 4 bytes; 0 = corrupt. */
 static int fake_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
@@ -254,7 +255,8 @@ static void test_guess_irregular_doubts_the_odd_ones(void **state)
 	assert_int_equal(idx.blk[1].usize, 100);
 	assert_non_null(strstr(idx.why, "the index says 101"));
 	assert_int_equal(idx.blk[2].uoff, 200);		/* the others stay in place */
-	assert_int_equal(idx.usize, 540);
+	assert_int_equal(idx.usize, 541);		/* the size shown does not change ... */
+	assert_int_equal(idx.blk[5].flags, BFS_BLK_BAD);	/* ... so the end reads as damage */
 	bfs_index_destroy(&idx);
 }
 
@@ -296,6 +298,155 @@ static void test_guess_irregular_trusts_full_blocks(void **state)
 	bfs_index_destroy(&idx);
 }
 
+/* measure: every unclaimed guess is exact before the size is shown. */
+static void test_measure_makes_size_exact(void **state)
+{
+	static const uint32_t real[] = { 100, 300, 1000, 20, 10 };
+	static const uint32_t guess[] = { 100, 1000, 1000, 1000, 10 };
+	static const uint32_t flags[] = { 0, BFS_BLK_GUESS, BFS_BLK_GUESS | BFS_BLK_CLAIMED,
+					  BFS_BLK_GUESS, 0 };
+	uint8_t file[80];
+	struct bfs_index idx;
+	struct bfs_io io;
+
+	(void)state;
+	fill_sizes(file, real, 5);
+	bfs_io_init_mem(&io, file, sizeof(file));
+	setup_index(&idx, sizeof(file));
+	add_guessed(&idx, guess, flags, 5);
+	assert_int_equal(bfs_index_measure(&idx, &io, &fake, NULL), 0);
+	assert_int_equal(idx.blk[1].usize, 300);
+	assert_int_equal(idx.blk[1].flags, 0);
+	/* a claim is the file's word: kept for settle to check, in order */
+	assert_int_equal(idx.blk[2].usize, 1000);
+	assert_int_equal(idx.blk[2].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
+	assert_int_equal(idx.blk[3].usize, 20);
+	assert_int_equal(idx.blk[3].uoff, 1400);
+	assert_int_equal(idx.blk[4].uoff, 1420);
+	assert_int_equal(idx.usize, 1430);
+	assert_int_equal(idx.max_usize, 1000);
+	assert_int_equal(atomic_load(&idx.nexact), 2);
+	assert_int_equal(bfs_index_settle(&idx, &io, &fake, UINT64_MAX), 0);
+	assert_int_equal(atomic_load(&idx.nexact), 5);
+	assert_int_equal(idx.usize, 1430);
+	bfs_index_destroy(&idx);
+}
+
+/* A guess that does not measure keeps its size and fails alone. */
+static void test_measure_poisons_in_place(void **state)
+{
+	static const uint32_t real[] = { 100, 0, 50 };
+	static const uint32_t guess[] = { 100, 100, 50 };
+	static const uint32_t flags[] = { 0, BFS_BLK_GUESS, 0 };
+	uint8_t file[48];
+	struct bfs_index idx;
+	struct bfs_io io;
+
+	(void)state;
+	fill_sizes(file, real, 3);
+	bfs_io_init_mem(&io, file, sizeof(file));
+	setup_index(&idx, sizeof(file));
+	add_guessed(&idx, guess, flags, 3);
+	assert_int_equal(bfs_index_measure(&idx, &io, &fake, NULL), 0);
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD);
+	assert_int_equal(idx.blk[1].usize, 100);
+	assert_int_equal(idx.blk[2].uoff, 200);
+	assert_int_equal(idx.usize, 250);
+	assert_non_null(strstr(idx.why, "fake corruption"));
+	assert_int_equal(atomic_load(&idx.nexact), 3);
+	bfs_index_destroy(&idx);
+}
+
+/* A run that holds what the file says it does: nothing changes. */
+static void test_measure_checks_sums(void **state)
+{
+	static const uint32_t real[] = { 100, 30, 100, 7, 40 };
+	static const uint32_t guess[] = { 100, 100, 100, 7, 40 };
+	static const uint32_t flags[] = { 0, BFS_BLK_GUESS, 0, 0, 0 };
+	uint8_t file[80];
+	struct bfs_index idx;
+	struct bfs_io io;
+
+	(void)state;
+	fill_sizes(file, real, 5);
+	bfs_io_init_mem(&io, file, sizeof(file));
+	setup_index(&idx, sizeof(file));
+	add_guessed(&idx, guess, flags, 5);
+	assert_int_equal(bfs_index_expect_sum(&idx, 0, 3, 237), 0);
+	assert_int_equal(bfs_index_expect_sum(&idx, 4, 4, 40), 0);
+	assert_int_equal(bfs_index_measure(&idx, &io, &fake, NULL), 0);
+	assert_false(idx.broken);
+	assert_int_equal(idx.n, 5);
+	assert_int_equal(idx.usize, 277);
+	assert_null(idx.sums);
+	bfs_index_destroy(&idx);
+}
+
+/* A run that holds another total ends the file after it, as damage. */
+static void test_measure_sum_mismatch_ends_file(void **state)
+{
+	static const uint32_t real[] = { 100, 30, 100, 40 };
+	static const uint32_t guess[] = { 100, 100, 100, 40 };
+	static const uint32_t flags[] = { 0, BFS_BLK_GUESS, 0, 0 };
+	uint8_t file[64];
+	struct bfs_index idx;
+	struct bfs_io io;
+	size_t k;
+
+	(void)state;
+	fill_sizes(file, real, 4);
+	bfs_io_init_mem(&io, file, sizeof(file));
+	setup_index(&idx, sizeof(file));
+	add_guessed(&idx, guess, flags, 4);
+	assert_int_equal(bfs_index_expect_sum(&idx, 0, 2, 300), 0);	/* holds 230 */
+	assert_int_equal(bfs_index_measure(&idx, &io, &fake, NULL), 0);
+	assert_true(idx.broken);
+	assert_non_null(strstr(idx.why, "holds 230 bytes, its header says 300"));
+	assert_int_equal(idx.n, 4);			/* three blocks, then the poison */
+	assert_int_equal(idx.blk[3].flags, BFS_BLK_BAD);
+	assert_int_equal(idx.blk[3].uoff, 230);
+	assert_int_equal(idx.usize, 231);
+	assert_int_equal(bfs_index_find(&idx, 229, &k), 0);
+	assert_int_equal(k, 2);
+	bfs_index_destroy(&idx);
+}
+
+/* On a work queue the result is the same, whoever measures what. */
+static void test_measure_in_parallel(void **state)
+{
+	enum { N = 3000 };
+	static uint8_t file[16 * N];
+	static uint32_t real[N], guess[N], flags[N];
+	struct bfs_workq *wq;
+	struct bfs_index idx;
+	struct bfs_io io;
+	uint64_t total = 0;
+
+	(void)state;
+	for (size_t i = 0; i < N; i++) {
+		real[i] = 1 + (uint32_t)(i * 7919 % 1000);
+		guess[i] = 1000;
+		flags[i] = i % 3 ? BFS_BLK_GUESS : 0;
+		if (!flags[i])
+			guess[i] = real[i];
+		total += real[i];
+	}
+	fill_sizes(file, real, N);
+	bfs_io_init_mem(&io, file, sizeof(file));
+	assert_int_equal(bfs_workq_new(&wq, 3, 16, NULL), 0);
+	setup_index(&idx, sizeof(file));
+	add_guessed(&idx, guess, flags, N);
+	assert_int_equal(bfs_index_measure(&idx, &io, &fake, wq), 0);
+	assert_int_equal(idx.usize, total);
+	assert_int_equal(atomic_load(&idx.nexact), N);
+	for (size_t i = 0, at = 0; i < N; at += real[i++]) {
+		assert_int_equal(idx.blk[i].usize, real[i]);
+		assert_int_equal(idx.blk[i].uoff, at);
+	}
+	bfs_index_destroy(&idx);
+	bfs_workq_free(wq);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +462,11 @@ int main(void)
 		cmocka_unit_test(test_guess_irregular_doubts_the_odd_ones),
 		cmocka_unit_test(test_guess_irregular_without_majority),
 		cmocka_unit_test(test_guess_irregular_trusts_full_blocks),
+		cmocka_unit_test(test_measure_makes_size_exact),
+		cmocka_unit_test(test_measure_poisons_in_place),
+		cmocka_unit_test(test_measure_checks_sums),
+		cmocka_unit_test(test_measure_sum_mismatch_ends_file),
+		cmocka_unit_test(test_measure_in_parallel),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

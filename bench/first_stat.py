@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""The cost of the first stat(2) of a big compressed file on a fresh mount.
+
+st_size is exact from the first stat, so a file whose sizes the format
+does not state (a stock `lz4` file has no content size) is measured then:
+every block parsed once, in parallel on the workers. This times that first
+stat against decoding the whole file with `lz4 -dc > /dev/null`, in paired
+rounds (each round: a fresh mount, one stat, unmount; then the decode), and
+counts the daemon's backing reads (user.blockfs.stats "syscalls").
+
+    bench/first_stat.py [--size-mib 1024] [--rounds 5] [--opts O]
+
+Makes its data once under bench/data/first_stat/ from Debian's
+linux-source tarball: stock `lz4 -B4`, stock `lz4` (4 MiB blocks),
+python-lz4 flushing every 1..5000 bytes without a content size,
+blockfs-pack, bgzip. As root, with Debian's python3 (python3-lz4).
+"""
+import argparse
+import glob
+import os
+import random
+import statistics
+import subprocess as sp
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, "bench", "data", "first_stat")
+
+
+def make(size):
+    os.makedirs(DATA, exist_ok=True)
+    text = os.path.join(DATA, "text")
+    if not os.path.exists(text) or os.path.getsize(text) != size:
+        src = sorted(glob.glob("/usr/src/linux-source-*.tar.xz"))
+        if not src:
+            raise SystemExit("needs Debian's linux-source package")
+        sp.run("xz -dc %s | head -c %d > %s" % (src[-1], size, text), shell=True, check=True)
+        for f in glob.glob(os.path.join(DATA, "*", "*")):
+            os.unlink(f)
+    kinds = {
+        "lz4-B4": ["lz4", "-q", "-f", "-B4", text],
+        "lz4": ["lz4", "-q", "-f", text],
+        "pack": [os.path.join(REPO, "build/tools/blockfs-pack"), "-q", "-f", "-o"],
+    }
+    for k, argv in kinds.items():
+        d = os.path.join(DATA, k)
+        os.makedirs(d, exist_ok=True)
+        out = os.path.join(d, "text.lz4")
+        if not os.path.exists(out):
+            sp.run(argv + ([out, text] if k == "pack" else [out]), check=True)
+    d = os.path.join(DATA, "bgzf")
+    os.makedirs(d, exist_ok=True)
+    if not os.path.exists(os.path.join(d, "text.gz")):
+        sp.run("bgzip -@2 -c %s > %s/text.gz" % (text, d), shell=True, check=True)
+    d = os.path.join(DATA, "python-lz4")
+    os.makedirs(d, exist_ok=True)
+    out = os.path.join(d, "text.lz4")
+    if not os.path.exists(out):
+        import lz4.frame as lf
+        rng = random.Random(1)
+        c = lf.LZ4FrameCompressor(block_size=lf.BLOCKSIZE_MAX64KB, block_linked=False,
+                                  auto_flush=True)
+        with open(text, "rb") as f, open(out, "wb") as o:
+            o.write(c.begin())
+            while True:
+                piece = f.read(rng.randint(1, 5000))
+                if not piece:
+                    break
+                o.write(c.compress(piece))
+            o.write(c.flush())
+    return text
+
+
+def first_stat(binary, opts, src, mnt):
+    d = sp.Popen([binary, "-f", src, mnt] + (["-o", opts] if opts else []))
+    try:
+        while sp.run(["mountpoint", "-q", mnt]).returncode:
+            if d.poll() is not None:
+                raise SystemExit("blockfs did not mount")
+            time.sleep(0.02)
+        t = time.perf_counter()
+        size = os.stat(os.path.join(mnt, "text")).st_size
+        dt = time.perf_counter() - t
+        stats = os.getxattr(mnt, "user.blockfs.stats").decode()
+        calls = int(next(l.split()[1] for l in stats.splitlines() if l.startswith("backing_syscalls ")))
+    finally:
+        sp.run(["fusermount3", "-u", mnt])
+        d.wait()
+    return dt, size, calls
+
+
+def decode_time(path):
+    dec = ["bgzip", "-dc", path] if path.endswith(".gz") else ["lz4", "-dc", path]
+    t = time.perf_counter()
+    # not check=True: lz4 1.9.4 exits 1 after decoding a frame with block
+    # checksums but no content checksum that a skippable frame follows
+    # (blockfs-pack's seek table), though it wrote every byte
+    sp.run(dec, stdout=sp.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size-mib", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--opts", default="")
+    ap.add_argument("--blockfs", default=os.path.join(REPO, "build/src/blockfs"))
+    a = ap.parse_args()
+    text = make(a.size_mib << 20)
+    want = os.path.getsize(text)
+    mnt = tempfile.mkdtemp(prefix="blockfs-stat.")
+    kinds = ["lz4-B4", "lz4", "python-lz4", "pack", "bgzf"]
+    res = {k: [] for k in kinds}
+    try:
+        for _ in range(a.rounds):
+            for k in kinds:
+                src = os.path.join(DATA, k)
+                backing = glob.glob(os.path.join(src, "text.*"))[0]
+                sp.run(["cat", backing], stdout=sp.DEVNULL)  # backing file warm
+                dt, size, calls = first_stat(a.blockfs, a.opts, src, mnt)
+                if size != want:
+                    raise SystemExit("%s: st_size %d, content %d" % (k, size, want))
+                res[k].append((dt, decode_time(backing), calls))
+    finally:
+        os.rmdir(mnt)
+    print("%d MiB of linux-source text, first stat on a fresh mount, %d paired rounds%s"
+          % (a.size_mib, a.rounds, ", -o " + a.opts if a.opts else ""))
+    print("| file | first stat ms (median, range) | decode ms (lz4/bgzip -dc) | stat / decode "
+          "(median, range) | backing reads |")
+    print("|---|---:|---:|---:|---:|")
+    for k in kinds:
+        r = res[k]
+        st = [x[0] * 1000 for x in r]
+        de = [x[1] * 1000 for x in r]
+        ratio = [x[0] / x[1] for x in r]
+        print("| %s | %.1f (%.1f-%.1f) | %.0f | %.3f (%.3f-%.3f) | %d |" % (
+            k, statistics.median(st), min(st), max(st), statistics.median(de),
+            statistics.median(ratio), min(ratio), max(ratio), statistics.median(x[2] for x in r)))
+
+
+if __name__ == "__main__":
+    main()
