@@ -26,22 +26,17 @@
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
 #include "blockfs/opts.h"
-#include "blockfs/prefetch.h"
+#include "blockfs/workq.h"
 
 /* Read neighbouring blocks with one pread unless the gaps waste more than this. */
 #define SPAN_SLACK (64u << 10)
-/*
- * A read within this distance of where the last one ended still counts as
- * sequential: the kernel's read-ahead sends several requests at once, and
- * they arrive slightly out of order.
- */
-#define SEQ_SLACK (2u << 20)
-/* Sequential reads in a row before read-ahead starts (advice normal). */
-#define SEQ_RUN_MIN 2
 /* Blocks this close to the end of a mapping are checked against the file's size first. */
 #define NEAR_END (1u << 20)
 /* last_bad when settling failed, not a block. */
 #define SETTLE_FAILED (SIZE_MAX - 1)
+/* A run of misses decoded on idle workers too: at least this many blocks and bytes. */
+#define PAR_BLOCKS_MIN 4
+#define PAR_BYTES_MIN (256u << 10)
 /* readpath=auto: a sequential stream through a file this large uses pread. */
 #define AUTO_PREAD_ABOVE (64ull << 20)
 
@@ -49,7 +44,7 @@
 struct tls {
 	uint8_t *cbuf;
 	size_t ccap;
-	bool quiet;		/* read-ahead: failures are for the reader to report */
+	bool quiet;		/* decoding ahead: failures are for the reader to report */
 };
 
 static atomic_uint_fast64_t next_id = 1;
@@ -321,7 +316,7 @@ static bool use_map(const struct bfs_file *f)
 	case BFS_READPATH_AUTO:
 		/* Small or randomly read files are mapped; big streams take pread. */
 		return (uint64_t)f->st.st_size <= AUTO_PREAD_ABOVE ||
-		       atomic_load_explicit(&f->seq_run, memory_order_relaxed) < SEQ_RUN_MIN;
+		       !atomic_load_explicit(&f->streaming, memory_order_relaxed);
 	default:
 		return false;
 	}
@@ -363,6 +358,60 @@ static int decode_mapped(struct bfs_file *f, size_t k, const uint8_t *base, uint
 	return 0;
 }
 
+/* Blocks [d0, d0 + n) decoded in parallel, each from its bytes at src + (coff - off0). */
+struct par_decode {
+	struct bfs_file *f;
+	size_t d0;
+	struct bfs_block **out;
+	const uint8_t *src;		/* the mapping (off0 0), or a buffer of the run */
+	uint64_t off0;
+	bool mapped, quiet;
+	atomic_int rc;			/* the first failure, or 0 */
+};
+
+static void decode_item(void *arg, size_t i)
+{
+	struct par_decode *p = arg;
+	size_t k = p->d0 + i;
+	struct tls *t = tls_get();
+	bool was = t ? t->quiet : false;
+	int rc, zero = 0;
+
+	if (t)
+		t->quiet = p->quiet;	/* a worker reports as the thread it helps */
+	if (p->mapped)
+		rc = decode_mapped(p->f, k, p->src, p->out[i]->data);
+	else
+		rc = decode_into(p->f, k, p->src + (p->f->idx.blk[k].coff - p->off0), p->out[i]->data);
+	if (t)
+		t->quiet = was;
+	if (rc < 0)
+		atomic_compare_exchange_strong(&p->rc, &zero, rc);
+}
+
+/*
+ * Decode them: on idle workers too when the run is long enough to pay for
+ * waking one, so that a READ waits for less than the decode of all of its
+ * blocks. (The workers only decode here: a READ never waits for a push.)
+ */
+static int decode_all(struct bfs_file *f, size_t d0, size_t d1, struct bfs_block **out,
+		      const uint8_t *src, uint64_t off0, bool mapped, bool quiet)
+{
+	struct par_decode p = { .f = f, .d0 = d0, .out = out, .src = src, .off0 = off0,
+				.mapped = mapped, .quiet = quiet };
+	size_t n = d1 - d0 + 1;
+	uint64_t bytes = f->idx.blk[d1].uoff + f->idx.blk[d1].usize - f->idx.blk[d0].uoff;
+
+	atomic_init(&p.rc, 0);
+	if (n >= PAR_BLOCKS_MIN && bytes >= PAR_BYTES_MIN) {
+		bfs_workq_for(f->env->workq, n, decode_item, &p);
+	} else {
+		for (size_t i = 0; i < n && atomic_load(&p.rc) == 0; i++)
+			decode_item(&p, i);
+	}
+	return atomic_load(&p.rc);
+}
+
 /*
  * Decode blocks [d0, d1] of @f into @out[0..]: from the mapping when the
  * mmap path serves @f; else the compressed bytes of the whole run with one
@@ -374,40 +423,34 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 	const struct bfs_blk *a = &f->idx.blk[d0], *b = &f->idx.blk[d1];
 	const uint8_t *base = use_map(f) ? bfs_map_enter(f->env->maps, f) : NULL;
 	uint64_t need = 0, span = 0;
-	bool spanned;
 	int rc = 0;
 
 	if (base) {
-		for (size_t k = d0; k <= d1 && rc == 0; k++)
-			rc = decode_mapped(f, k, base, out[k - d0]->data);
+		rc = decode_all(f, d0, d1, out, base, 0, true, t->quiet);
 		bfs_map_exit(f);
 		return rc;
 	}
 
 	for (size_t k = d0; k <= d1; k++)
 		need += f->idx.blk[k].clen;
-	spanned = b->coff >= a->coff && (span = b->coff + b->clen - a->coff) <= need + SPAN_SLACK;
-	if (spanned) {
+	if (b->coff >= a->coff && (span = b->coff + b->clen - a->coff) <= need + SPAN_SLACK) {
 		rc = grow(&t->cbuf, &t->ccap, span);
 		if (rc == 0)
 			rc = read_backing(f, t->cbuf, span, a->coff);
 		if (rc < 0)
 			return block_failed(f, d0, rc, rc == -EIO ? "backing file shrank" : "read failed");
+		return decode_all(f, d0, d1, out, t->cbuf, a->coff, false, t->quiet);
 	}
 	for (size_t k = d0; k <= d1; k++) {
 		const struct bfs_blk *blk = &f->idx.blk[k];
 
-		if (!spanned) {
-			rc = grow(&t->cbuf, &t->ccap, blk->clen);
-			if (rc == 0)
-				rc = read_backing(f, t->cbuf, blk->clen, blk->coff);
-			if (rc < 0)
-				return block_failed(f, k, rc,
-						    rc == -EIO ? "backing file shrank" : "read failed");
-		}
+		rc = grow(&t->cbuf, &t->ccap, blk->clen);
+		if (rc == 0)
+			rc = read_backing(f, t->cbuf, blk->clen, blk->coff);
+		if (rc < 0)
+			return block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
 		/* after grow(): realloc may have moved the buffer */
-		rc = decode_into(f, k, t->cbuf + (spanned ? blk->coff - a->coff : 0),
-				 out[k - d0]->data);
+		rc = decode_into(f, k, t->cbuf, out[k - d0]->data);
 		if (rc < 0)
 			return rc;
 	}
@@ -448,7 +491,8 @@ void bfs_readv_release(struct bfs_readv *rv)
  * run by run. Every block we were given to fill is finished (done) on
  * every path, or its waiters would wait forever.
  */
-static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_readv *rv)
+static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_readv *rv,
+		       bool quiet)
 {
 	struct bfs_cache *cache = f->env->cache;
 	size_t n = k1 - k0 + 1, run = SIZE_MAX;
@@ -460,6 +504,7 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 		return -ENOMEM;
 	if (n > BFS_READV_INLINE && !(fill = calloc(n, 1)))
 		return -ENOMEM;
+	t->quiet = quiet;
 	for (size_t i = 0; i < n && rc >= 0; i++) {
 		const struct bfs_blk *b = &f->idx.blk[k0 + i];
 
@@ -477,6 +522,8 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			BFS_COUNT(f->ctr, misses, 1);
 		else
 			BFS_COUNT(f->ctr, hits, 1);
+		if (rc == 1 && quiet)
+			rv->blk[i]->prefetched = true;	/* decoded ahead: a reader's hit counts */
 	}
 	/* Decode each run of blocks to fill; on failure finish the rest as failed. */
 	for (size_t i = 0; i <= rv->nblk; i++) {
@@ -492,22 +539,10 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			bfs_cache_done(cache, rv->blk[j], rc < 0 ? rc : 0);
 		run = SIZE_MAX;
 	}
+	t->quiet = false;
 	if (fill != fill_inline)
 		free(fill);
 	return rc < 0 ? rc : 0;
-}
-
-int bfs_file_load_block(struct bfs_file *f, size_t k, struct bfs_block *b)
-{
-	struct tls *t = tls_get();
-	int rc;
-
-	if (!t)
-		return -ENOMEM;
-	t->quiet = true;
-	rc = decode_run(f, t, k, k, &b);
-	t->quiet = false;
-	return rc;
 }
 
 void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len)
@@ -525,54 +560,6 @@ void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len)
 		k1 = atomic_load(&f->idx.nexact) - 1;
 	for (size_t k = k0; k <= k1; k++)
 		bfs_cache_drop(f->env->cache, f->id, k);
-}
-
-/*
- * After serving [@off, @off + @n) from blocks [@k0, @k1]: follow a
- * sequential reader. Read-ahead is queued in half-window refills, so most
- * requests queue nothing; a jump resets it.
- */
-static void read_ahead(struct bfs_file *f, uint64_t off, uint64_t n, size_t k0, size_t k1)
-{
-	const struct bfs_file_env *env = f->env;
-	int advice = atomic_load_explicit(&f->advice, memory_order_relaxed);
-	uint64_t end = off + n, was = atomic_exchange(&f->seq_next, end);
-	uint64_t window, from;
-	bool seq = off + SEQ_SLACK >= was && off <= was + SEQ_SLACK;
-	unsigned int run;
-
-	if (seq) {
-		run = atomic_fetch_add(&f->seq_run, 1) + 1;
-	} else {
-		run = 0;
-		atomic_store(&f->seq_run, 0);
-		atomic_store(&f->ra_next, 0);
-	}
-	/*
-	 * Blocks the reader has gone past: sequential and noreuse readers
-	 * drop them; any other sequential stream makes them the first to go,
-	 * since the kernel's page cache holds their bytes now (keep_cache).
-	 */
-	for (size_t k = k0; k <= k1 && f->idx.blk[k].uoff + f->idx.blk[k].usize <= end; k++) {
-		if (advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE)
-			bfs_cache_drop(env->cache, f->id, k);
-		else if (run >= SEQ_RUN_MIN)
-			bfs_cache_demote(env->cache, f->id, k);
-	}
-	if (!env->prefetch || !env->readahead || advice == BFS_ADV_RANDOM)
-		return;
-	/* sequential and willneed readers want read-ahead from their first read */
-	if (advice != BFS_ADV_SEQUENTIAL && advice != BFS_ADV_WILLNEED && run < SEQ_RUN_MIN)
-		return;
-	window = advice == BFS_ADV_NORMAL || advice == BFS_ADV_NOREUSE ? env->readahead :
-									  2 * env->readahead;
-	from = atomic_load(&f->ra_next);
-	if (from < end)
-		from = end;
-	if (from - end >= window / 2)
-		return;			/* still more than half a window ahead */
-	atomic_store(&f->ra_next, end + window);
-	bfs_prefetch_range(env->prefetch, f, from, end + window - from);
 }
 
 /* bfs_file_readv(); @reader: a reader's request (counted, drives read-ahead). */
@@ -614,7 +601,7 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 		goto out_err;
 	rc = readv_reserve(rv, k1 - k0 + 1);
 	if (rc == 0)
-		rc = take_blocks(f, k0, k1, rv);
+		rc = take_blocks(f, k0, k1, rv, !reader);
 	if (rc < 0)
 		goto out_err;
 	for (size_t i = 0; i < rv->nblk; i++) {
@@ -628,10 +615,8 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 						     .iov_len = take };
 		done += take;
 	}
-	if (reader) {
+	if (reader)
 		BFS_COUNT(f->ctr, bytes, done);
-		read_ahead(f, off, done, k0, k1);
-	}
 	return (ssize_t)done;
 
 out_err:

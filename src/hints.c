@@ -357,6 +357,7 @@ int bfs_stats_format(const struct bfs_counters *c, const struct bfs_cache *cache
 		{ "decompress_ns", LOAD(m, decode_ns) },
 		{ "blocks_prefetched", LOAD(m, prefetched) },
 		{ "prefetched_used", LOAD(m, prefetch_used) },
+		{ "pushed_bytes", LOAD(m, pushed) },
 		{ "backing_syscalls", LOAD(m, syscalls) },
 		{ "checksum_failures", LOAD(m, csum_failures) },
 		{ "errors", LOAD(m, errors) },

@@ -21,7 +21,7 @@
 #include "blockfs/hints.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
-#include "blockfs/prefetch.h"
+#include "blockfs/workq.h"
 
 #define CLAIMED INT_MIN
 
@@ -185,6 +185,39 @@ static const uint8_t *map_locked(struct bfs_maps *m, struct bfs_file *f)
 	return base;
 }
 
+struct populate_job {
+	struct bfs_work work;
+	struct bfs_file *f;		/* a reference and a use of its descriptor */
+};
+
+static void populate_run(struct bfs_work *w)
+{
+	struct populate_job *j = (struct populate_job *)w;
+
+	bfs_map_populate(j->f);
+	bfs_file_unuse(j->f);
+	bfs_file_put(j->f);
+	free(j);
+}
+
+/* populate=async: pre-fault a new mapping from a worker; a hint, so no errors. */
+static void queue_populate(struct bfs_file *f)
+{
+	struct populate_job *j;
+
+	if (!bfs_workq_threads(f->env->workq) || !bfs_file_use(f))
+		return;
+	j = malloc(sizeof(*j));
+	if (j) {
+		*j = (struct populate_job){ .work.fn = populate_run, .f = bfs_file_get(f) };
+		if (bfs_workq_try(f->env->workq, &j->work))
+			return;
+		bfs_file_put(f);
+		free(j);
+	}
+	bfs_file_unuse(f);
+}
+
 const uint8_t *bfs_map_enter(struct bfs_maps *m, struct bfs_file *f)
 {
 	const uint8_t *base;
@@ -213,7 +246,7 @@ const uint8_t *bfs_map_enter(struct bfs_maps *m, struct bfs_file *f)
 entered:
 	atomic_store_explicit(&f->map_used, atomic_fetch_add(&m->tick, 1), memory_order_relaxed);
 	if (fresh && m->populate == BFS_POPULATE_ASYNC)
-		bfs_prefetch_populate(f->env->prefetch, f);
+		queue_populate(f);
 	return base;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "blockfs/file.h"
+#include "blockfs/stream.h"
 #include "fs_i.h"
 #include "ops.h"
 #include "xattr.h"
@@ -59,46 +60,16 @@ int bfs_kernel_errno(int rc)
 	}
 }
 
-/* Bytes per notify_store message; a multiple of the page size. */
-#define PUSH_SLICE (1u << 20)
-
 /*
- * willneed=kernel: decoded bytes go straight into the kernel's page cache
- * of the file, so later reads never reach the daemon. The kernel marks a
- * page up to date only when one message fills it whole, so a slice may
- * gather several blocks' buffers, and slices start on pages (@off does).
- * Failure (the kernel forgot the inode, memory) only loses the hint.
+ * Decoded bytes into the kernel's page cache of @ino (push.h): one buffer,
+ * which libfuse sends without copying it. Called from workers only.
  */
-static void push_pages(void *ctx, uint64_t ino, uint64_t off, const struct iovec *iov, size_t cnt)
+static int push_page_cache(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len)
 {
-	struct fuse_session *se = ctx;
-	struct fuse_bufvec *bv = malloc(sizeof(*bv) + cnt * sizeof(bv->buf[0]));
-	size_t i = 0, at = 0;		/* position in @iov */
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
 
-	if (!bv)
-		return;
-	while (i < cnt) {
-		size_t want = PUSH_SLICE, len = 0;
-
-		*bv = (struct fuse_bufvec){ .count = 0 };
-		for (; i < cnt && want; ) {
-			size_t n = iov[i].iov_len - at < want ? iov[i].iov_len - at : want;
-
-			bv->buf[bv->count++] = (struct fuse_buf){ .size = n,
-								  .mem = (char *)iov[i].iov_base + at };
-			want -= n;
-			len += n;
-			at += n;
-			if (at == iov[i].iov_len) {
-				i++;
-				at = 0;
-			}
-		}
-		if (fuse_lowlevel_notify_store(se, (fuse_ino_t)ino, (off_t)off, bv, 0) != 0)
-			break;
-		off += len;
-	}
-	free(bv);
+	bv.buf[0].mem = (void *)buf;
+	return fuse_lowlevel_notify_store(ctx, (fuse_ino_t)ino, (off_t)off, &bv, 0);
 }
 
 static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -106,7 +77,7 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	struct bfs_fs *fs = userdata;
 
 	fs->env.push_ctx = fs->se;
-	fs->env.push = push_pages;
+	fs->env.push = push_page_cache;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
@@ -161,26 +132,31 @@ static void bfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget
 }
 
 /*
- * An open file handle (fi->fh): a reference to the version it reads and a
- * use of its descriptor. Handles are listed so that the ones the kernel
- * never releases (a lazy unmount, SIGTERM with files open) are closed at
- * exit instead of leaking. One mount per process, so the list is static.
+ * An open file handle (fi->fh): a reader's stream of the version it reads,
+ * and a use of that version's descriptor. Handles are listed so that the
+ * ones the kernel never releases (a lazy unmount, SIGTERM with files open)
+ * are closed at exit instead of leaking. One mount per process, so the
+ * list is static.
  */
 struct handle {
-	struct bfs_file *f;
+	struct bfs_stream *s;		/* holds the version */
 	struct handle *prev, *next;	/* protected by handles_lock */
 };
 
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct handle *handles;
 
-static struct handle *handle_new(struct bfs_file *f)
+static struct handle *handle_new(struct bfs_file *f, fuse_ino_t ino)
 {
 	struct handle *h = malloc(sizeof(*h));
 
 	if (!h)
 		return NULL;
-	*h = (struct handle){ .f = f };
+	*h = (struct handle){ 0 };
+	if (bfs_stream_new(&h->s, f, ino) < 0) {
+		free(h);
+		return NULL;
+	}
 	pthread_mutex_lock(&handles_lock);
 	h->next = handles;
 	if (handles)
@@ -197,14 +173,19 @@ static void close_handle(struct handle *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	pthread_mutex_unlock(&handles_lock);
-	bfs_file_unuse(h->f);
-	bfs_file_put(h->f);
+	bfs_file_unuse(bfs_stream_file(h->s));
+	bfs_stream_free(h->s);
 	free(h);
+}
+
+static struct handle *handle_of(const struct fuse_file_info *fi)
+{
+	return (struct handle *)(uintptr_t)fi->fh;
 }
 
 static struct bfs_file *file_of(const struct fuse_file_info *fi)
 {
-	return ((struct handle *)(uintptr_t)fi->fh)->f;
+	return bfs_stream_file(handle_of(fi)->s);
 }
 
 /* The session ends: no request will come, so no release either. */
@@ -276,10 +257,10 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;
 	}
-	h = handle_new(f);
+	h = handle_new(f, ino);
+	bfs_file_put(f);		/* the stream holds its own */
 	if (!h) {
 		bfs_file_unuse(f);
-		bfs_file_put(f);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -299,9 +280,8 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
-	struct bfs_file *f = file_of(fi);
 	struct bfs_readv rv;
-	ssize_t n = bfs_file_readv(f, (uint64_t)off, size, &rv);
+	ssize_t n = bfs_stream_read(handle_of(fi)->s, (uint64_t)off, size, &rv);
 
 	(void)ino;
 	if (n < 0)
@@ -314,7 +294,7 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	close_handle((struct handle *)(uintptr_t)fi->fh);
+	close_handle(handle_of(fi));
 	fuse_reply_err(req, 0);
 }
 

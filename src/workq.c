@@ -204,9 +204,13 @@ void bfs_workq_for(struct bfs_workq *wq, size_t n, void (*fn)(void *arg, size_t 
 	 */
 	for (unsigned int h = 0; h < offered; h++) {
 		pf.helper[h] = (struct par_helper){ .work.fn = helper_run, .pf = &pf };
+		pthread_mutex_lock(&pf.lock);
 		pf.running++;
+		pthread_mutex_unlock(&pf.lock);
 		if (!bfs_workq_try(wq, &pf.helper[h].work)) {
+			pthread_mutex_lock(&pf.lock);
 			pf.running--;
+			pthread_mutex_unlock(&pf.lock);
 			offered = h;
 			break;
 		}

@@ -24,7 +24,7 @@
 #include "blockfs/file.h"
 #include "blockfs/mmap.h"
 #include "blockfs/hints.h"
-#include "blockfs/prefetch.h"
+#include "blockfs/push.h"
 #include "fs_i.h"
 #include "xattr.h"
 
@@ -299,8 +299,8 @@ static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_
 			return rc;
 		advise_backing(x->f, BFS_ADV_WILLNEED, off, len);
 		/* the FUSE inode number is the inode's address (ops.c) */
-		(void)bfs_prefetch_willneed(x->fs->env.prefetch, x->f, off, len,
-					    x->fs->opts->willneed_kernel ? (uintptr_t)x->in : 0);
+		(void)bfs_push_willneed(x->fs->env.workq, x->f,
+					x->fs->opts->willneed_kernel ? (uintptr_t)x->in : 0, off, len);
 		bfs_file_unuse(x->f);	/* the queued jobs hold their own */
 		return 0;
 	}

@@ -34,6 +34,7 @@ struct bfs_counters {
 	atomic_uint_fast64_t decoded;		/* blocks decompressed */
 	atomic_uint_fast64_t decode_ns;		/* time spent decompressing */
 	atomic_uint_fast64_t prefetched, prefetch_used;
+	atomic_uint_fast64_t pushed;		/* bytes handed to the kernel's page cache */
 	atomic_uint_fast64_t syscalls;		/* backing reads */
 	atomic_uint_fast64_t csum_failures, errors;
 };

@@ -33,27 +33,27 @@ struct bfs_cache;
 struct bfs_block;
 struct bfs_counters;
 
-struct bfs_prefetch;
 struct bfs_maps;
 struct bfs_workq;
 
 /* What every file version of one mount shares. */
 struct bfs_file_env {
 	struct bfs_cache *cache;	/* decoded blocks */
-	struct bfs_prefetch *prefetch;	/* read-ahead workers, or NULL */
-	struct bfs_workq *workq;	/* workers for the mount's own jobs, or NULL */
+	struct bfs_workq *workq;	/* workers: decoding ahead, measuring, populating; or NULL */
 	struct bfs_maps *maps;		/* live mappings (readpath mmap or auto), or NULL */
 	int readpath;			/* enum bfs_readpath for files without a hint */
 	struct bfs_counters *mount;	/* the mount's counters */
-	uint64_t readahead;		/* bytes to decode ahead of a sequential reader */
+	uint64_t readahead;		/* bytes to keep decoded ahead of a sequential reader */
 	int advice;			/* enum bfs_advice for files without a hint */
 	bool verify;			/* check block checksums */
+	uint64_t kernel_readahead;	/* the kernel's own read-ahead into the mount, bytes */
 	/*
-	 * Hand decoded bytes of the file shown as FUSE inode @ino to the
-	 * kernel's page cache (fuse_lowlevel_notify_store), or NULL: set by
-	 * ops.c once mounted. For willneed=kernel.
+	 * Hand @len decoded bytes at @off of the file shown as FUSE inode
+	 * @ino to the kernel's page cache (fuse_lowlevel_notify_store), one
+	 * buffer per call; or NULL: set by ops.c once mounted (push.h).
+	 * Return: 0 or -errno.
 	 */
-	void (*push)(void *ctx, uint64_t ino, uint64_t off, const struct iovec *iov, size_t cnt);
+	int (*push)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
 	void *push_ctx;
 };
 
@@ -70,9 +70,7 @@ struct bfs_file {
 	const struct bfs_file_env *env;
 	struct bfs_counters *ctr;	/* this version's counters (their parent: the mount's) */
 	atomic_int advice;		/* effective enum bfs_advice; set by the hint layer */
-	atomic_uint_fast64_t seq_next;	/* where a sequential reader reads next */
-	atomic_uint seq_run;		/* reads in a row that started near seq_next */
-	atomic_uint_fast64_t ra_next;	/* read-ahead is queued up to here */
+	atomic_bool streaming;		/* a reader streams through it (stream.c): readpath=auto */
 	atomic_int readpath;		/* effective enum bfs_readpath; set by the hint layer */
 	/* The mapping (mmap.c): */
 	_Atomic(const uint8_t *) map;	/* base, or NULL while unmapped */
@@ -160,8 +158,7 @@ struct bfs_readv {
  */
 ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
 void bfs_readv_release(struct bfs_readv *rv);
-/* bfs_file_readv() for blockfs itself (read-ahead pushing to the kernel):
- * not counted as a reader's request, and no read-ahead of its own. */
+/* bfs_file_readv() for blockfs itself (decoding ahead): not counted as a reader's request. */
 ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
 
 /*
@@ -169,9 +166,6 @@ ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs
  * readers holding them keep their copies.
  */
 void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len);
-
-/* Read and decode exact block @k of @f into @b (read-ahead). 0 or -errno. */
-int bfs_file_load_block(struct bfs_file *f, size_t k, struct bfs_block *b);
 
 /* bfs_file_readv() into @buf (a copy), for tools and tests. */
 ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off);

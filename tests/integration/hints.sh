@@ -279,7 +279,7 @@ t setfattr -x $A "$MNT/d/e/c"
 root=$(get . user.blockfs.stats)
 check "root stats: every key" bash -c '
 	for k in reads bytes cache_hits cache_misses blocks_decompressed decompress_ns \
-		blocks_prefetched prefetched_used backing_syscalls checksum_failures errors \
+		blocks_prefetched prefetched_used pushed_bytes backing_syscalls checksum_failures errors \
 		cached_bytes cache_bytes cache_limit; do
 		grep -q "^$k [0-9][0-9]*$" <<<"$1" || { echo "no $k"; exit 1; }
 	done' _ "$root"

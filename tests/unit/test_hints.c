@@ -293,6 +293,7 @@ static void test_stats_file(void **state)
 	BFS_COUNT(c, decode_ns, 999);
 	BFS_COUNT(c, prefetched, 4);
 	BFS_COUNT(c, prefetch_used, 3);
+	BFS_COUNT(c, pushed, 8192);
 	BFS_COUNT(c, syscalls, 5);
 	BFS_COUNT(c, csum_failures, 6);
 	BFS_COUNT(c, errors, 7);
@@ -308,6 +309,7 @@ static void test_stats_file(void **state)
 			    "decompress_ns 999\n"
 			    "blocks_prefetched 4\n"
 			    "prefetched_used 3\n"
+			    "pushed_bytes 8192\n"
 			    "backing_syscalls 5\n"
 			    "checksum_failures 6\n"
 			    "errors 7\n"

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * Threads reading file versions at once through the shared pieces: the
- * block cache, the read-ahead workers and the mmap table. Written for
- * ThreadSanitizer (tools/test.sh runs the unit suite in build-tsan), so
- * the files are small and the threads many; every byte read is checked
- * against the original, and each test asserts the path it meant to
- * exercise was taken (blocks prefetched, mappings bounded and used).
+ * Threads reading file versions at once through the shared pieces: their
+ * streams, the work queue decoding ahead (into the block cache, or pushed
+ * to a fake page cache that checks every slice), the block cache and the
+ * mmap table. Written for ThreadSanitizer (tools/test.sh runs the unit
+ * suite in build-tsan), so the files are small and the threads many;
+ * every byte read or pushed is checked against the original, and each
+ * test asserts the path it meant to exercise was taken (blocks decoded
+ * ahead, bytes pushed, mappings bounded and used).
  */
 #include "config.h"
 
@@ -30,7 +32,9 @@
 #include "blockfs/hints.h"
 #include "blockfs/mmap.h"
 #include "blockfs/opts.h"
-#include "blockfs/prefetch.h"
+#include "blockfs/push.h"
+#include "blockfs/stream.h"
+#include "blockfs/workq.h"
 
 #define NFILES 4
 #define FILE_LEN (1u << 20)		/* 16 blocks of 64 KiB */
@@ -41,7 +45,26 @@ struct fx {
 	struct bfs_file_env env;
 	uint8_t *orig[NFILES];
 	struct bfs_file *f[NFILES];
+	atomic_int bad_pushes;		/* slices misaligned, out of range or wrong */
+	atomic_uint_fast64_t pushed;
 };
+
+/*
+ * The kernel's side of notify_store, as far as a test can tell: every
+ * slice starts on a page, is whole pages unless it ends the file, lies in
+ * the file, and holds the file's bytes. Inode i + 1 is file i.
+ */
+static int fake_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	struct fx *x = ctx;
+	int i = (int)ino - 1;
+
+	if (i < 0 || i >= NFILES || off % BFS_PAGE || len == 0 || off + len > FILE_LEN ||
+	    (len % BFS_PAGE && off + len != FILE_LEN) || memcmp(buf, x->orig[i] + off, len))
+		atomic_fetch_add(&x->bad_pushes, 1);
+	atomic_fetch_add(&x->pushed, len);
+	return 0;
+}
 
 /* Compressible bytes, different per file. */
 static uint8_t *gen(size_t n, unsigned int seed)
@@ -86,8 +109,11 @@ static int lz4_file(const uint8_t *data, size_t n)
 	return fd;
 }
 
-/* Files and the shared pieces; @maps: the mmap read path with this bound. */
-static struct fx *fx_new(uint64_t cache_size, unsigned int workers, size_t max_maps)
+/*
+ * Files and the shared pieces; @maps: the mmap read path with this bound;
+ * @push: decoded ahead into the fake page cache, else the block cache.
+ */
+static struct fx *fx_new(uint64_t cache_size, unsigned int workers, size_t max_maps, bool push)
 {
 	struct fx *x = calloc(1, sizeof(*x));
 
@@ -95,8 +121,11 @@ static struct fx *fx_new(uint64_t cache_size, unsigned int workers, size_t max_m
 	x->env.mount = bfs_counters_new(NULL);
 	assert_non_null(x->env.mount);
 	assert_int_equal(bfs_cache_new(&x->env.cache, cache_size), 0);
-	if (workers)
-		assert_int_equal(bfs_prefetch_new(&x->env.prefetch, workers, 64), 0);
+	assert_int_equal(bfs_workq_new(&x->env.workq, workers, 64, NULL), 0);
+	if (push) {
+		x->env.push = fake_push;
+		x->env.push_ctx = x;
+	}
 	if (max_maps) {
 		assert_int_equal(bfs_sigbus_init(), 0);
 		assert_int_equal(bfs_maps_new(&x->env.maps, max_maps, BFS_POPULATE_ASYNC), 0);
@@ -116,7 +145,7 @@ static struct fx *fx_new(uint64_t cache_size, unsigned int workers, size_t max_m
 
 static void fx_free(struct fx *x)
 {
-	bfs_prefetch_free(x->env.prefetch);	/* first: workers hold file versions */
+	bfs_workq_free(x->env.workq);	/* first: jobs hold file versions */
 	for (int i = 0; i < NFILES; i++) {
 		bfs_file_unuse(x->f[i]);
 		bfs_file_put(x->f[i]);
@@ -142,13 +171,18 @@ static uint64_t rng(uint64_t *s)
 	return *s;
 }
 
-/* Read @n bytes at @off of file @i and compare; 0 or 1 (bad). */
-static int check_read(struct fx *x, int i, uint64_t off, size_t n, uint8_t *buf)
+/* Read @n bytes at @off of file @i through stream @s and compare; 0 or 1 (bad). */
+static int check_read(struct fx *x, struct bfs_stream *s, int i, uint64_t off, size_t n)
 {
-	ssize_t got = bfs_file_read(x->f[i], buf, n, off);
-	size_t want = off >= FILE_LEN ? 0 : FILE_LEN - off < n ? FILE_LEN - off : n;
+	size_t want = off >= FILE_LEN ? 0 : FILE_LEN - off < n ? FILE_LEN - off : n, at = 0;
+	struct bfs_readv rv;
+	ssize_t got = bfs_stream_read(s, off, n, &rv);
+	int bad = got != (ssize_t)want;
 
-	return got != (ssize_t)want || memcmp(buf, x->orig[i] + off, want) != 0;
+	for (size_t k = 0; !bad && k < rv.cnt; at += rv.iov[k++].iov_len)
+		bad = memcmp(rv.iov[k].iov_base, x->orig[i] + off + at, rv.iov[k].iov_len) != 0;
+	bfs_readv_release(&rv);
+	return bad;
 }
 
 /*
@@ -161,26 +195,29 @@ static void *reader(void *arg)
 	struct reader *r = arg;
 	struct fx *x = r->x;
 	uint64_t s = 0x9E3779B97F4A7C15u * (r->id + 1);
-	uint8_t *buf = malloc(128 << 10);
+	struct bfs_stream *st[NFILES];
 
-	assert_non_null(buf);
+	/* a stream per file, as one open handle each; inode i + 1 is file i */
+	for (int i = 0; i < NFILES; i++)
+		assert_int_equal(bfs_stream_new(&st[i], x->f[i], (uint64_t)i + 1), 0);
 	for (int n = 0; n < READS; n++) {
 		if (r->id % 2 == 0) {
 			int i = (int)(r->id / 2 + (unsigned int)n / 8) % NFILES;
 			uint64_t off = (uint64_t)(n % 8) * (128 << 10);
 
-			r->bad += check_read(x, i, off, 128 << 10, buf);
+			r->bad += check_read(x, st[i], i, off, 128 << 10);
 		} else {
 			int i = (int)(rng(&s) % NFILES);
 			uint64_t off = rng(&s) % FILE_LEN;
 			size_t len = 4096 + rng(&s) % (96 << 10);
 
-			r->bad += check_read(x, i, off, len, buf);
+			r->bad += check_read(x, st[i], i, off, len);
 			if (r->id % 3 == 0 && n % 10 == 0)
 				bfs_file_drop_range(x->f[i], off, 256 << 10);
 		}
 	}
-	free(buf);
+	for (int i = 0; i < NFILES; i++)
+		bfs_stream_free(st[i]);
 	return NULL;
 }
 
@@ -202,19 +239,49 @@ static void run_readers(struct fx *x)
 static void test_readers_with_readahead(void **state)
 {
 	/* a cache of 8 blocks for 64: read-ahead and readers evict each other */
-	struct fx *x = fx_new(512 << 10, 3, 0);
+	struct fx *x = fx_new(512 << 10, 3, 0, false);
 
 	(void)state;
 	run_readers(x);
 	assert_true(atomic_load(&x->env.mount->prefetched) > 0);
 	assert_true(atomic_load(&x->env.mount->syscalls) > 0);	/* preads */
+	assert_int_equal(atomic_load(&x->pushed), 0);
+	fx_free(x);
+}
+
+static void test_readers_with_pushes(void **state)
+{
+	/* streams push ahead; the fake kernel checks every slice */
+	struct fx *x = fx_new(512 << 10, 3, 0, true);
+
+	(void)state;
+	run_readers(x);
+	assert_true(atomic_load(&x->pushed) > 0);
+	assert_int_equal(atomic_load(&x->env.mount->pushed), atomic_load(&x->pushed));
+	assert_int_equal(atomic_load(&x->bad_pushes), 0);
+	fx_free(x);
+}
+
+/* willneed of a whole file: every page pushed once, by a few jobs. */
+static void test_willneed_pushes_every_page(void **state)
+{
+	struct fx *x = fx_new(256 << 10, 2, 0, true);
+
+	(void)state;
+	for (int i = 0; i < NFILES; i++)
+		assert_true(bfs_push_willneed(x->env.workq, x->f[i], (uint64_t)i + 1, 1000,
+					      FILE_LEN) > 0);
+	bfs_workq_free(x->env.workq);	/* runs every job */
+	x->env.workq = NULL;
+	assert_int_equal(atomic_load(&x->pushed), (uint64_t)NFILES * FILE_LEN);
+	assert_int_equal(atomic_load(&x->bad_pushes), 0);
 	fx_free(x);
 }
 
 static void test_readers_share_bounded_maps(void **state)
 {
 	/* four files through two live mappings, pre-faulted by the workers */
-	struct fx *x = fx_new(256 << 10, 2, 2);
+	struct fx *x = fx_new(256 << 10, 2, 2, false);
 
 	(void)state;
 	run_readers(x);
@@ -242,7 +309,7 @@ static uint64_t enter_cost(struct fx *x, struct bfs_file *f)
 static void test_map_bound_spares_held(void **state)
 {
 	/* two live mappings for four files, no workers: every step is ours */
-	struct fx *x = fx_new(256 << 10, 0, 2);
+	struct fx *x = fx_new(256 << 10, 0, 2, false);
 	struct bfs_file **f = x->f;
 
 	(void)state;
@@ -273,7 +340,7 @@ static void test_map_bound_spares_held(void **state)
 static void test_readers_without_cache(void **state)
 {
 	/* cache_size=0: every read decodes; read-ahead has nowhere to go */
-	struct fx *x = fx_new(0, 2, 0);
+	struct fx *x = fx_new(0, 2, 0, true);
 
 	(void)state;
 	run_readers(x);
@@ -285,6 +352,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_readers_with_readahead),
+		cmocka_unit_test(test_readers_with_pushes),
+		cmocka_unit_test(test_willneed_pushes_every_page),
 		cmocka_unit_test(test_readers_share_bounded_maps),
 		cmocka_unit_test(test_map_bound_spares_held),
 		cmocka_unit_test(test_readers_without_cache),

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One reader of one file (an open handle): the read-ahead policy. It
+ * serves the reader's READs through the block fetch (file.c) and, when
+ * the reader is sequential, keeps a window of decoded pages ahead of it
+ * in the kernel's page cache (push.h), so that its read(2) calls are page
+ * cache hits that never reach the daemon.
+ *
+ * The daemon sees no READ for pushed pages, so it learns where the reader
+ * is from a tripwire: the first page of each batch of pushes is left out,
+ * and the READ the kernel sends for it when the reader gets there moves
+ * the window on. A READ elsewhere (a jump) ends the window: jobs of the
+ * old one push nothing more.
+ *
+ * The first time the reader is sequential, the pushes start one kernel
+ * read-ahead window past its READ, because the kernel is already reading
+ * up to there and holds those pages locked.
+ */
+#ifndef BLOCKFS_STREAM_H
+#define BLOCKFS_STREAM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "blockfs/common.h"
+
+struct bfs_file;
+struct bfs_readv;
+struct bfs_stream;
+
+/**
+ * bfs_stream_new() - a reader of @f, whose pages are FUSE inode @ino's.
+ * Takes its own reference to @f. Return: 0 or -ENOMEM.
+ */
+BFS_MUST_CHECK int bfs_stream_new(struct bfs_stream **out, struct bfs_file *f, uint64_t ino);
+void bfs_stream_free(struct bfs_stream *s);	/* NULL is a no-op */
+
+/* The file version @s reads. */
+struct bfs_file *bfs_stream_file(const struct bfs_stream *s);
+
+/**
+ * bfs_stream_read() - serve a READ of @size bytes at @off (bfs_file_readv()
+ * semantics for @rv and the result), then move the read-ahead window.
+ * Context: a FUSE thread; never waits for a push.
+ */
+ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct bfs_readv *rv);
+
+/* --- the window's arithmetic (stream.c; exposed for the unit tests) ------- */
+
+struct bfs_window {
+	uint64_t next;		/* where the reader's next READ is expected */
+	unsigned int run;	/* READs in a row that went on from the last one */
+	uint64_t pushed;	/* pushes are queued up to here */
+	uint64_t trip;		/* the page left out as the tripwire, or UINT64_MAX */
+	unsigned int gen;	/* bumped by a jump */
+};
+
+/* What to queue after a READ: [from, to) in chunks, leaving out @trip. */
+struct bfs_window_plan {
+	uint64_t from, to, trip;
+};
+
+struct bfs_window_cfg {
+	uint64_t size;		/* bytes to keep ahead of the reader */
+	uint64_t gap;		/* the kernel's read-ahead: the first pushes start past it */
+	uint64_t eof;		/* the file's size */
+	unsigned int run_min;	/* sequential READs before pushing starts (0: at once) */
+};
+
+void bfs_window_init(struct bfs_window *w);
+
+/**
+ * bfs_window_step() - the reader's READ [@off, @end) was served.
+ * Return: true with *@plan set when a batch of pushes should be queued
+ * (the window's pushed mark already covers it; bfs_window_retreat() if
+ * some of it could not be queued).
+ */
+bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uint64_t off,
+		     uint64_t end, struct bfs_window_plan *plan);
+
+/* Queuing stopped at @at (a full queue): the next READ tries from there. */
+void bfs_window_retreat(struct bfs_window *w, uint64_t at);
+
+#endif

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A reader's stream (contract in stream.h): serve its READs through the
+ * block fetch, then move its window of pushes. Above push.c and file.c,
+ * below ops.c; the window's arithmetic is pure (bfs_window_*), the rest
+ * is bookkeeping around it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "blockfs/cache.h"
+#include "blockfs/file.h"
+#include "blockfs/hints.h"
+#include "blockfs/push.h"
+#include "blockfs/stream.h"
+#include "blockfs/workq.h"
+
+/*
+ * A READ within this distance of where the reader was still counts as
+ * going on from there: the kernel's read-ahead sends several requests at
+ * once, and they arrive slightly out of order.
+ */
+#define SEQ_SLACK (2u << 20)
+/* Sequential READs in a row before pushing starts, under advice normal. */
+#define SEQ_RUN_MIN 2
+
+struct bfs_stream {
+	struct bfs_file *f;		/* one reference */
+	uint64_t ino;
+	struct bfs_push_window *pw;	/* shared with the queued jobs */
+	pthread_mutex_t lock;		/* protects win; never held while queuing or reading */
+	struct bfs_window win;
+};
+
+static uint64_t page_down(uint64_t x)
+{
+	return x & ~(uint64_t)(BFS_PAGE - 1);
+}
+
+static uint64_t page_up(uint64_t x)
+{
+	return page_down(x + BFS_PAGE - 1);
+}
+
+void bfs_window_init(struct bfs_window *w)
+{
+	*w = (struct bfs_window){ .trip = UINT64_MAX };
+}
+
+bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uint64_t off,
+		     uint64_t end, struct bfs_window_plan *plan)
+{
+	bool tripped = w->trip != UINT64_MAX && off <= w->trip && w->trip < end;
+	uint64_t ahead = w->pushed > w->next ? w->pushed : w->next;
+	uint64_t back = cfg->size > SEQ_SLACK ? cfg->size : SEQ_SLACK;
+	uint64_t from, to, half = page_down(cfg->size / 2);
+
+	/*
+	 * Anywhere from a window behind the furthest READ (the kernel's
+	 * read-ahead READs arrive out of order) to just past the pushes.
+	 */
+	if (tripped || (off + back >= w->next && off <= ahead + SEQ_SLACK)) {
+		w->run++;
+	} else {
+		w->run = 1;		/* a jump: this READ starts a new run */
+		w->gen++;
+		w->pushed = 0;
+		w->trip = UINT64_MAX;
+	}
+	if (end > w->next)
+		w->next = end;
+	if (tripped)
+		w->trip = UINT64_MAX;
+	if (w->run < cfg->run_min || cfg->size < 2 * BFS_PAGE)
+		return false;
+	if (w->pushed >= end && w->pushed - end >= half)
+		return false;		/* still half a window ahead */
+	from = w->pushed;
+	if (from < page_up(end))
+		from = page_up(end) + page_up(cfg->gap);	/* the kernel reads up to there */
+	to = page_down(end + cfg->size);
+	if (to > cfg->eof || end + cfg->size >= cfg->eof)
+		to = cfg->eof;
+	if (from >= to)
+		return false;
+	/* half a window before the end of the batch, so that it trips with that much to go */
+	plan->trip = to > from + half ? page_down(to - half) : from;
+	if (to == cfg->eof && plan->trip >= page_down(cfg->eof))
+		plan->trip = from;	/* never the partial last page: nothing follows it */
+	plan->from = from;
+	plan->to = to;
+	w->pushed = to;
+	w->trip = plan->trip;
+	return true;
+}
+
+void bfs_window_retreat(struct bfs_window *w, uint64_t at)
+{
+	if (at < w->pushed)
+		w->pushed = at;
+	if (w->trip != UINT64_MAX && w->trip >= at)
+		w->trip = UINT64_MAX;
+}
+
+int bfs_stream_new(struct bfs_stream **out, struct bfs_file *f, uint64_t ino)
+{
+	struct bfs_stream *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->pw = bfs_push_window_new();
+	if (!s->pw) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->f = bfs_file_get(f);
+	s->ino = ino;
+	pthread_mutex_init(&s->lock, NULL);
+	bfs_window_init(&s->win);
+	*out = s;
+	return 0;
+}
+
+void bfs_stream_free(struct bfs_stream *s)
+{
+	if (!s)
+		return;
+	/* queued jobs of this stream push nothing more */
+	atomic_fetch_add(&s->pw->gen, 1);
+	bfs_push_window_put(s->pw);
+	pthread_mutex_destroy(&s->lock);
+	bfs_file_put(s->f);
+	free(s);
+}
+
+struct bfs_file *bfs_stream_file(const struct bfs_stream *s)
+{
+	return s->f;
+}
+
+/*
+ * Blocks a READ of a sequential reader served whole: the kernel's page
+ * cache holds their bytes now (keep_cache), so blockfs's copy goes, and
+ * its buffer is reused while still hot. (Decoding into a buffer that has
+ * been sitting in a big cache, or into new memory, cost a third more:
+ * 225 against 150 ms of decoding for 512 MiB of lz4 -B4.) Random readers
+ * keep them: what a block holds beyond the READ is what they may want.
+ */
+static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, unsigned int run)
+{
+	size_t k0, k1;
+
+	if (end <= off || bfs_index_find(&f->idx, off, &k0) < 0 ||
+	    bfs_index_find(&f->idx, end - 1, &k1) < 0)
+		return;
+	for (size_t k = k0; k <= k1 && f->idx.blk[k].uoff + f->idx.blk[k].usize <= end; k++) {
+		if (advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE ||
+		    run >= SEQ_RUN_MIN)
+			bfs_cache_drop(f->env->cache, f->id, k);
+	}
+}
+
+/* Queue [@p->from, @p->to) in chunks; the mark where queuing stopped, or @p->to. */
+static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p, unsigned int gen)
+{
+	struct bfs_file *f = s->f;
+	const struct bfs_file_env *env = f->env;
+	uint64_t chunk = bfs_push_chunk(f), pushing = env->push ? s->ino : 0;
+
+	for (uint64_t a = p->from; a < p->to; a += chunk) {
+		struct bfs_push_req req = {
+			.f = f, .ino = pushing, .from = a, .to = a + chunk < p->to ? a + chunk : p->to,
+			.skip = pushing ? p->trip : UINT64_MAX, .win = s->pw, .gen = gen,
+		};
+
+		if (!bfs_push_try(env->workq, &req))
+			return a;
+	}
+	return p->to;
+}
+
+ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct bfs_readv *rv)
+{
+	struct bfs_file *f = s->f;
+	const struct bfs_file_env *env = f->env;
+	int advice = atomic_load_explicit(&f->advice, memory_order_relaxed);
+	struct bfs_window_cfg cfg = { .gap = env->kernel_readahead, .eof = bfs_file_size(f),
+				      .run_min = SEQ_RUN_MIN };
+	struct bfs_window_plan plan;
+	unsigned int gen, ngen, run;
+	uint64_t end = off + size, stop;
+	ssize_t n;
+	bool go;
+
+	/*
+	 * The kernel holds these pages locked until this READ is answered:
+	 * from now on pushes skip them, instead of waiting for the reply and
+	 * then copying the same bytes again.
+	 */
+	for (uint64_t seen = atomic_load(&s->pw->served); seen < end;)
+		if (atomic_compare_exchange_weak(&s->pw->served, &seen, end))
+			break;
+	if (!f->codec || off >= cfg.eof)
+		return bfs_file_readv(f, off, size, rv);
+	if (end > cfg.eof)
+		end = cfg.eof;
+	switch (advice) {
+	case BFS_ADV_RANDOM:
+		cfg.size = 0;
+		break;
+	case BFS_ADV_SEQUENTIAL:
+	case BFS_ADV_WILLNEED:
+		cfg.size = 2 * env->readahead;	/* and from the first READ */
+		cfg.run_min = 0;
+		break;
+	default:
+		cfg.size = env->readahead;
+	}
+	if (!bfs_workq_threads(env->workq))
+		cfg.size = 0;
+	pthread_mutex_lock(&s->lock);
+	gen = s->win.gen;
+	go = bfs_window_step(&s->win, &cfg, off, end, &plan);
+	run = s->win.run;
+	ngen = s->win.gen;
+	if (ngen != gen)		/* a jump: the old window's jobs stop */
+		atomic_store(&s->pw->gen, ngen);
+	pthread_mutex_unlock(&s->lock);
+	atomic_store_explicit(&f->streaming, run >= SEQ_RUN_MIN, memory_order_relaxed);
+	/*
+	 * Queued as the READ arrives, not once it is served: the kernel sends
+	 * its read-ahead READs together, and they finish in any order.
+	 */
+	if (go) {
+		stop = queue_plan(s, &plan, ngen);
+		if (stop < plan.to) {
+			pthread_mutex_lock(&s->lock);
+			bfs_window_retreat(&s->win, stop);
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+	n = bfs_file_readv(f, off, size, rv);
+	if (n > 0)
+		behind(f, off, off + (uint64_t)n, advice, run);
+	return n;
+}
