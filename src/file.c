@@ -125,6 +125,7 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 	f->codec = codec;
 	f->env = env;
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
+	bfs_map_init(&f->map, (size_t)f->st.st_size);
 	bfs_index_init(&f->idx, (uint64_t)f->st.st_size);
 	if (codec) {
 		if (side >= 0 && fstat(side, &sst) == 0 && S_ISREG(sst.st_mode)) {
@@ -157,7 +158,7 @@ void bfs_file_put(struct bfs_file *f)
 {
 	if (!f || atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) != 1)
 		return;
-	bfs_map_drop(f->env->maps, f);
+	bfs_map_drop(f->env->maps, &f->map);
 	if (f->fd >= 0)
 		close(f->fd);
 	pthread_mutex_destroy(&f->fd_lock);
@@ -307,6 +308,76 @@ static int decode_into(struct bfs_file *f, size_t k, const uint8_t *src, uint8_t
 	return 0;
 }
 
+/* The mapping lost a page: pread from now on, and say so once. */
+static void map_failed(struct bfs_file *f)
+{
+	if (bfs_map_fail(&f->map))
+		bfs_err("%s: the backing file shrank under its mapping: reading with pread",
+			f->name);
+}
+
+struct populate_job {
+	struct bfs_work work;
+	struct bfs_file *f;		/* a reference and a use of its descriptor */
+};
+
+static void populate_run(struct bfs_work *w)
+{
+	struct populate_job *j = (struct populate_job *)w;
+	const uint8_t *base = bfs_file_map_enter(j->f, false);
+
+	if (base) {
+		if (bfs_map_populate(&j->f->map, base) < 0)
+			map_failed(j->f);
+		bfs_file_map_exit(j->f);
+	}
+	bfs_file_unuse(j->f);
+	bfs_file_put(j->f);
+	free(j);
+}
+
+/* populate=async: pre-fault a new mapping from a worker; a hint, so no errors. */
+static void queue_populate(struct bfs_file *f)
+{
+	struct populate_job *j;
+
+	if (!bfs_workq_threads(f->env->workq) || !bfs_file_use(f))
+		return;
+	j = malloc(sizeof(*j));
+	if (j) {
+		*j = (struct populate_job){ .work.fn = populate_run, .f = bfs_file_get(f) };
+		if (bfs_workq_try(f->env->workq, &j->work))
+			return;
+		bfs_file_put(f);
+		free(j);
+	}
+	bfs_file_unuse(f);
+}
+
+const uint8_t *bfs_file_map_enter(struct bfs_file *f, bool make)
+{
+	const uint8_t *base;
+	int made;
+
+	if (!make && !bfs_map_live(&f->map))
+		return NULL;
+	base = bfs_map_enter(f->env->maps, &f->map, f->fd,
+			     bfs_advice_madv(atomic_load(&f->advice)), &made);
+	if (made < 0)
+		bfs_warn("%s: cannot map (%s): reading with pread", f->name, strerror(-made));
+	if (made > 0) {
+		BFS_COUNT(f->ctr, syscalls, 1);
+		if (bfs_maps_populate_async(f->env->maps))
+			queue_populate(f);
+	}
+	return base;
+}
+
+void bfs_file_map_exit(struct bfs_file *f)
+{
+	bfs_map_exit(&f->map);
+}
+
 /* Does the mmap path serve this read? */
 static bool use_map(const struct bfs_file *f)
 {
@@ -342,7 +413,7 @@ static int decode_mapped(struct bfs_file *f, size_t k, const uint8_t *base, uint
 	    (fstat(f->fd, &st) < 0 || (uint64_t)st.st_size < blk->coff + blk->clen))
 		return block_failed(f, k, -EIO, "backing file shrank");
 	if (sigsetjmp(g->env, 0)) {
-		bfs_map_fail(f);
+		map_failed(f);
 		return block_failed(f, k, -EIO, "SIGBUS: backing file shrank under its mapping");
 	}
 	t0 = now_ns();
@@ -421,13 +492,13 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 		      struct bfs_block **out)
 {
 	const struct bfs_blk *a = &f->idx.blk[d0], *b = &f->idx.blk[d1];
-	const uint8_t *base = use_map(f) ? bfs_map_enter(f->env->maps, f) : NULL;
+	const uint8_t *base = use_map(f) ? bfs_file_map_enter(f, true) : NULL;
 	uint64_t need = 0, span = 0;
 	int rc = 0;
 
 	if (base) {
 		rc = decode_all(f, d0, d1, out, base, 0, true, t->quiet);
-		bfs_map_exit(f);
+		bfs_file_map_exit(f);
 		return rc;
 	}
 

@@ -16,18 +16,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "blockfs/cache.h"
-#include "blockfs/file.h"
-#include "blockfs/hints.h"
-#include "blockfs/log.h"
 #include "blockfs/mmap.h"
-#include "blockfs/workq.h"
 
 #define CLAIMED INT_MIN
 
 struct bfs_maps {
 	pthread_mutex_t lock;		/* protects the list and count */
-	struct bfs_file *head;		/* live mappings */
+	struct bfs_map *head;		/* live mappings */
 	size_t count, max_live;
 	int populate;			/* enum bfs_populate */
 	atomic_uint_fast64_t tick;
@@ -89,6 +84,11 @@ void bfs_maps_free(struct bfs_maps *m)
 	free(m);
 }
 
+bool bfs_maps_populate_async(const struct bfs_maps *m)
+{
+	return m && m->populate == BFS_POPULATE_ASYNC;
+}
+
 size_t bfs_maps_live(struct bfs_maps *m)
 {
 	size_t n;
@@ -99,28 +99,34 @@ size_t bfs_maps_live(struct bfs_maps *m)
 	return n;
 }
 
-static size_t map_len(const struct bfs_file *f)
+void bfs_map_init(struct bfs_map *map, size_t len)
 {
-	return (size_t)f->st.st_size;
+	*map = (struct bfs_map){ .len = len };
+	atomic_init(&map->base, NULL);
+	atomic_init(&map->users, 0);
+	atomic_init(&map->used, 0);
+	atomic_init(&map->failed, false);
 }
 
-/* Take @f off the live list and unmap it; lock held, no user inside. */
-static void unmap_locked(struct bfs_maps *m, struct bfs_file *f)
+bool bfs_map_live(struct bfs_map *map)
 {
-	const uint8_t *base = atomic_load(&f->map);
+	return atomic_load(&map->base) != NULL;
+}
+
+/* Take @map off the live list and unmap it; lock held, no user inside. */
+static void unmap_locked(struct bfs_maps *m, struct bfs_map *map)
+{
+	const uint8_t *base = atomic_load(&map->base);
 
 	if (!base)
 		return;
-	if (f->map_prev)
-		f->map_prev->map_next = f->map_next;
-	else
-		m->head = f->map_next;
-	if (f->map_next)
-		f->map_next->map_prev = f->map_prev;
-	f->map_prev = f->map_next = NULL;
+	*(map->prev ? &map->prev->next : &m->head) = map->next;
+	if (map->next)
+		map->next->prev = map->prev;
+	map->prev = map->next = NULL;
 	m->count--;
-	atomic_store(&f->map, NULL);
-	munmap((void *)base, map_len(f));
+	atomic_store(&map->base, NULL);
+	munmap((void *)base, map->len);
 }
 
 /*
@@ -131,32 +137,31 @@ static void unmap_locked(struct bfs_maps *m, struct bfs_file *f)
 static void evict_one(struct bfs_maps *m)
 {
 	for (int tries = 0; tries < 4; tries++) {
-		struct bfs_file *pick = NULL;
+		struct bfs_map *pick = NULL;
 		uint64_t oldest = UINT64_MAX;
 		int idle = 0;
 
-		for (struct bfs_file *f = m->head; f; f = f->map_next) {
-			if (atomic_load(&f->map_users) == 0 &&
-			    atomic_load(&f->map_used) < oldest) {
-				oldest = atomic_load(&f->map_used);
-				pick = f;
+		for (struct bfs_map *p = m->head; p; p = p->next) {
+			if (atomic_load(&p->users) == 0 && atomic_load(&p->used) < oldest) {
+				oldest = atomic_load(&p->used);
+				pick = p;
 			}
 		}
 		if (!pick)
 			return;		/* all in use: over the bound by readers in flight */
-		if (atomic_compare_exchange_strong(&pick->map_users, &idle, CLAIMED)) {
+		if (atomic_compare_exchange_strong(&pick->users, &idle, CLAIMED)) {
 			unmap_locked(m, pick);
-			atomic_store(&pick->map_users, 0);
+			atomic_store(&pick->users, 0);
 			return;
 		}
 	}
 }
 
-/* Map @f; lock held. */
-static const uint8_t *map_locked(struct bfs_maps *m, struct bfs_file *f)
+/* Map @map over @fd; lock held. Return: the base, or NULL with *@made = -errno. */
+static const uint8_t *map_locked(struct bfs_maps *m, struct bfs_map *map, int fd, int advice,
+				 int *made)
 {
 	int flags = MAP_SHARED | (m->populate == BFS_POPULATE_ON ? MAP_POPULATE : 0);
-	int adv;
 	void *base;
 
 	while (m->count >= m->max_live) {
@@ -166,119 +171,78 @@ static const uint8_t *map_locked(struct bfs_maps *m, struct bfs_file *f)
 		if (m->count == before)
 			break;
 	}
-	base = mmap(NULL, map_len(f), PROT_READ, flags, f->fd, 0);
-	BFS_COUNT(f->ctr, syscalls, 1);
+	base = mmap(NULL, map->len, PROT_READ, flags, fd, 0);
 	if (base == MAP_FAILED) {
-		bfs_warn("%s: cannot map (%s): reading with pread", f->name, strerror(errno));
-		atomic_store(&f->map_failed, true);
+		*made = -errno;
+		atomic_store(&map->failed, true);
 		return NULL;
 	}
-	adv = bfs_advice_madv(atomic_load(&f->advice));
-	madvise(base, map_len(f), adv >= 0 ? adv : MADV_NORMAL);
-	f->map_prev = NULL;
-	f->map_next = m->head;
+	madvise(base, map->len, advice >= 0 ? advice : MADV_NORMAL);
+	map->prev = NULL;
+	map->next = m->head;
 	if (m->head)
-		m->head->map_prev = f;
-	m->head = f;
+		m->head->prev = map;
+	m->head = map;
 	m->count++;
-	atomic_store(&f->map, base);
+	atomic_store(&map->base, base);
+	*made = 1;
 	return base;
 }
 
-struct populate_job {
-	struct bfs_work work;
-	struct bfs_file *f;		/* a reference and a use of its descriptor */
-};
-
-static void populate_run(struct bfs_work *w)
-{
-	struct populate_job *j = (struct populate_job *)w;
-
-	bfs_map_populate(j->f);
-	bfs_file_unuse(j->f);
-	bfs_file_put(j->f);
-	free(j);
-}
-
-/* populate=async: pre-fault a new mapping from a worker; a hint, so no errors. */
-static void queue_populate(struct bfs_file *f)
-{
-	struct populate_job *j;
-
-	if (!bfs_workq_threads(f->env->workq) || !bfs_file_use(f))
-		return;
-	j = malloc(sizeof(*j));
-	if (j) {
-		*j = (struct populate_job){ .work.fn = populate_run, .f = bfs_file_get(f) };
-		if (bfs_workq_try(f->env->workq, &j->work))
-			return;
-		bfs_file_put(f);
-		free(j);
-	}
-	bfs_file_unuse(f);
-}
-
-const uint8_t *bfs_map_enter(struct bfs_maps *m, struct bfs_file *f)
+const uint8_t *bfs_map_enter(struct bfs_maps *m, struct bfs_map *map, int fd, int advice,
+			     int *made)
 {
 	const uint8_t *base;
-	bool fresh = false;
 
-	if (!m || map_len(f) == 0 || atomic_load_explicit(&f->map_failed, memory_order_relaxed))
+	*made = 0;
+	if (!m || map->len == 0 || atomic_load_explicit(&map->failed, memory_order_relaxed))
 		return NULL;
-	if (atomic_fetch_add(&f->map_users, 1) >= 0) {
-		base = atomic_load(&f->map);
+	if (atomic_fetch_add(&map->users, 1) >= 0) {
+		base = atomic_load(&map->base);
 		if (base)
 			goto entered;
 	}
-	atomic_fetch_sub(&f->map_users, 1);
+	atomic_fetch_sub(&map->users, 1);
 
 	pthread_mutex_lock(&m->lock);	/* slow path: map it, or wait out an unmap */
-	base = atomic_load(&f->map);
-	if (!base && !atomic_load(&f->map_failed)) {
-		base = map_locked(m, f);
-		fresh = base != NULL;
-	}
+	base = atomic_load(&map->base);
+	if (!base && !atomic_load(&map->failed))
+		base = map_locked(m, map, fd, advice, made);
 	if (base)
-		atomic_fetch_add(&f->map_users, 1);
+		atomic_fetch_add(&map->users, 1);
 	pthread_mutex_unlock(&m->lock);
 	if (!base)
 		return NULL;
 entered:
-	atomic_store_explicit(&f->map_used, atomic_fetch_add(&m->tick, 1), memory_order_relaxed);
-	if (fresh && m->populate == BFS_POPULATE_ASYNC)
-		queue_populate(f);
+	atomic_store_explicit(&map->used, atomic_fetch_add(&m->tick, 1), memory_order_relaxed);
 	return base;
 }
 
-void bfs_map_exit(struct bfs_file *f)
+void bfs_map_exit(struct bfs_map *map)
 {
-	atomic_fetch_sub(&f->map_users, 1);
+	atomic_fetch_sub(&map->users, 1);
 }
 
-void bfs_map_fail(struct bfs_file *f)
+bool bfs_map_fail(struct bfs_map *map)
 {
-	if (!atomic_exchange(&f->map_failed, true))
-		bfs_err("%s: the backing file shrank under its mapping: reading with pread",
-			f->name);
+	return !atomic_exchange(&map->failed, true);
 }
 
-void bfs_map_drop(struct bfs_maps *m, struct bfs_file *f)
+void bfs_map_drop(struct bfs_maps *m, struct bfs_map *map)
 {
-	if (!m || !atomic_load(&f->map))
+	if (!m || !atomic_load(&map->base))
 		return;
 	pthread_mutex_lock(&m->lock);
-	unmap_locked(m, f);
+	unmap_locked(m, map);
 	pthread_mutex_unlock(&m->lock);
 }
 
-void bfs_map_populate(struct bfs_file *f)
+int bfs_map_populate(struct bfs_map *map, const uint8_t *base)
 {
-	const uint8_t *base = bfs_map_enter(f->env->maps, f);
-	size_t len = map_len(f), page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = map->len, page = (size_t)sysconf(_SC_PAGESIZE);
 	volatile uint8_t sink = 0;
+	int rc = 0;
 
-	if (!base)
-		return;
 	madvise((void *)base, len, MADV_WILLNEED);
 	if (sigsetjmp(guard.env, 0) == 0) {
 		guard.lo = base;
@@ -288,8 +252,8 @@ void bfs_map_populate(struct bfs_file *f)
 			sink ^= base[off];	/* fault each page in, in order */
 		guard.armed = 0;
 	} else {
-		bfs_map_fail(f);
+		rc = -EIO;
 	}
 	(void)sink;
-	bfs_map_exit(f);
+	return rc;
 }

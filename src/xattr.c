@@ -160,12 +160,12 @@ static void advise_backing(struct bfs_file *f, int advice, uint64_t off, uint64_
 		return;
 	bfs_file_fadvise(f, coff, len ? clen : 0, bfs_advice_fadv(advice));
 	/* only a live mapping: a hint is no reason to map a file */
-	base = bfs_advice_madv(advice) >= 0 && atomic_load(&f->map) ? bfs_map_enter(f->env->maps, f) : NULL;
+	base = bfs_advice_madv(advice) >= 0 ? bfs_file_map_enter(f, false) : NULL;
 	if (base) {
 		uint64_t start = coff & ~(page - 1);	/* madvise wants a page-aligned start */
 
 		(void)madvise((void *)(base + start), clen + coff - start, bfs_advice_madv(advice));
-		bfs_map_exit(f);
+		bfs_file_map_exit(f);
 	}
 }
 

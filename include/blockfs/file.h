@@ -27,6 +27,7 @@
 #include "blockfs/common.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "blockfs/mmap.h"
 
 struct bfs_codec;
 struct bfs_cache;
@@ -72,12 +73,7 @@ struct bfs_file {
 	atomic_int advice;		/* effective enum bfs_advice; set by the hint layer */
 	atomic_bool streaming;		/* a reader streams through it (stream.c): readpath=auto */
 	atomic_int readpath;		/* effective enum bfs_readpath; set by the hint layer */
-	/* The mapping (mmap.c): */
-	_Atomic(const uint8_t *) map;	/* base, or NULL while unmapped */
-	atomic_int map_users;		/* threads inside it; negative while being unmapped */
-	atomic_uint_fast64_t map_used;	/* tick of the last entry, for eviction */
-	atomic_bool map_failed;		/* it faulted once: pread from now on */
-	struct bfs_file *map_prev, *map_next;	/* live list; protected by the maps lock */
+	struct bfs_map map;		/* the backing file's mapping (mmap.c), when used */
 	atomic_size_t last_bad;		/* last block logged as bad: one line per block */
 	char *name;			/* for log lines */
 };
@@ -122,6 +118,13 @@ void bfs_file_unuse(struct bfs_file *f);
 
 /* posix_fadvise(2) on the backing file if its descriptor is open; a hint, so no errors. */
 void bfs_file_fadvise(struct bfs_file *f, uint64_t off, uint64_t len, int advice);
+
+/*
+ * The backing file mapped (bfs_file_map_exit() after), if @f's mapping is
+ * live already or @make; NULL: read with pread. Makes, counts and logs.
+ */
+const uint8_t *bfs_file_map_enter(struct bfs_file *f, bool make);
+void bfs_file_map_exit(struct bfs_file *f);
 
 /* Bytes a reader sees: the decompressed size, or the backing size. */
 uint64_t bfs_file_size(const struct bfs_file *f);

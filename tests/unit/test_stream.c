@@ -302,7 +302,7 @@ static uint64_t enter_cost(struct fx *x, struct bfs_file *f)
 {
 	uint64_t before = atomic_load(&x->env.mount->syscalls);
 
-	assert_non_null(bfs_map_enter(x->env.maps, f));
+	assert_non_null(bfs_file_map_enter(f, true));
 	return atomic_load(&x->env.mount->syscalls) - before;
 }
 
@@ -315,25 +315,25 @@ static void test_map_bound_spares_held(void **state)
 	(void)state;
 	assert_int_equal(enter_cost(x, f[0]), 1);	/* held throughout */
 	assert_int_equal(enter_cost(x, f[1]), 1);
-	bfs_map_exit(f[1]);
+	bfs_file_map_exit(f[1]);
 	assert_int_equal(bfs_maps_live(x->env.maps), 2);
 	/* At the bound: the idle f1 goes, though f0 was entered before it. */
 	assert_int_equal(enter_cost(x, f[2]), 1);
-	bfs_map_exit(f[2]);
+	bfs_file_map_exit(f[2]);
 	assert_int_equal(bfs_maps_live(x->env.maps), 2);
 	assert_int_equal(enter_cost(x, f[0]), 0);	/* still mapped */
-	bfs_map_exit(f[0]);
+	bfs_file_map_exit(f[0]);
 	assert_int_equal(enter_cost(x, f[2]), 0);	/* still mapped */
 	/* f0 and f2 held: f3 can evict nothing and goes over the bound. */
 	assert_int_equal(enter_cost(x, f[3]), 1);
 	assert_int_equal(bfs_maps_live(x->env.maps), 3);
-	bfs_map_exit(f[0]);
-	bfs_map_exit(f[2]);
-	bfs_map_exit(f[3]);
+	bfs_file_map_exit(f[0]);
+	bfs_file_map_exit(f[2]);
+	bfs_file_map_exit(f[3]);
 	/* The next map trims back to the bound. */
 	assert_int_equal(enter_cost(x, f[1]), 1);
 	assert_int_equal(bfs_maps_live(x->env.maps), 2);
-	bfs_map_exit(f[1]);
+	bfs_file_map_exit(f[1]);
 	fx_free(x);
 }
 
