@@ -20,19 +20,24 @@ Variants (default: the set of the read-path issue):
                  `bgzip -i`, blockfs-pack, default options
     squashfuse   squashfuse_ll on a squashfs image (lz4, 128 KiB blocks)
     erofs        the kernel's erofs on a loop device (mkfs.erofs -zlz4hc)
-A variant NAME=bfs:FORMAT:OPTIONS mounts FORMAT with -o OPTIONS, e.g.
+A variant NAME=bfs:FORMAT:OPTIONS[:BINARY] mounts FORMAT with -o OPTIONS
+(with another blockfs binary, e.g. an older build, to compare builds), e.g.
     --variant nopush=bfs:lz4-B4:readahead=0
+    --variant before=bfs:lz4::/tmp/old/build/src/blockfs
 
 Cases: cat (to /dev/null), md5sum, grep (grep -c to a file: GNU grep stops
 at the first match when its output is /dev/null), bzip2 (-1 of the first
-32 MiB), fio4k (4 KiB psync random reads, 1 job, 3 s: IOPS, higher is
-better; reported as time per read). --load runs a busy loop on one core
+32 MiB), fio4k (4 KiB psync random reads, 1 job, 3 s, reported as time per
+read: blocks read twice are pushed whole, so most of the 3 s are page
+cache hits), cold4k (one 4 KiB read in each of 256 distinct blocks, a
+fresh mount: what a read costs that nothing has cached). --load runs a busy loop on one core
 beside every run. Data: 512 MiB (--size-mib) of Debian's linux-source
 tarball, made once under bench/data/paired/.
 """
 import argparse
 import glob
 import os
+import random
 import shutil
 import statistics
 import subprocess as sp
@@ -90,14 +95,14 @@ def prepare(size):
 class Mount:
     """A variant mounted at a fresh point; .path is the file to read."""
 
-    def __init__(self, kind, arg, opts):
+    def __init__(self, kind, arg, opts, binary=None):
         self.kind, self.mnt, self.proc = kind, tempfile.mkdtemp(prefix="blockfs-pair."), None
         if kind == "plain":
             self.path = os.path.join(DATA, "text")
             return
         self.path = os.path.join(self.mnt, "text")
         if kind == "bfs":
-            argv = [BLOCKFS, "-f", os.path.join(DATA, "src", arg), self.mnt]
+            argv = [binary or BLOCKFS, "-f", os.path.join(DATA, "src", arg), self.mnt]
             self.proc = sp.Popen(argv + (["-o", opts] if opts else []))
         elif kind == "squashfuse":
             self.proc = sp.Popen(["squashfuse_ll", "-f", os.path.join(DATA, "squashfs.img"),
@@ -124,6 +129,26 @@ class Mount:
 
 def run_case(case, path, tmp):
     """Seconds for one run of @case on @path (fio4k: seconds per 4 KiB read)."""
+    if case == "cold4k":
+        # one 4 KiB read at a random place in each of up to 256 distinct
+        # blocks (blockfs's block size; 64 KiB otherwise), in random order:
+        # reads that no cache can have seen
+        try:
+            bs = int(os.getxattr(path, "user.blockfs.block_size"))
+        except OSError:
+            bs = 65536
+        size = os.path.getsize(path)
+        rng = random.Random(7)
+        blocks = rng.sample(range(size // bs), min(256, size // bs))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            t = time.perf_counter()
+            for b in blocks:
+                os.pread(fd, 4096, b * bs + rng.randrange(0, bs - 4096))
+            return (time.perf_counter() - t) / len(blocks)
+        finally:
+            os.close(fd)
     if case == "fio4k":
         out = sp.run(["fio", "--name=r", "--filename=" + path, "--rw=randread", "--bs=4k",
                       "--ioengine=psync", "--numjobs=1", "--time_based", "--runtime=3",
@@ -143,14 +168,14 @@ def run_case(case, path, tmp):
 
 
 VARIANTS = {
-    "plain": ("plain", None, None),
-    "bfs-plain": ("bfs", "plain", ""),
-    "lz4-B4": ("bfs", "lz4-B4", ""),
-    "lz4": ("bfs", "lz4", ""),
-    "bgzf": ("bfs", "bgzf", ""),
-    "pack": ("bfs", "pack", ""),
-    "squashfuse": ("squashfuse", None, None),
-    "erofs": ("erofs", None, None),
+    "plain": ("plain", None, None, None),
+    "bfs-plain": ("bfs", "plain", "", None),
+    "lz4-B4": ("bfs", "lz4-B4", "", None),
+    "lz4": ("bfs", "lz4", "", None),
+    "bgzf": ("bfs", "bgzf", "", None),
+    "pack": ("bfs", "pack", "", None),
+    "squashfuse": ("squashfuse", None, None, None),
+    "erofs": ("erofs", None, None, None),
 }
 
 
@@ -168,8 +193,9 @@ def main():
     variants = dict(VARIANTS)
     for v in a.variant:
         name, spec = v.split("=", 1)
-        parts = spec.split(":", 2)
-        variants[name] = (parts[0], parts[1], parts[2] if len(parts) > 2 else "")
+        parts = spec.split(":", 3)
+        variants[name] = (parts[0], parts[1], parts[2] if len(parts) > 2 else "",
+                          parts[3] if len(parts) > 3 else None)
     if a.only:
         variants = {k: variants[k] for k in a.only.split(",")}
     cases = a.cases.split(",")
@@ -185,8 +211,7 @@ def main():
             for c in cases:
                 # each round starts at another variant: none is always first
                 for v in names[r % len(names):] + names[:r % len(names)]:
-                    kind, arg, opts = variants[v]
-                    m = Mount(kind, arg, opts)
+                    m = Mount(*variants[v])
                     try:
                         res[(v, c)].append(run_case(c, m.path, tmp))
                     finally:
@@ -205,7 +230,8 @@ def main():
         base = res.get((a.base, c))
         for v in variants:
             r = res[(v, c)]
-            unit = (lambda x: "%.1f us" % (x * 1e6)) if c == "fio4k" else (lambda x: "%.3f s" % x)
+            unit = (lambda x: "%.1f us" % (x * 1e6)) if c in ("fio4k", "cold4k") else \
+            (lambda x: "%.3f s" % x)
             line = "| %s | %s | %s | %s-%s |" % (c, v, unit(statistics.median(r)), unit(min(r)),
                                                   unit(max(r)))
             if base:

@@ -351,6 +351,33 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 	return 0;
 }
 
+int bfs_cache_lookup(struct bfs_cache *c, uint64_t fid, size_t blkno, struct bfs_block **out)
+{
+	uint64_t h = hash(fid, blkno);
+	struct shard *s = shard_of(c, h);
+	struct bfs_block *b;
+	int rc;
+
+	*out = NULL;
+	if (c->limit == 0)
+		return -ENOENT;
+	pthread_mutex_lock(&s->lock);
+	b = find(s, h, fid, blkno);
+	if (!b) {
+		pthread_mutex_unlock(&s->lock);
+		return -ENOENT;
+	}
+	atomic_fetch_add(&b->refs, 1);
+	rc = wait_ready(c, s, b);
+	pthread_mutex_unlock(&s->lock);
+	if (rc < 0) {
+		bfs_block_put(b);
+		return rc;
+	}
+	*out = b;
+	return 0;
+}
+
 int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 		      struct bfs_counters *acct, struct bfs_block **out)
 {

@@ -376,6 +376,48 @@ static int lz4_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *ds
 #define SMALL_BLOCK (8u << 10)
 #define WINDOW (64u << 10)
 
+/*
+ * The first @n bytes: LZ4 stops decoding there, so a 4 KiB read at the
+ * start of a 4 MiB block costs a 4 KiB decode, not 4 MiB. A block
+ * checksum covers the compressed bytes, so it is checked all the same.
+ */
+static int lz4_decode_prefix(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
+			     uint32_t n, bool verify, const char **why)
+{
+	const uint8_t *data = src + BLK_HDR_LEN;
+	uint32_t dlen;
+	bool stored;
+	int rc, got;
+
+	rc = check_block(blk, src, &stored, &dlen, why);
+	if (rc < 0)
+		return rc;
+	if (n == 0 || n >= blk->usize || blk->usize > block_cap(blk)) {
+		*why = "block decodes to a different length";
+		return -EBADMSG;
+	}
+	if (verify && (blk->flags & BFS_BLK_CSUM) &&
+	    bfs_xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
+		*why = "block checksum mismatch";
+		return -EILSEQ;
+	}
+	if (stored) {
+		if (dlen != blk->usize) {
+			*why = "block decodes to a different length";
+			return -EBADMSG;
+		}
+		memcpy(dst, data, n);
+		return 0;
+	}
+	/* srcSize is the block's exact size (Note 4 of lz4.h): no silent overrun */
+	got = LZ4_decompress_safe_partial((const char *)data, (char *)dst, (int)dlen, (int)n,
+					  (int)n);
+	if (got == (int)n)
+		return 0;
+	*why = got < 0 ? "lz4 block does not decode" : "block decodes to a different length";
+	return -EBADMSG;
+}
+
 /* Per-scan state: the io, one buffer for measuring last blocks, and the window. */
 struct walk {
 	struct bfs_io *io;
@@ -842,5 +884,6 @@ const struct bfs_codec bfs_codec_lz4 = {
 	.prelude = lz4_prelude,
 	.scan = lz4_scan,
 	.decode = lz4_decode,
+	.decode_prefix = lz4_decode_prefix,
 	.measure = lz4_measure,
 };

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -164,6 +165,7 @@ void bfs_file_put(struct bfs_file *f)
 	pthread_mutex_destroy(&f->fd_lock);
 	bfs_index_destroy(&f->idx);
 	bfs_counters_put(f->ctr);
+	free(atomic_load(&f->touched));
 	free(f->name);
 	free(f);
 }
@@ -217,6 +219,14 @@ void bfs_file_fadvise(struct bfs_file *f, uint64_t off, uint64_t len, int advice
 	if (f->fd >= 0)
 		(void)posix_fadvise(f->fd, (off_t)off, (off_t)len, advice);
 	pthread_mutex_unlock(&f->fd_lock);
+}
+
+void bfs_file_supersede(struct bfs_file *f)
+{
+	/* seq_cst both sides: a pusher counts itself, then looks at the flag */
+	atomic_store(&f->superseded, true);
+	while (atomic_load(&f->pushing))
+		sched_yield();
 }
 
 uint64_t bfs_file_size(const struct bfs_file *f)
@@ -295,11 +305,23 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int decode_into(struct bfs_file *f, size_t k, const uint8_t *src, uint8_t *dst)
+/* The codec's decode, or its decode_prefix when only the first @n bytes are wanted. */
+static int codec_decode(const struct bfs_file *f, size_t k, const uint8_t *src, uint8_t *dst,
+			uint32_t n, const char **why)
+{
+	const struct bfs_blk *blk = &f->idx.blk[k];
+
+	if (n < blk->usize)
+		return f->codec->decode_prefix(blk, src, dst, n, f->env->verify, why);
+	return f->codec->decode(blk, src, dst, f->env->verify, why);
+}
+
+/* Decode the first @n bytes of block @k (all: its usize) from @src into @dst. */
+static int decode_into(struct bfs_file *f, size_t k, const uint8_t *src, uint8_t *dst, uint32_t n)
 {
 	const char *why = "corrupt block";
 	uint64_t t0 = now_ns();
-	int rc = f->codec->decode(&f->idx.blk[k], src, dst, f->env->verify, &why);
+	int rc = codec_decode(f, k, src, dst, n, &why);
 
 	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
 	if (rc < 0)
@@ -399,7 +421,8 @@ static bool use_map(const struct bfs_file *f)
  * daemon. Nothing between sigsetjmp() and a jump changes a local that is
  * read afterwards.
  */
-static int decode_mapped(struct bfs_file *f, size_t k, const uint8_t *base, uint8_t *dst)
+static int decode_mapped(struct bfs_file *f, size_t k, const uint8_t *base, uint8_t *dst,
+			 uint32_t n)
 {
 	const struct bfs_blk *blk = &f->idx.blk[k];
 	struct bfs_guard *g = bfs_guard_get();
@@ -420,7 +443,7 @@ static int decode_mapped(struct bfs_file *f, size_t k, const uint8_t *base, uint
 	g->lo = base + blk->coff;
 	g->hi = base + blk->coff + blk->clen;
 	g->armed = 1;
-	rc = f->codec->decode(blk, base + blk->coff, dst, f->env->verify, &why);
+	rc = codec_decode(f, k, base + blk->coff, dst, n, &why);
 	g->armed = 0;
 	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
 	if (rc < 0)
@@ -451,9 +474,10 @@ static void decode_item(void *arg, size_t i)
 	if (t)
 		t->quiet = p->quiet;	/* a worker reports as the thread it helps */
 	if (p->mapped)
-		rc = decode_mapped(p->f, k, p->src, p->out[i]->data);
+		rc = decode_mapped(p->f, k, p->src, p->out[i]->data, p->out[i]->len);
 	else
-		rc = decode_into(p->f, k, p->src + (p->f->idx.blk[k].coff - p->off0), p->out[i]->data);
+		rc = decode_into(p->f, k, p->src + (p->f->idx.blk[k].coff - p->off0),
+				 p->out[i]->data, p->out[i]->len);
 	if (t)
 		t->quiet = was;
 	if (rc < 0)
@@ -521,7 +545,7 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 		if (rc < 0)
 			return block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
 		/* after grow(): realloc may have moved the buffer */
-		rc = decode_into(f, k, t->cbuf, out[k - d0]->data);
+		rc = decode_into(f, k, t->cbuf, out[k - d0]->data, blk->usize);
 		if (rc < 0)
 			return rc;
 	}
@@ -634,8 +658,91 @@ void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len)
 }
 
 /* bfs_file_readv(); @reader: a reader's request (counted, drives read-ahead). */
+/* Set block @k's bit in @f's touched map; was it set before? false if no map. */
+static bool touch(struct bfs_file *f, size_t k)
+{
+	atomic_uint_fast64_t *map = atomic_load(&f->touched);
+	uint_fast64_t bit = (uint_fast64_t)1 << (k % 64);
+
+	if (!map) {
+		atomic_uint_fast64_t *nm = calloc((f->idx.n + 63) / 64, sizeof(*nm)), *none = NULL;
+
+		if (!nm)
+			return true;	/* no memory: treat as read before, decode whole */
+		if (!atomic_compare_exchange_strong(&f->touched, &none, nm))
+			free(nm);	/* another thread made one */
+		map = atomic_load(&f->touched);
+	}
+	return atomic_fetch_or(&map[k / 64], bit) & bit;
+}
+
+/* Decode the first @n bytes of block @k into @dst: from the mapping, or one pread. */
+static int decode_prefix(struct bfs_file *f, size_t k, uint32_t n, uint8_t *dst)
+{
+	const struct bfs_blk *blk = &f->idx.blk[k];
+	const uint8_t *base = use_map(f) ? bfs_file_map_enter(f, true) : NULL;
+	struct tls *t;
+	int rc;
+
+	if (base) {
+		rc = decode_mapped(f, k, base, dst, n);
+		bfs_file_map_exit(f);
+		return rc;
+	}
+	t = tls_get();
+	if (!t)
+		return -ENOMEM;
+	rc = grow(&t->cbuf, &t->ccap, blk->clen);
+	if (rc == 0)
+		rc = read_backing(f, t->cbuf, blk->clen, blk->coff);
+	if (rc < 0)
+		return block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
+	return decode_into(f, k, t->cbuf, dst, n);
+}
+
+/*
+ * BFS_READ_RANDOM (file.h): serve [@off, @off + @size), in blocks
+ * [@k0, @k1], from a partial decode when that is what it takes. Return:
+ * bytes served, 0 when the common path must serve it, or -errno.
+ */
+static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t off, size_t size,
+			   struct bfs_readv *rv)
+{
+	const struct bfs_blk *b = &f->idx.blk[k1];
+	uint64_t need = off + size - b->uoff;	/* the prefix of the last block it takes */
+	bool again = false;
+	struct bfs_block *hit;
+	int rc;
+
+	for (size_t k = k0; k <= k1; k++)
+		again |= touch(f, k);
+	if (again) {
+		rv->again_from = f->idx.blk[k0].uoff;
+		rv->again_to = b->uoff + b->usize;
+	}
+	if (again || k0 != k1 || !f->codec->decode_prefix || (b->flags & BFS_BLK_BAD) ||
+	    need >= b->usize)
+		return 0;
+	rc = bfs_cache_lookup(f->env->cache, f->id, k1, &hit);
+	if (rc == 0) {
+		bfs_block_put(hit);
+		return 0;		/* cached: the common path takes it from there */
+	}
+	rv->own = malloc((size_t)need);
+	if (!rv->own)
+		return -ENOMEM;
+	rc = decode_prefix(f, k1, (uint32_t)need, rv->own);
+	if (rc < 0)
+		return rc;
+	BFS_COUNT(f->ctr, misses, 1);
+	rv->iov[0] = (struct iovec){ .iov_base = (uint8_t *)rv->own + (off - b->uoff),
+				     .iov_len = size };
+	rv->cnt = 1;
+	return (ssize_t)size;
+}
+
 static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
-			bool reader)
+			bool reader, unsigned int flags)
 {
 	struct bfs_index *idx = &f->idx;
 	size_t k0, k1, done = 0;
@@ -670,6 +777,18 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 	rc = -EIO;		/* cannot fail once settled; never serve a guess */
 	if (bfs_index_find(idx, off, &k0) < 0 || bfs_index_find(idx, off + size - 1, &k1) < 0)
 		goto out_err;
+	if (flags & BFS_READ_RANDOM) {
+		ssize_t n = read_random(f, k0, k1, off, size, rv);
+
+		if (n < 0) {
+			rc = (int)n;
+			goto out_err;
+		}
+		if (n > 0) {
+			BFS_COUNT(f->ctr, bytes, (uint64_t)n);
+			return n;
+		}
+	}
 	rc = readv_reserve(rv, k1 - k0 + 1);
 	if (rc == 0)
 		rc = take_blocks(f, k0, k1, rv, !reader);
@@ -695,20 +814,21 @@ out_err:
 	return rc;
 }
 
-ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv)
+ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
+		       unsigned int flags)
 {
-	return readv_as(f, off, size, rv, true);
+	return readv_as(f, off, size, rv, true, flags);
 }
 
 ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv)
 {
-	return readv_as(f, off, size, rv, false);
+	return readv_as(f, off, size, rv, false, 0);
 }
 
 ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off)
 {
 	struct bfs_readv rv;
-	ssize_t n = bfs_file_readv(f, off, size, &rv);
+	ssize_t n = bfs_file_readv(f, off, size, &rv, 0);
 
 	for (size_t i = 0, at = 0; n > 0 && i < rv.cnt; at += rv.iov[i++].iov_len)
 		memcpy((uint8_t *)buf + at, rv.iov[i].iov_base, rv.iov[i].iov_len);

@@ -649,6 +649,8 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	}
 	bfs_xattr_apply(fs, in->rpath ? in->rpath : "", f);	/* its advice, before anyone reads */
 	bfs_file_unuse(f);		/* its descriptor, until someone reads */
+	if (old)
+		bfs_file_supersede(old);	/* its pushes end before the kernel drops its pages */
 	in->file = f;
 	*out = bfs_file_get(f);
 	*changed = old != NULL;

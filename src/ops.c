@@ -18,6 +18,7 @@
 
 #include "blockfs/file.h"
 #include "blockfs/stream.h"
+#include "blockfs/workq.h"
 #include "fs_i.h"
 #include "ops.h"
 #include "xattr.h"
@@ -449,6 +450,42 @@ static void bfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		reply_xattr(req, bfs_xattr_list(fs_of(req), inode_of(req, ino), buf, size), buf, size);
 }
 
+struct inval_job {
+	struct bfs_work work;
+	struct fuse_session *se;
+	fuse_ino_t ino;
+	off_t off, len;
+};
+
+static void inval_run(struct bfs_work *w)
+{
+	struct inval_job *j = (struct inval_job *)w;
+
+	/* -ENOENT when the kernel has forgotten the inode meanwhile: nothing to drop */
+	(void)fuse_lowlevel_notify_inval_inode(j->se, j->ino, j->off, j->len);
+	free(j);
+}
+
+/*
+ * dontneed: the kernel's pages of the range go too, so that the next read
+ * reaches blockfs. Never from a FUSE thread: invalidating waits for every
+ * page a READ holds locked, and a burst of dontneed hints would take every
+ * FUSE thread, leaving none to answer those READs. A worker waits instead
+ * (nothing a READ waits for is queued behind it: push.h); with none free,
+ * the kernel keeps its pages and only blockfs's cache was dropped.
+ */
+static void queue_inval(struct bfs_fs *fs, fuse_ino_t ino, uint64_t off, uint64_t len)
+{
+	struct inval_job *j = malloc(sizeof(*j));
+
+	if (!j)
+		return;
+	*j = (struct inval_job){ .work.fn = inval_run, .se = fs->se, .ino = ino,
+				 .off = (off_t)off, .len = (off_t)len };
+	if (!bfs_workq_try(fs->env.workq, &j->work))
+		free(j);
+}
+
 static void bfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			    size_t size, int flags)
 {
@@ -457,13 +494,8 @@ static void bfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, co
 	int rc = bfs_xattr_set(fs, inode_of(req, ino), name, value, size, flags, &inval);
 
 	fuse_reply_err(req, -rc);
-	/*
-	 * dontneed: the kernel's pages of the range go too, so that the next
-	 * read reaches blockfs. Only after the reply: the kernel may wait on
-	 * this very request while it invalidates.
-	 */
 	if (rc == 0 && inval.set && fs->se)
-		fuse_lowlevel_notify_inval_inode(fs->se, ino, (off_t)inval.off, (off_t)inval.len);
+		queue_inval(fs, ino, inval.off, inval.len);
 }
 
 static void bfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)

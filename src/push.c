@@ -51,8 +51,8 @@ uint64_t bfs_push_chunk(const struct bfs_file *f)
 	return b > CHUNK_MIN ? b : CHUNK_MIN / b * b;
 }
 
-ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64_t skip,
-		       uint8_t *bounce,
+ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64_t hole,
+		       uint64_t hole_to, uint8_t *bounce,
 		       int (*emit)(void *ctx, uint64_t off, const uint8_t *p, size_t len),
 		       void *ctx)
 {
@@ -65,8 +65,8 @@ ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64
 		size_t len;
 		int rc;
 
-		if (pos == skip) {
-			pos += end - pos < BFS_PAGE ? end - pos : BFS_PAGE;
+		if (pos >= hole && pos < hole_to) {
+			pos = hole_to < end ? hole_to : end;
 			continue;
 		}
 		while (at[i + 1] <= pos)
@@ -75,8 +75,8 @@ ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64
 			/* whole pages of one buffer; at the end of the range, up to it */
 			uint64_t run_end = at[i + 1] == end ? end : page_down(at[i + 1]);
 
-			if (skip > pos && skip < run_end)
-				run_end = skip;
+			if (hole > pos && hole < run_end && hole < hole_to)
+				run_end = hole;
 			p = buf[i] + (pos - at[i]);
 			len = (size_t)(run_end - pos);
 		} else {
@@ -105,7 +105,7 @@ ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64
 }
 
 struct emit_ctx {
-	const struct bfs_file *f;
+	struct bfs_file *f;
 	uint64_t ino;
 	const struct bfs_push_window *win;
 	unsigned int gen;
@@ -115,7 +115,9 @@ struct emit_ctx {
 static int emit(void *arg, uint64_t off, const uint8_t *p, size_t len)
 {
 	struct emit_ctx *e = arg;
-	const struct bfs_file_env *env = e->f->env;
+	struct bfs_file *f = e->f;
+	const struct bfs_file_env *env = f->env;
+	int rc;
 
 	if (e->win) {
 		/* the reader jumped while we decoded: what is left is not wanted */
@@ -127,7 +129,12 @@ static int emit(void *arg, uint64_t off, const uint8_t *p, size_t len)
 			return 1;
 		}
 	}
-	return env->push(env->push_ctx, e->ino, off, p, len);
+	/* never into the page cache of a newer version (bfs_file_supersede()) */
+	atomic_fetch_add(&f->pushing, 1);
+	rc = atomic_load(&f->superseded) ? -ECANCELED :
+					   env->push(env->push_ctx, e->ino, off, p, len);
+	atomic_fetch_sub(&f->pushing, 1);
+	return rc;
 }
 
 /*
@@ -138,7 +145,8 @@ static int emit(void *arg, uint64_t off, const uint8_t *p, size_t len)
  * when room is needed. When a READ took some of the range, it may not
  * have taken its blocks yet: all of them only go first then.
  */
-static void let_go(struct bfs_file *f, uint64_t from, uint64_t to, uint64_t skip, bool keep)
+static void let_go(struct bfs_file *f, uint64_t from, uint64_t to, uint64_t hole, uint64_t hole_to,
+		   bool keep)
 {
 	size_t k0, k1;
 
@@ -148,7 +156,7 @@ static void let_go(struct bfs_file *f, uint64_t from, uint64_t to, uint64_t skip
 		const struct bfs_blk *b = &f->idx.blk[k];
 
 		if (keep || b->uoff < from || b->uoff + b->usize > to ||
-		    (skip >= b->uoff && skip < b->uoff + b->usize))
+		    (hole < b->uoff + b->usize && hole_to > b->uoff))
 			bfs_cache_demote(f->env->cache, f->id, k);
 		else
 			bfs_cache_drop(f->env->cache, f->id, k);
@@ -198,7 +206,7 @@ ssize_t bfs_push_run(const struct bfs_push_req *r)
 		buf[i] = rv.iov[i].iov_base;
 		at[i + 1] = at[i] + rv.iov[i].iov_len;
 	}
-	n = bfs_push_slice(at, buf, rv.cnt, r->skip, bounce, emit, &e);
+	n = bfs_push_slice(at, buf, rv.cnt, r->hole, r->hole_to, bounce, emit, &e);
 	if (n > 0) {
 		BFS_COUNT(f->ctr, prefetched, rv.nblk);
 		BFS_COUNT(f->ctr, pushed, (uint64_t)n);
@@ -210,7 +218,7 @@ out:
 		free(at);
 	bfs_readv_release(&rv);
 	if (n >= 0)
-		let_go(f, from, to, r->skip, e.read_instead);
+		let_go(f, from, to, r->hole, r->hole_to, e.read_instead);
 	return n == -ECANCELED ? 0 : n;
 }
 
@@ -270,6 +278,20 @@ bool bfs_push_try(struct bfs_workq *wq, const struct bfs_push_req *req)
 	return queue(wq, req, 0, 0);
 }
 
+bool bfs_push_block(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino, uint64_t from,
+		    uint64_t to, uint64_t rfrom, uint64_t rto)
+{
+	uint64_t usize = bfs_file_size(f);
+	struct bfs_push_req req = {
+		.f = f, .ino = ino,
+		/* whole pages of these blocks only: an edge page needs a neighbour */
+		.from = page_up(from), .to = to >= usize ? usize : page_down(to),
+		.hole = page_down(rfrom), .hole_to = page_up(rto),
+	};
+
+	return req.from < req.to && bfs_push_try(wq, &req);
+}
+
 size_t bfs_push_willneed(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino, uint64_t off,
 			 uint64_t len)
 {
@@ -288,8 +310,7 @@ size_t bfs_push_willneed(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino,
 	for (unsigned int j = 0; j < jobs; j++) {
 		uint64_t a = from + j * chunk;
 		struct bfs_push_req req = { .f = f, .ino = ino, .from = a,
-					    .to = a + chunk < end ? a + chunk : end,
-					    .skip = UINT64_MAX };
+					    .to = a + chunk < end ? a + chunk : end };
 
 		queued += queue(wq, &req, jobs * chunk, end);
 	}

@@ -173,7 +173,8 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 	for (uint64_t a = p->from; a < p->to; a += chunk) {
 		struct bfs_push_req req = {
 			.f = f, .ino = pushing, .from = a, .to = a + chunk < p->to ? a + chunk : p->to,
-			.skip = pushing ? p->trip : UINT64_MAX, .win = s->pw, .gen = gen,
+			.hole = p->trip, .hole_to = pushing ? p->trip + BFS_PAGE : p->trip,
+			.win = s->pw, .gen = gen,
 		};
 
 		if (!bfs_push_try(env->workq, &req))
@@ -192,8 +193,8 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	struct bfs_window_plan plan;
 	unsigned int gen, ngen, run;
 	uint64_t end = off + size, stop;
+	bool go, random;
 	ssize_t n;
-	bool go;
 
 	/*
 	 * The kernel holds these pages locked until this READ is answered:
@@ -204,7 +205,7 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 		if (atomic_compare_exchange_weak(&s->pw->served, &seen, end))
 			break;
 	if (!f->codec || off >= cfg.eof)
-		return bfs_file_readv(f, off, size, rv);
+		return bfs_file_readv(f, off, size, rv, 0);
 	if (end > cfg.eof)
 		end = cfg.eof;
 	switch (advice) {
@@ -242,8 +243,16 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 			pthread_mutex_unlock(&s->lock);
 		}
 	}
-	n = bfs_file_readv(f, off, size, rv);
-	if (n > 0)
-		behind(f, off, off + (uint64_t)n, advice, run);
+	/* a reader that is not (yet) sequential may want only a little of a block */
+	random = advice == BFS_ADV_RANDOM ||
+		 (advice != BFS_ADV_SEQUENTIAL && advice != BFS_ADV_WILLNEED && run < SEQ_RUN_MIN);
+	n = bfs_file_readv(f, off, size, rv, random ? BFS_READ_RANDOM : 0);
+	if (n <= 0)
+		return n;
+	behind(f, off, off + (uint64_t)n, advice, run);
+	/* blocks it came back to: the rest of them into the page cache */
+	if (rv->again_to > rv->again_from && env->push && advice != BFS_ADV_NOREUSE)
+		(void)bfs_push_block(env->workq, f, s->ino, rv->again_from, rv->again_to, off,
+				     off + (uint64_t)n);
 	return n;
 }

@@ -95,6 +95,14 @@ BFS_MUST_CHECK int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno
 				 struct bfs_counters *acct, struct bfs_block **out);
 
 /*
+ * bfs_cache_lookup() - block (@fid, @blkno) if the cache has it, waiting
+ * for a load in progress; never adds it. Return: 0 with one reference in
+ * *@out, -ENOENT when absent, or the error of a concurrent load.
+ */
+BFS_MUST_CHECK int bfs_cache_lookup(struct bfs_cache *c, uint64_t fid, size_t blkno,
+				    struct bfs_block **out);
+
+/*
  * Like get, but never waits and never allocates more than the cache may
  * hold: for read-ahead. Return: 1 (fill it), or 0 with *@out NULL when the
  * block is cached, loading, or there is no room.

@@ -63,6 +63,16 @@ struct bfs_codec {
 		      bool verify, const char **why);
 
 	/*
+	 * Optional. Decode only the first @n bytes of the block (0 < @n <
+	 * blk->usize) into @dst, which has room for @n: for a reader that
+	 * wants a little of a big block. Checks what can be checked without
+	 * the rest (with @verify, a checksum over the compressed bytes).
+	 * Return: 0, -EBADMSG or -EILSEQ as decode().
+	 */
+	int (*decode_prefix)(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
+			     uint32_t n, bool verify, const char **why);
+
+	/*
 	 * Exact decompressed size of a BFS_BLK_GUESS block, from the blk->clen
 	 * bytes at @src, without writing output. NULL when scan is always
 	 * exact. Return: 0 or -EBADMSG (with *@why).

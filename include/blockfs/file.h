@@ -72,9 +72,12 @@ struct bfs_file {
 	struct bfs_counters *ctr;	/* this version's counters (their parent: the mount's) */
 	atomic_int advice;		/* effective enum bfs_advice; set by the hint layer */
 	atomic_bool streaming;		/* a reader streams through it (stream.c): readpath=auto */
+	atomic_bool superseded;		/* a newer version is shown: push nothing more */
+	atomic_uint pushing;		/* pushes of its bytes into the kernel in progress */
 	atomic_int readpath;		/* effective enum bfs_readpath; set by the hint layer */
 	struct bfs_map map;		/* the backing file's mapping (mmap.c), when used */
 	atomic_size_t last_bad;		/* last block logged as bad: one line per block */
+	_Atomic(atomic_uint_fast64_t *) touched;	/* a bit per block a random reader read */
 	char *name;			/* for log lines */
 };
 
@@ -126,6 +129,15 @@ void bfs_file_fadvise(struct bfs_file *f, uint64_t off, uint64_t len, int advice
 const uint8_t *bfs_file_map_enter(struct bfs_file *f, bool make);
 void bfs_file_map_exit(struct bfs_file *f);
 
+/*
+ * A newer version of the same file is shown from now on: no push of @f's
+ * bytes may reach the kernel's page cache any more, which is the new
+ * version's. Returns once none is in progress, so that the caller may
+ * then have the kernel drop what was pushed before (keep_cache off).
+ * Context: may wait for a push in progress (one notify_store).
+ */
+void bfs_file_supersede(struct bfs_file *f);
+
 /* Bytes a reader sees: the decompressed size, or the backing size. */
 uint64_t bfs_file_size(const struct bfs_file *f);
 
@@ -145,9 +157,19 @@ struct bfs_readv {
 	struct bfs_block **blk;
 	size_t nblk;			/* block references held */
 	void *own;			/* a buffer of our own, or NULL */
+	uint64_t again_from, again_to;	/* BFS_READ_RANDOM: blocks it read before, or empty */
 	struct iovec iov_inline[BFS_READV_INLINE];
 	struct bfs_block *blk_inline[BFS_READV_INLINE];
 };
+
+/*
+ * A random reader's request (not part of a sequential stream): a block it
+ * has not read before and that is not cached is decoded only as far as
+ * the request needs (codec decode_prefix), into a buffer of its own; one
+ * it has read before is decoded whole and cached, and reported in
+ * rv->again_* so that the caller may hand the rest of it to the kernel.
+ */
+#define BFS_READ_RANDOM 1u
 
 /**
  * bfs_file_readv() - read @size bytes at @off without copying them.
@@ -159,7 +181,8 @@ struct bfs_readv {
  * Context: any thread, concurrently on one @f; may wait for a block
  * another thread is decoding.
  */
-ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
+ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
+		       unsigned int flags);
 void bfs_readv_release(struct bfs_readv *rv);
 /* bfs_file_readv() for blockfs itself (decoding ahead): not counted as a reader's request. */
 ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);

@@ -52,7 +52,7 @@ struct bfs_push_req {
 	struct bfs_file *f;		/* the caller holds a use of its descriptor */
 	uint64_t ino;			/* FUSE inode to push to; 0: keep in the block cache */
 	uint64_t from, to;		/* page-aligned, or @to is the file's size */
-	uint64_t skip;			/* a page not to push (a tripwire), or UINT64_MAX */
+	uint64_t hole, hole_to;		/* pages not to push: a tripwire, the pages of a READ */
 	struct bfs_push_window *win;	/* NULL: wanted whatever happens */
 	unsigned int gen;		/* @win's generation when queued */
 };
@@ -72,6 +72,15 @@ BFS_MUST_CHECK bool bfs_push_try(struct bfs_workq *wq, const struct bfs_push_req
 ssize_t bfs_push_run(const struct bfs_push_req *req);
 
 /**
+ * bfs_push_block() - a random reader read blocks covering [@from, @to) of
+ * @f again: decode them whole and push them to FUSE inode @ino, but the
+ * pages of the READ [@rfrom, @rto) being served, so that the reads that
+ * follow into those blocks never reach the daemon. Return: true if queued.
+ */
+bool bfs_push_block(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino, uint64_t from,
+		    uint64_t to, uint64_t rfrom, uint64_t rto);
+
+/**
  * bfs_push_willneed() - decode all of [@off, @off + @len) of @f ahead and
  * push it to FUSE inode @ino (0: keep it cached), however long the range:
  * a few jobs share it, chunk by chunk. For the willneed hint.
@@ -89,15 +98,15 @@ uint64_t bfs_push_chunk(const struct bfs_file *f);
  * A decoded range as segments: segment i holds bytes [at[i], at[i + 1]) of
  * the file in buf[i]. Calls @emit(@ctx, off, p, len) with page-aligned
  * slices that each lie in one buffer, or in @bounce (BFS_PAGE bytes) for
- * a page that spans buffers, covering [at[0], at[n]) but the page at
- * @skip (page-aligned). at[0] is page-aligned; at[n] is too unless it is
+ * a page that spans buffers, covering [at[0], at[n]) but the pages in
+ * [@hole, @hole_to) (page-aligned; empty when equal). at[0] is page-aligned; at[n] is too unless it is
  * the end of the file, where the last slice ends in a partial page.
  * @emit returns 0 when it pushed the slice, 1 when it let it go, -errno
  * when it failed; the first failure stops the slicing.
  * Return: bytes pushed, or that failure.
  */
-ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64_t skip,
-		       uint8_t *bounce,
+ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64_t hole,
+		       uint64_t hole_to, uint8_t *bounce,
 		       int (*emit)(void *ctx, uint64_t off, const uint8_t *p, size_t len),
 		       void *ctx);
 

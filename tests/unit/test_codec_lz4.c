@@ -813,6 +813,67 @@ static void test_verify_catches_flipped_data_byte(void **state)
 	free(out);
 }
 
+/* decode_prefix: the first n bytes, exactly what a whole decode gives there. */
+static void test_decode_prefix_matches_decode(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max256KB, false, true, false, 0);
+	static const uint32_t ns[] = { 1, 4096, 65536, 100000, 256 * KIB - 1 };
+	const struct bfs_blk *b;
+	const char *why = NULL;
+
+	f->n = 300 * KIB;
+	f->in = gen_text(f->n, 11);
+	put_frame(&f->file, f->in, f->n, &p);
+	assert_int_equal(scan(f), 0);
+	b = &f->idx.blk[0];
+	assert_int_equal(b->usize, 256 * KIB);
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(ns); i++) {
+		/* exactly n bytes, so that ASan sees a write past them */
+		uint8_t *out = malloc(ns[i]);
+
+		assert_non_null(out);
+		assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, ns[i],
+							     true, &why), 0);
+		assert_memory_equal(out, f->in, ns[i]);
+		free(out);
+	}
+}
+
+/* ... of a stored block too, and its checksum is checked all the same. */
+static void test_decode_prefix_stored_and_checked(void **state)
+{
+	struct fx *f = *state;
+	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	uint8_t *in = malloc(64 * KIB), out[5000];
+	const struct bfs_blk *b;
+	const char *why = NULL;
+
+	assert_non_null(in);
+	for (uint64_t i = 0, x = 88172645463325252ull; i < 64 * KIB; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		in[i] = (uint8_t)(x >> 32);	/* incompressible: stored */
+	}
+	f->in = in;
+	f->n = 64 * KIB;
+	put_frame(&f->file, in, f->n, &p);
+	assert_int_equal(scan(f), 0);
+	b = &f->idx.blk[0];
+	assert_true(bfs_le32(f->file.p + b->coff) & 0x80000000u);
+	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, sizeof(out),
+						     true, &why), 0);
+	assert_memory_equal(out, in, sizeof(out));
+	/* a byte flipped far past the prefix still fails the checksum */
+	f->file.p[b->coff + b->clen - 100] ^= 0x10;
+	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, sizeof(out),
+						     true, &why), -EILSEQ);
+	/* a prefix as long as the block is a whole decode's job */
+	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, b->usize,
+						     false, &why), -EBADMSG);
+}
+
 /* A corrupt stored block without checksums still cannot change length. */
 static void test_decode_rejects_header_unlike_index(void **state)
 {
@@ -1813,6 +1874,8 @@ int main(void)
 		T(test_content_size_with_short_blocks),
 		T(test_content_size_lie_with_short_blocks),
 		T(test_verify_catches_flipped_checksum),
+		T(test_decode_prefix_matches_decode),
+		T(test_decode_prefix_stored_and_checked),
 		T(test_verify_catches_flipped_data_byte),
 		T(test_decode_rejects_header_unlike_index),
 		T(test_measure_agrees_with_lz4),

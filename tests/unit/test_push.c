@@ -115,7 +115,8 @@ static void assert_covered(struct range *r, ssize_t got, uint64_t skip)
 
 static ssize_t slice(struct range *r, uint64_t skip)
 {
-	return bfs_push_slice(r->at, r->buf, r->n, skip, r->bounce, emit, r);
+	return bfs_push_slice(r->at, r->buf, r->n, skip, skip == UINT64_MAX ? skip : skip + P,
+			      r->bounce, emit, r);
 }
 
 /* Page-multiple blocks (lz4 -B4): one slice per block, no bounce. */
@@ -187,6 +188,23 @@ static void test_slice_skips_tripwire(void **state)
 		assert_covered(r, slice(r, skips[i]), skips[i]);
 		range_free(r);
 	}
+}
+
+/* A READ's pages, several of them, left out of a block pushed whole. */
+static void test_slice_skips_read_range(void **state)
+{
+	static const size_t len[] = { 65280, 65280, 65280, 65280 + 1024 };
+	uint64_t from = 1 << 20;
+	struct range *r = range_new(from, len, 4);
+	ssize_t got = bfs_push_slice(r->at, r->buf, r->n, from + 15 * P, from + 18 * P, r->bounce,
+				     emit, r);
+
+	(void)state;
+	assert_int_equal(r->bad, 0);
+	for (uint64_t o = from; o < r->at[4]; o++)
+		assert_int_equal(r->seen[o - from], o >= from + 15 * P && o < from + 18 * P ? 0 : 1);
+	assert_int_equal(got, (ssize_t)(r->at[4] - from - 3 * P));
+	range_free(r);
 }
 
 /* A push that fails (the kernel forgot the inode) stops the job. */
@@ -341,6 +359,7 @@ int main(void)
 		cmocka_unit_test(test_slice_tiny_blocks),
 		cmocka_unit_test(test_slice_partial_last_page),
 		cmocka_unit_test(test_slice_skips_tripwire),
+		cmocka_unit_test(test_slice_skips_read_range),
 		cmocka_unit_test(test_slice_stops_on_failure),
 		cmocka_unit_test(test_window_starts_past_kernel_readahead),
 		cmocka_unit_test(test_window_moves_on_at_tripwire),

@@ -278,6 +278,60 @@ static void test_willneed_pushes_every_page(void **state)
 	fx_free(x);
 }
 
+/* Copy what @rv describes; the bytes must be file @i's at @off. */
+static void assert_readv(struct fx *x, int i, struct bfs_readv *rv, ssize_t n, uint64_t off,
+			 size_t size)
+{
+	size_t at = 0;
+
+	assert_int_equal(n, (ssize_t)size);
+	for (size_t k = 0; k < rv->cnt; at += rv->iov[k++].iov_len)
+		assert_memory_equal(rv->iov[k].iov_base, x->orig[i] + off + at, rv->iov[k].iov_len);
+	assert_int_equal(at, size);
+}
+
+/*
+ * A random reader: the first read of a block decodes only as far as it
+ * needs and keeps nothing; the second decodes it whole, caches it, and
+ * says so (again_*) so that the rest can go to the kernel; the third hits.
+ */
+static void test_random_reads_decode_prefix_first(void **state)
+{
+	struct fx *x = fx_new(512 << 10, 0, 0, false);
+	struct bfs_counters *c = x->f[0]->ctr;
+	struct bfs_readv rv;
+	ssize_t n;
+
+	(void)state;
+	n = bfs_file_readv(x->f[0], 3 * 65536 + 1000, 4096, &rv, BFS_READ_RANDOM);
+	assert_readv(x, 0, &rv, n, 3 * 65536 + 1000, 4096);
+	assert_int_equal(rv.again_to, 0);
+	bfs_readv_release(&rv);
+	assert_int_equal(atomic_load(&c->decoded), 1);
+	assert_int_equal(atomic_load(&c->cached), 0);		/* a prefix is not kept */
+
+	n = bfs_file_readv(x->f[0], 3 * 65536 + 50000, 8192, &rv, BFS_READ_RANDOM);
+	assert_readv(x, 0, &rv, n, 3 * 65536 + 50000, 8192);
+	assert_int_equal(rv.again_from, 3 * 65536);
+	assert_int_equal(rv.again_to, 4 * 65536);
+	bfs_readv_release(&rv);
+	assert_int_equal(atomic_load(&c->decoded), 2);
+	assert_int_equal(atomic_load(&c->cached), 65536);	/* whole, and kept */
+
+	n = bfs_file_readv(x->f[0], 3 * 65536, 65536, &rv, BFS_READ_RANDOM);
+	assert_readv(x, 0, &rv, n, 3 * 65536, 65536);
+	bfs_readv_release(&rv);
+	assert_int_equal(atomic_load(&c->decoded), 2);		/* a hit */
+
+	/* a read of the end of a block it never read needs it whole: no prefix */
+	n = bfs_file_readv(x->f[0], 6 * 65536 - 4096, 4096, &rv, BFS_READ_RANDOM);
+	assert_readv(x, 0, &rv, n, 6 * 65536 - 4096, 4096);
+	bfs_readv_release(&rv);
+	assert_int_equal(atomic_load(&c->decoded), 3);
+	assert_int_equal(atomic_load(&c->cached), 2 * 65536);
+	fx_free(x);
+}
+
 static void test_readers_share_bounded_maps(void **state)
 {
 	/* four files through two live mappings, pre-faulted by the workers */
@@ -354,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_readers_with_readahead),
 		cmocka_unit_test(test_readers_with_pushes),
 		cmocka_unit_test(test_willneed_pushes_every_page),
+		cmocka_unit_test(test_random_reads_decode_prefix_first),
 		cmocka_unit_test(test_readers_share_bounded_maps),
 		cmocka_unit_test(test_map_bound_spares_held),
 		cmocka_unit_test(test_readers_without_cache),
