@@ -78,15 +78,13 @@ static int openat_fs(struct bfs_fs *fs, int dirfd, const char *name, int flags)
 	return fd;
 }
 
-/* The codec that claims regular file @name in @dirfd, or NULL. */
-static const struct bfs_codec *sniff(struct bfs_fs *fs, int dirfd, const char *name)
+/* The codec that claims the file open as @fd (consumed), or NULL. */
+static const struct bfs_codec *sniff_fd(int fd)
 {
 	const struct bfs_codec *c = NULL;
 	struct bfs_io io;
 	struct stat st;
-	int fd;
 
-	fd = openat_fs(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return NULL;		/* unreadable: shown unchanged, reads say why */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -95,6 +93,12 @@ static const struct bfs_codec *sniff(struct bfs_fs *fs, int dirfd, const char *n
 	}
 	close(fd);
 	return c;
+}
+
+/* The codec that claims regular file @name in @dirfd, or NULL. */
+static const struct bfs_codec *sniff(struct bfs_fs *fs, int dirfd, const char *name)
+{
+	return sniff_fd(openat_fs(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
 }
 
 /* --- name questions answered with syscalls (lookup) ----------------------- */
@@ -642,16 +646,46 @@ static int stat_fd(int opath, struct stat *st)
 	return fstatat(opath, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
-/* The backing object's stat, through its (pinned, then unpinned) descriptor. */
-static int backing_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
-{
-	int rc, fd = bfs_inode_fd(fs, in);
+/*
+ * The decoded view of a backing inode shows other bytes than its raw view
+ * (a hard link with another name, or keep_compressed), so the two must not
+ * share st_ino: cp -a, tar and rsync -H would write one view's bytes under
+ * the other's names. The raw view keeps the backing number, so raw names
+ * of one inode still agree; the decoded view gets it with the top bit
+ * flipped, a bit no inode number of ext4, XFS, btrfs or tmpfs uses. Both
+ * are as stable as the backing number, across lookups and mounts.
+ */
+#define DECODED_INO_BIT (1ull << 63)
 
-	if (fd < 0)
-		return fd;
-	rc = stat_fd(fd, st);
-	bfs_inode_fd_put(fs, in);
-	return rc;
+static ino_t shown_ino(ino_t ino, const struct bfs_codec *codec)
+{
+	return codec ? (ino_t)((uint64_t)ino ^ DECODED_INO_BIT) : ino;
+}
+
+/*
+ * st_nlink counts only names that show the same bytes, or copy tools
+ * would link names of one view to the other's bytes. Which names of a
+ * backing inode show it decoded depends on each name and its directory,
+ * and finding them all would mean walking SOURCE. So a decoded view says
+ * 1: its names are copied in full, never linked (a link lost, no byte
+ * wrong). A raw view keeps the backing count when no name of it can be
+ * shown decoded, which is when no codec claims its bytes (one small read,
+ * and only for regular files with several names); otherwise 1.
+ */
+static void shown_links(int opath, const struct bfs_inode *in, struct stat *st)
+{
+	if (!S_ISREG(st->st_mode) || st->st_nlink <= 1)
+		return;
+	if (in->codec || sniff_fd(reopen(opath, O_RDONLY | O_NONBLOCK)))
+		st->st_nlink = 1;
+}
+
+/* The backing object's stat @st made what the view @in shows, but the size. */
+static void shown_attrs(int opath, const struct bfs_inode *in, struct stat *st)
+{
+	st->st_blksize = BFS_BLKSIZE;
+	st->st_ino = shown_ino(st->st_ino, in->codec);
+	shown_links(opath, in, st);
 }
 
 /* The current version of regular file @in; its stat in @now if @fresh is false. */
@@ -721,8 +755,9 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	if (fd < 0)
 		return fd;
 	rc = stat_fd(fd, st);
-	st->st_blksize = BFS_BLKSIZE;
 	if (rc < 0 || !in->codec || !S_ISREG(st->st_mode)) {
+		if (rc == 0)
+			shown_attrs(fd, in, st);
 		bfs_inode_fd_put(fs, in);
 		return rc;
 	}
@@ -738,6 +773,9 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	else
 		rc = current_locked(fs, in, fd, st, &f, &changed);
 	pthread_mutex_unlock(&in->lock);
+	/* current_locked() needs the backing stat as it is: the view's after */
+	if (rc == 0)
+		shown_attrs(fd, in, st);
 	bfs_inode_fd_put(fs, in);
 	if (rc < 0)
 		return rc;
@@ -749,14 +787,17 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct bfs_file *f,
 			   struct stat *st)
 {
-	int rc = backing_stat(fs, in, st);
+	int rc, fd = bfs_inode_fd(fs, in);
 
-	if (rc < 0)
-		return rc;
-	st->st_blksize = BFS_BLKSIZE;
-	if (in->codec)
+	if (fd < 0)
+		return fd;
+	rc = stat_fd(fd, st);
+	if (rc == 0)
+		shown_attrs(fd, in, st);
+	bfs_inode_fd_put(fs, in);
+	if (rc == 0 && in->codec)
 		st->st_size = (off_t)bfs_file_size(f);
-	return 0;
+	return rc;
 }
 
 /*
@@ -926,7 +967,7 @@ int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
 		}
 		de->name = strdup(shown);
 		de->backing = strdup(l.e[i].name);
-		de->ino = l.e[i].ino;
+		de->ino = shown_ino(l.e[i].ino, de->codec);	/* as stat says */
 		de->type = l.e[i].type;
 		d->n++;
 		if (!de->name || !de->backing)

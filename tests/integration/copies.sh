@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# What copy tools make of a mount, on real mounts:
+# - a backing inode with several names, shown decoded under some and
+#   unchanged under others: each view has its own stable st_ino, readdir's
+#   d_ino agrees with stat, st_nlink counts only names that show the same
+#   bytes, and cp -a, tar -c | tar -x and rsync -aH copy every name byte for
+#   byte (raw names get the raw bytes, decoded names the decoded ones),
+#   keeping the hard links that are real.
+#
+# Usage: copies.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
+
+set -u
+BLOCKFS=$(realpath "${1:?usage: copies.sh BLOCKFS}")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+bfs_require fusermount3 lz4 bgzip python3 tar rsync cmp
+
+T=$(mktemp -d /tmp/blockfs-copies.XXXXXX)
+S=$T/src M=$T/mnt O=$T/orig
+mkdir -p "$S" "$M" "$O"
+trap 'bfs_kill; rm -rf "$T"' EXIT
+
+mount_or_die() {
+	if ! bfs_mount "$S" "$M" "$T/daemon.log" "$1"; then
+		not_ok "mount ($1)" "daemon exit status: ${BFS_EXIT:-none}"
+		show_log
+		exit 1
+	fi
+}
+
+# --- the tree -----------------------------------------------------------------
+
+seq 1 200000 > "$O/text"
+seq 500000 600000 > "$O/other"
+# One LZ4 inode, three names: two shown decoded (a.txt, b.txt), one raw.
+lz4 -q "$O/text" "$S/a.txt.lz4"
+ln "$S/a.txt.lz4" "$S/b.txt.lz4"
+ln "$S/a.txt.lz4" "$S/raw_c"
+# One BGZF inode: decoded as d, raw as d_raw.
+bgzip -c "$O/other" > "$S/d.gz"
+ln "$S/d.gz" "$S/d_raw"
+# Plain hard links: both raw, really the same bytes.
+cp "$O/other" "$S/p1"
+ln "$S/p1" "$S/p2"
+echo single > "$S/single"
+
+# --- inode numbers and link counts ----------------------------------------------
+
+mount_or_die readpath=pread
+
+ino() { stat -c %i "$1"; }
+links() { stat -c %h "$1"; }
+
+check_eq "a decoded view and a raw view of one inode: different st_ino" different \
+	"$([[ $(ino "$M/a.txt") != $(ino "$M/raw_c") ]] && echo different || echo same)"
+check_eq "... for BGZF too" different \
+	"$([[ $(ino "$M/d") != $(ino "$M/d_raw") ]] && echo different || echo same)"
+check_eq "the raw view keeps the backing st_ino" "$(ino "$S/raw_c")" "$(ino "$M/raw_c")"
+check_eq "plain hard links share st_ino" "$(ino "$M/p1")" "$(ino "$M/p2")"
+check_eq "plain hard links: st_nlink 2" 2 "$(links "$M/p1")"
+check_eq "a decoded view: st_nlink 1" 1 "$(links "$M/a.txt")"
+check_eq "a raw name of an inode shown decoded elsewhere: st_nlink 1" 1 "$(links "$M/raw_c")"
+check_eq "... BGZF: st_nlink 1" 1 "$(links "$M/d_raw")"
+
+# readdir's d_ino against stat's st_ino, for every entry.
+dino_vs_stat() {
+	python3 - "$1" <<'PY'
+import os, sys
+bad = [e.name for e in os.scandir(sys.argv[1])
+       if e.inode() != os.stat(e.path, follow_symlinks=False).st_ino]
+print(" ".join(bad) if bad else "agree")
+PY
+}
+check_eq "readdir d_ino agrees with st_ino for every entry" agree "$(dino_vs_stat "$M")"
+BEFORE=$(stat -c '%n %i' "$M"/*)
+echo 2 > /proc/sys/vm/drop_caches	# the kernel forgets the inodes it can
+check_eq "st_ino stable after the kernel forgets the inodes" "$BEFORE" "$(stat -c '%n %i' "$M"/*)"
+bfs_umount
+check_eq "unmount, exit 0" 0 "$?"
+mount_or_die readpath=mmap
+check_eq "st_ino stable across mounts" "$BEFORE" "$(stat -c '%n %i' "$M"/*)"
+
+# --- copies ---------------------------------------------------------------------
+
+# copied_right DST: every name holds what the mount shows, and what it
+# should show: the decoded bytes under decoded names, the backing bytes
+# under raw ones.
+copied_right() {
+	local d=$1 f
+	for f in a.txt b.txt raw_c d d_raw p1 p2 single; do
+		cmp -s "$M/$f" "$d/$f" || { echo "$f differs from the mount"; return 1; }
+	done
+	cmp -s "$O/text" "$d/a.txt" && cmp -s "$O/text" "$d/b.txt" &&
+		cmp -s "$S/a.txt.lz4" "$d/raw_c" && cmp -s "$O/other" "$d/d" &&
+		cmp -s "$S/d.gz" "$d/d_raw" && cmp -s "$O/other" "$d/p1" ||
+		{ echo "a copy holds the other view's bytes"; return 1; }
+}
+p_linked() {
+	[[ $(ino "$1/p1") == $(ino "$1/p2") ]]
+}
+
+t cp -a "$M" "$T/cp"
+is "cp -a: every name byte for byte" copied_right "$T/cp"
+is "cp -a: the real hard link kept" p_linked "$T/cp"
+
+mkdir "$T/tar"
+t tar -C "$M" -cf - . | tar -C "$T/tar" -xf -
+is "tar -c | tar -x: every name byte for byte" copied_right "$T/tar"
+is "tar: the real hard link kept" p_linked "$T/tar"
+
+t rsync -aH "$M/" "$T/rsync/"
+is "rsync -aH: every name byte for byte" copied_right "$T/rsync"
+is "rsync -aH: the real hard link kept" p_linked "$T/rsync"
+
+bfs_umount
+check_eq "unmount, exit 0" 0 "$?"
+echo "1..$((T_PASS + T_FAIL))"
+((T_FAIL == 0))
