@@ -455,8 +455,8 @@ static void bfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 	if (size && !buf)
 		fuse_reply_err(req, ENOMEM);
 	else
-		reply_xattr(req, bfs_xattr_get(fs_of(req), inode_of(req, ino), name, buf, size),
-			    buf, size);
+		reply_xattr(req, bfs_xattr_get(fs_of(req), inode_of(req, ino), name, buf, size,
+					       fuse_req_ctx(req)->pid), buf, size);
 }
 
 static void bfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)

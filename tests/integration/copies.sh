@@ -7,7 +7,10 @@
 #   d_ino agrees with stat, st_nlink counts only names that show the same
 #   bytes, and cp -a, tar -c | tar -x and rsync -aH copy every name byte for
 #   byte (raw names get the raw bytes, decoded names the decoded ones),
-#   keeping the hard links that are real.
+#   keeping the hard links that are real;
+# - a size query of an attribute answers the length of the get that
+#   follows, also for counters that a reader keeps changing, so rsync -aX
+#   copies the tree.
 #
 # Usage: copies.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -114,6 +117,59 @@ is "tar: the real hard link kept" p_linked "$T/tar"
 t rsync -aH "$M/" "$T/rsync/"
 is "rsync -aH: every name byte for byte" copied_right "$T/rsync"
 is "rsync -aH: the real hard link kept" p_linked "$T/rsync"
+
+# --- attribute sizes -------------------------------------------------------------
+#
+# xattr(7): the length a size query answers is the length of the get that
+# follows. rsync -X and getfattr ask, then read with a buffer of exactly
+# that length, and fail on any difference (rsync: "lgetxattr(...) returned
+# 1"), also for the counters that change while a reader runs.
+
+sizes_exact() {
+	python3 - "$M" <<'PY'
+import ctypes, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.getxattr.restype = ctypes.c_ssize_t
+libc.getxattr.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
+m = sys.argv[1]
+stop = False
+
+def reader():			# keeps reads, bytes and cached moving
+    while not stop:
+        with open(os.path.join(m, "a.txt"), "rb") as f:
+            while f.read(1 << 16):
+                pass
+        os.setxattr(os.path.join(m, "a.txt"), "user.blockfs.advice", b"dontneed")
+
+th = threading.Thread(target=reader)
+th.start()
+bad = []
+try:
+    for path, names in (("a.txt", ("format", "compressed_size", "block_size", "blocks",
+                                   "cached", "stats", "advice", "readpath")),
+                        (".", ("stats", "advice"))):
+        p = os.path.join(m, path).encode()
+        for name in names:
+            n = ("user.blockfs." + name).encode()
+            for _ in range(300):
+                want = libc.getxattr(p, n, None, 0)
+                buf = ctypes.create_string_buffer(max(want, 1))
+                got = libc.getxattr(p, n, buf, want)
+                if got != want:
+                    err = os.strerror(ctypes.get_errno()) if got < 0 else ""
+                    bad.append("%s %s: asked %d, got %d %s" % (path, name, want, got, err))
+                    break
+finally:
+    stop = True
+    th.join()
+print("\n".join(bad) if bad else "exact")
+PY
+}
+check_eq "a size query answers the length the next get returns (counters moving)" exact \
+	"$(sizes_exact)"
+
+check "rsync -aX copies the tree" rsync -aX "$M/" "$T/rsyncx/"
+is "rsync -aX: every name byte for byte" copied_right "$T/rsyncx"
 
 bfs_umount
 check_eq "unmount, exit 0" 0 "$?"
