@@ -342,24 +342,37 @@ static void set_kernel_readahead(const char *mnt, uint64_t bytes)
 			 path, val, strerror(-rc));
 }
 
-static int add_fsname(struct fuse_args *args, const char *source)
+/* Add -o @key@value unless the command line has @key already (the user chose). */
+static int add_unless_given(struct fuse_args *args, const char *key, const char *value)
 {
-	char *opt = NULL, *name;
+	char *opt = NULL, *kv;
 	int rc;
 
 	for (int i = 0; i < args->argc; i++)
-		if (strstr(args->argv[i], "fsname="))
-			return 0;	/* the user chose one */
-	if (asprintf(&name, "fsname=%s", source) < 0)
+		if (strstr(args->argv[i], key))
+			return 0;
+	if (asprintf(&kv, "%s%s", key, value) < 0)
 		return -1;
-	rc = fuse_opt_add_opt_escaped(&opt, name);
-	free(name);
+	rc = fuse_opt_add_opt_escaped(&opt, kv);
+	free(kv);
 	if (rc == 0)
 		rc = fuse_opt_add_arg(args, "-o");
 	if (rc == 0)
 		rc = fuse_opt_add_arg(args, opt);
 	free(opt);
 	return rc;
+}
+
+/*
+ * The mount table shows SOURCE, and the type fuse.blockfs whatever name
+ * the binary was run under (libfuse would take it from argv[0]):
+ * blockfs-stat tells a blockfs mount by that type.
+ */
+static int add_names(struct fuse_args *args, const char *source)
+{
+	if (add_unless_given(args, "fsname=", source) < 0)
+		return -1;
+	return add_unless_given(args, "subtype=", "blockfs");
 }
 
 static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl)
@@ -406,6 +419,9 @@ int main(int argc, char **argv)
 	}
 	if (bfs_opts_parse(&args, &opts) < 0)
 		goto out_opts;
+	/* Before fuse_parse_cmdline(), which adds a subtype from argv[0] when none is given. */
+	if (opts.source && add_names(&args, opts.source) < 0)
+		goto out_opts;
 	if (fuse_parse_cmdline(&args, &cl) != 0)
 		goto out_opts;
 	if (cl.show_help || cl.show_version) {
@@ -440,8 +456,7 @@ int main(int argc, char **argv)
 	 * own rights: without the kernel checking the modes it shows, any
 	 * user let in by allow_other could read any file below SOURCE.
 	 */
-	if (add_fsname(&args, opts.source) < 0 ||
-	    fuse_opt_add_arg(&args, "-odefault_permissions") < 0)
+	if (fuse_opt_add_arg(&args, "-odefault_permissions") < 0)
 		goto out_fs;
 	se = fuse_session_new(&args, &bfs_ops, sizeof(bfs_ops), &fs);
 	if (!se)

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * user.blockfs.* attributes: one table of {name, where, get, set} walked
- * by get, set, remove and list, so that a name is listed exactly where it
- * can be read. Facts about a file (format, sizes, cache, counters) are
- * read-only; the hints (advice, readpath) are kept in fs->hints by backing
- * path and applied here to file versions. The backing file's own
+ * by get, set, remove and list. Facts about a file (format, sizes, cache,
+ * counters) are read-only and read by name only; the hints (advice,
+ * readpath) are kept in fs->hints by backing path, applied here to file
+ * versions, and listed where they are set. The backing file's own
  * attributes pass through, read-only.
  */
 #include "config.h"
@@ -369,20 +369,21 @@ static const struct attr {
 	unsigned int where;	/* ON_* */
 	bool needs_file;	/* on a regular file, the getter reads its version */
 	bool changes;		/* changes on its own: a size query keeps the value (memo) */
+	int hint;		/* enum bfs_hint_kind of a hint; -1: a fact */
 	get_fn get;
 	set_fn set;		/* NULL: read-only */
 	del_fn del;
 } attrs[] = {
-	{ BFS_XATTR_PREFIX "format", ON_REG, true, false, get_format, NULL, NULL },
-	{ BFS_XATTR_PREFIX "compressed_size", ON_REG, true, false, get_csize, NULL, NULL },
-	{ BFS_XATTR_PREFIX "block_size", ON_REG, true, false, get_block_size, NULL, NULL },
-	{ BFS_XATTR_PREFIX "blocks", ON_REG, true, false, get_blocks, NULL, NULL },
-	{ BFS_XATTR_PREFIX "cached", ON_REG, true, true, get_cached, NULL, NULL },
-	{ BFS_XATTR_PREFIX "stats", ON_REG | ON_ROOT, true, true, get_stats, NULL, NULL },
-	{ BFS_XATTR_PREFIX "advice", ON_REG | ON_DIR, false, false, get_advice, set_advice,
-	  del_advice },
-	{ BFS_XATTR_PREFIX "readpath", ON_REG | ON_DIR, false, false, get_readpath, set_readpath,
-	  del_readpath },
+	{ BFS_XATTR_PREFIX "format", ON_REG, true, false, -1, get_format, NULL, NULL },
+	{ BFS_XATTR_PREFIX "compressed_size", ON_REG, true, false, -1, get_csize, NULL, NULL },
+	{ BFS_XATTR_PREFIX "block_size", ON_REG, true, false, -1, get_block_size, NULL, NULL },
+	{ BFS_XATTR_PREFIX "blocks", ON_REG, true, false, -1, get_blocks, NULL, NULL },
+	{ BFS_XATTR_PREFIX "cached", ON_REG, true, true, -1, get_cached, NULL, NULL },
+	{ BFS_XATTR_PREFIX "stats", ON_REG | ON_ROOT, true, true, -1, get_stats, NULL, NULL },
+	{ BFS_XATTR_PREFIX "advice", ON_REG | ON_DIR, false, false, BFS_HINT_ADVICE, get_advice,
+	  set_advice, del_advice },
+	{ BFS_XATTR_PREFIX "readpath", ON_REG | ON_DIR, false, false, BFS_HINT_READPATH,
+	  get_readpath, set_readpath, del_readpath },
 };
 
 static const struct attr *find_attr(const char *name)
@@ -605,22 +606,30 @@ static ssize_t list_backing(const char *path, const char *list, size_t len, char
 	return (ssize_t)len + n;
 }
 
+/*
+ * Listed: the hints set on this very path, then the backing object's own
+ * attributes. The facts (format, sizes, cached, stats) and inherited hints
+ * are read by name only (getfattr -n), as CephFS does with its virtual
+ * attributes: listing them made cp -a, rsync -X and tar --xattrs copy them
+ * onto copies, where they are false.
+ */
 ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size)
 {
-	char list[1024], path[64], val[VALUE_MAX];
+	char list[1024], path[64];
 	unsigned int where = where_of(fs, in);
 	size_t len = 0;
 	struct xctx x;
 	ssize_t n;
-	int rc;
+	int rc, v;
 
-	rc = ctx_init(&x, fs, in, true);
+	rc = ctx_init(&x, fs, in, false);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(attrs); i++) {
 		size_t nl = strlen(attrs[i].name) + 1;
 
-		if (!(attrs[i].where & where) || attrs[i].get(&x, val) < 0)
+		if (attrs[i].hint < 0 || !(attrs[i].where & where) ||
+		    !bfs_hints_own(&fs->hints, x.rpath, (enum bfs_hint_kind)attrs[i].hint, &v))
 			continue;
 		memcpy(list + len, attrs[i].name, nl);	/* the table fits: see list[] */
 		len += nl;

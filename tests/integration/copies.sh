@@ -10,16 +10,20 @@
 #   keeping the hard links that are real;
 # - a size query of an attribute answers the length of the get that
 #   follows, also for counters that a reader keeps changing, so rsync -aX
-#   copies the tree.
+#   copies the tree;
+# - listxattr lists no computed user.blockfs.* name, so cp -a, rsync -aX
+#   and tar --xattrs copy only the hints set and the backing attributes,
+#   and blockfs-stat refuses a copy that carries such attributes.
 #
-# Usage: copies.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
+# Usage: copies.sh BLOCKFS BLOCKFS_STAT      Exit: 0 pass, 1 fail, 77 skip.
 
 set -u
-BLOCKFS=$(realpath "${1:?usage: copies.sh BLOCKFS}")
+BLOCKFS=$(realpath "${1:?usage: copies.sh BLOCKFS BLOCKFS_STAT}")
+STAT=$(realpath "${2:?usage: copies.sh BLOCKFS BLOCKFS_STAT}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-bfs_require fusermount3 lz4 bgzip python3 tar rsync cmp
+bfs_require fusermount3 lz4 bgzip python3 tar rsync cmp getfattr setfattr
 
 T=$(mktemp -d /tmp/blockfs-copies.XXXXXX)
 S=$T/src M=$T/mnt O=$T/orig
@@ -170,6 +174,44 @@ check_eq "a size query answers the length the next get returns (counters moving)
 
 check "rsync -aX copies the tree" rsync -aX "$M/" "$T/rsyncx/"
 is "rsync -aX: every name byte for byte" copied_right "$T/rsyncx"
+
+# --- which attributes copies carry ---------------------------------------------
+#
+# The computed user.blockfs.* values (format, sizes, cached, stats) are read
+# by name and never listed, so copies carry only real attributes: the hints
+# set on a path, and the backing file's own.
+
+bfs_names() {	# bfs_names PATH...: the user.blockfs.* names listxattr gives
+	t getfattr --absolute-names -R -d -m '^user\.blockfs\.' "$@" 2>/dev/null |
+		sed -n 's/^\(user\.blockfs\.[^=]*\)=.*/\1/p' | sort | tr '\n' ' '
+}
+setfattr -n user.origin -v backing "$S/p1" 2>/dev/null && HAVE_USER_XATTR=1 || HAVE_USER_XATTR=0
+t setfattr -n user.blockfs.advice -v random "$M/single"
+check_eq "listxattr lists only the hint set on single" "user.blockfs.advice " "$(bfs_names "$M")"
+check_eq "getfattr -n still reads a computed name" lz4 \
+	"$(t getfattr --absolute-names --only-values -n user.blockfs.format "$M/a.txt")"
+t cp -a "$M" "$T/cpx"
+check_eq "cp -a: the copy carries the set hint only" "user.blockfs.advice " \
+	"$(bfs_names "$T/cpx")"
+rm -rf "$T/rsyncx"
+t rsync -aX "$M/" "$T/rsyncx/"
+check_eq "rsync -aX: the set hint only" "user.blockfs.advice " "$(bfs_names "$T/rsyncx")"
+mkdir "$T/tarx"
+t tar --xattrs -C "$M" -cf - . | tar --xattrs -C "$T/tarx" -xf -
+check_eq "tar --xattrs: the set hint only" "user.blockfs.advice " "$(bfs_names "$T/tarx")"
+if ((HAVE_USER_XATTR)); then
+	check_eq "cp -a: the backing file's own attribute is copied" backing \
+		"$(t getfattr --absolute-names --only-values -n user.origin "$T/cpx/p1" 2>&1)"
+fi
+t setfattr -x user.blockfs.advice "$M/single"
+# A copy elsewhere with user.blockfs.* attributes is still not on blockfs.
+t setfattr -n user.blockfs.format -v bgzf "$T/cpx/b.txt"
+check_fails "blockfs-stat on a copy with user.blockfs.* attributes: refused" \
+	"not on a blockfs mount" "$STAT" "$T/cpx/b.txt"
+rc=0
+t "$STAT" "$T/cpx/b.txt" >/dev/null 2>&1 || rc=$?
+check_eq "... exit status 1" 1 "$rc"
+check "blockfs-stat on the mount still works" "$STAT" "$M/b.txt" "$M"
 
 bfs_umount
 check_eq "unmount, exit 0" 0 "$?"

@@ -415,12 +415,12 @@ check_xattrs() {
 		got=$(xattr "$MNT/t_b4.txt" user.origin 2>&1)
 		check_eq "$p: backing file's user.origin shown" backing "$got"
 	fi
+	# The computed names are read by name only: copies must not carry them.
 	got=$(t getfattr --absolute-names -d -m '^user\.blockfs\.' "$MNT/t_b4.txt" 2>&1)
-	if [[ "$got" == *user.blockfs.format* && "$got" == *user.blockfs.compressed_size* &&
-		"$got" == *user.blockfs.block_size* && "$got" == *user.blockfs.blocks* ]]; then
-		ok "$p: listxattr lists the user.blockfs names"
+	if [[ "$got" != *user.blockfs.* ]]; then
+		ok "$p: listxattr lists no computed user.blockfs name"
 	else
-		not_ok "$p: listxattr lists the user.blockfs names" "$got"
+		not_ok "$p: listxattr lists no computed user.blockfs name" "$got"
 	fi
 }
 
