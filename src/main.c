@@ -113,6 +113,88 @@ static int helper_args(int argc, char **argv, struct fuse_args *out)
 }
 
 /*
+ * Every mount is nosuid,nodev unless root asks for suid or dev: a setuid
+ * binary or a device node below SOURCE must not act through the mount.
+ * libfuse mounts nosuid,nodev unless told suid or dev, and blockfs's -o
+ * table takes those four words (opts.c), so only an explicit ask reaches
+ * it. mount(8) never passes suid or dev on (they are its defaults), but
+ * mount.fuse3, which runs "blockfs SOURCE DIR -o OPTS" for fuse.blockfs
+ * mounts when no mount.fuse.blockfs is installed and for "-t fuse
+ * blockfs#SOURCE", appends ",dev,suid" to OPTS unless they hold nodev or
+ * nosuid (libfuse util/mount.fuse.c): those are nobody's ask.
+ */
+
+/*
+ * Was this process started by mount.fuse3? It runs "/bin/sh -c 'blockfs'
+ * 'SOURCE' ..." (every word quoted): that shell is the parent when it
+ * forks (dash), mount(8) when it execs the command (bash), and mount(8)
+ * runs blockfs under this name in no other way.
+ */
+static bool run_by_mount_fuse(void)
+{
+	char path[64], buf[512] = "";
+	ssize_t n = -1;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)getppid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';				/* argv[] is NUL-separated */
+	if (strcmp(buf, "/bin/sh") == 0 && (size_t)n > sizeof("/bin/sh") + 3 &&
+	    strcmp(buf + sizeof("/bin/sh"), "-c") == 0)
+		return buf[sizeof("/bin/sh") + 3] == '\'';
+	return strcmp(strrchr(buf, '/') ? strrchr(buf, '/') + 1 : buf, "mount") == 0;
+}
+
+/* Does the option list @opts hold the word @w? */
+static bool has_word(const char *opts, const char *w)
+{
+	size_t n = strlen(w);
+
+	for (const char *o = opts; *o; o += strcspn(o, ",") + (o[strcspn(o, ",")] == ',')) {
+		if (strncmp(o, w, n) == 0 && (o[n] == ',' || o[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Cut the ",dev,suid" (or ",dev", ",suid") that mount.fuse3 appended from
+ * the last -o of @argv, in place. What is left of suid and dev was asked.
+ */
+static void drop_mount_fuse_defaults(int argc, char **argv)
+{
+	static char none[] = "nosuid";	/* for an -o that held nothing else */
+	char tail[16] = "", *opts;
+	size_t len, tl;
+	int at = 0;
+
+	for (int i = 1; i + 1 < argc; i++)
+		if (strcmp(argv[i], "-o") == 0)
+			at = i + 1;
+	if (!at)
+		return;
+	opts = argv[at];
+	if (!has_word(opts, "nodev"))
+		strcat(tail, ",dev");
+	if (!has_word(opts, "nosuid"))
+		strcat(tail, ",suid");
+	len = strlen(opts);
+	tl = strlen(tail);
+	if (tl == 0)
+		return;
+	if (len + 1 == tl && strcmp(opts, tail + 1) == 0)
+		argv[at] = none;	/* an empty -o would be no option at all */
+	else if (len > tl && strcmp(opts + len - tl, tail) == 0)
+		opts[len - tl] = '\0';
+}
+
+/*
  * Each inode holds a descriptor, and each file version another, so a tree
  * stat'ed once pins two per file. Allow as many as the kernel does
  * (fs.nr_open) when we may raise the hard limit (root), else the hard
@@ -406,7 +488,7 @@ int main(int argc, char **argv)
 	const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	int rc, status = 1;
 
-	if (strcmp(prog, "mount.blockfs") == 0) {
+	if (strcmp(prog, "mount.blockfs") == 0 || strcmp(prog, "mount.fuse.blockfs") == 0) {
 		rc = helper_args(argc, argv, &args);
 		if (rc != 0) {
 			if (rc < 0)
@@ -415,6 +497,8 @@ int main(int argc, char **argv)
 			return rc < 0;
 		}
 	} else {
+		if (run_by_mount_fuse())
+			drop_mount_fuse_defaults(argc, argv);
 		args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	}
 	if (bfs_opts_parse(&args, &opts) < 0)
@@ -456,7 +540,9 @@ int main(int argc, char **argv)
 	 * own rights: without the kernel checking the modes it shows, any
 	 * user let in by allow_other could read any file below SOURCE.
 	 */
-	if (fuse_opt_add_arg(&args, "-odefault_permissions") < 0)
+	if (fuse_opt_add_arg(&args, "-odefault_permissions") < 0 ||
+	    (opts.suid && fuse_opt_add_arg(&args, "-osuid") < 0) ||
+	    (opts.dev && fuse_opt_add_arg(&args, "-odev") < 0))
 		goto out_fs;
 	se = fuse_session_new(&args, &bfs_ops, sizeof(bfs_ops), &fs);
 	if (!se)

@@ -30,6 +30,11 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("willneed=%s", willneed_s),
 	BFS_OPT("kernel_readahead=%s", kernel_readahead_s),
 	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
+	/* Taken here, so that only an explicit ask reaches libfuse (main.c); the last one wins. */
+	{ "suid", offsetof(struct bfs_opts, suid), 1 },
+	{ "nosuid", offsetof(struct bfs_opts, suid), 0 },
+	{ "dev", offsetof(struct bfs_opts, dev), 1 },
+	{ "nodev", offsetof(struct bfs_opts, dev), 0 },
 	FUSE_OPT_END
 };
 
@@ -48,6 +53,8 @@ static const struct {
 	{ "kernel_readahead", "SIZE", "the kernel's read-ahead into the mount (its bdi "
 				      "read_ahead_kb); 0: leave it (1M)" },
 	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
+	{ "suid", NULL, "honour set-user-ID bits below SOURCE (root only; default nosuid)" },
+	{ "dev", NULL, "open device files below SOURCE (root only; default nodev)" },
 };
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)

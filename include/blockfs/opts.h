@@ -44,6 +44,7 @@ struct bfs_opts {
 	int populate;		/* enum bfs_populate: pre-faulting mappings */
 	bool willneed_kernel;	/* willneed pushes decoded pages to the kernel's cache */
 	int nonempty;		/* -o nonempty: mount over a non-empty directory or a mount */
+	int suid, dev;		/* -o suid, -o dev: asked for explicitly (else nosuid, nodev) */
 };
 
 /**

@@ -104,6 +104,35 @@ static void test_readpath_and_populate(void **state)
 	expect_refused("populate=");
 }
 
+/* suid/dev are taken, never passed on: main.c adds them back only when asked. */
+static void test_suid_dev_taken_last_wins(void **state)
+{
+	char *none[] = { "blockfs", "src", "mnt" };
+	char *ask[] = { "blockfs", "-o", "suid,allow_other,dev", "src", "mnt" };
+	char *undo[] = { "blockfs", "-o", "suid,dev,nodev", "-o", "nosuid", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 3, none), 0);
+	assert_false(o.suid);
+	assert_false(o.dev);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, ask), 0);
+	assert_true(o.suid);
+	assert_true(o.dev);
+	assert_int_equal(rest.argc, 4);		/* blockfs -o allow_other mnt */
+	assert_string_equal(rest.argv[2], "allow_other");
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 7, undo), 0);
+	assert_false(o.suid);
+	assert_false(o.dev);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+}
+
 static void test_cache_size(void **state)
 {
 	char *argv[] = { "blockfs", "-o", "cache_size=256M", "src", "mnt" };
@@ -254,6 +283,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_readahead),
 		cmocka_unit_test(test_readahead_workers_advice),
 		cmocka_unit_test(test_willneed),
+		cmocka_unit_test(test_suid_dev_taken_last_wins),
 		cmocka_unit_test(test_check_message_names_option),
 		cmocka_unit_test(test_parse_size),
 	};
