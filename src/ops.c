@@ -119,6 +119,9 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	if (fs->opts->kernel_readahead > conn->max_readahead)
 		conn->max_readahead = (unsigned int)fs->opts->kernel_readahead;
+	/* libfuse ends the session unless this is the max_read it mounted with. */
+	if (fs->opts->max_read_s)
+		conn->max_read = fs->opts->max_read;
 }
 
 static void reply_entry(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *in,

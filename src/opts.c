@@ -19,6 +19,9 @@
 
 #define BFS_OPT(t, f) { t, offsetof(struct bfs_opts, f), 0 }
 
+/* FUSE options blockfs must also know; opt_proc() keeps them for libfuse. */
+enum { KEY_MAX_READ = 1 };
+
 static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("readpath=%s", readpath_s),
 	BFS_OPT("populate=%s", populate_s),
@@ -35,6 +38,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	{ "nosuid", offsetof(struct bfs_opts, suid), 0 },
 	{ "dev", offsetof(struct bfs_opts, dev), 1 },
 	{ "nodev", offsetof(struct bfs_opts, dev), 0 },
+	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
 	FUSE_OPT_END
 };
 
@@ -62,6 +66,16 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	struct bfs_opts *o = data;
 
 	(void)out;
+	if (key == KEY_MAX_READ) {
+		/*
+		 * libfuse passes max_read to the kernel, then fails INIT unless
+		 * the init op asked for the same (ops.c): in the background, after
+		 * the daemon has detached, with nothing mounted and exit status 0.
+		 */
+		free(o->max_read_s);
+		o->max_read_s = strdup(arg + strlen("max_read="));
+		return o->max_read_s ? 1 : -1;	/* and keep it for libfuse */
+	}
 	if (key != FUSE_OPT_KEY_NONOPT || o->source)
 		return 1;		/* keep: mountpoint, -f, -o allow_other, ... */
 	o->source = strdup(arg);	/* first positional argument: the backing dir */
@@ -188,6 +202,18 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 			return -EINVAL;
 		o->verify = v;
 	}
+	if (o->max_read_s) {
+		/* What the kernel's mount option takes: decimal, 32 bits, no suffix. */
+		errno = 0;
+		n = strtoul(o->max_read_s, &end, 10);
+		if (*o->max_read_s < '0' || *o->max_read_s > '9' || *end || errno ||
+		    n > UINT32_MAX) {
+			snprintf(err, errlen, "bad value '%s' for option max_read: expected a byte "
+				 "count in decimal, such as 131072", o->max_read_s);
+			return -EINVAL;
+		}
+		o->max_read = (uint32_t)n;
+	}
 	return 0;
 }
 
@@ -203,6 +229,7 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->workers_s);
 	free(o->willneed_s);
 	free(o->kernel_readahead_s);
+	free(o->max_read_s);
 	memset(o, 0, sizeof(*o));
 }
 

@@ -32,6 +32,7 @@ struct bfs_opts {
 	/* As given with -o; NULL when absent. Owned; bfs_opts_release() frees. */
 	char *readpath_s, *verify_s, *populate_s, *advice_s;
 	char *cache_size_s, *readahead_s, *workers_s, *willneed_s, *kernel_readahead_s;
+	char *max_read_s;	/* a FUSE option: also left in the arguments for libfuse */
 
 	/* Checked values. */
 	enum bfs_readpath readpath;
@@ -45,6 +46,7 @@ struct bfs_opts {
 	bool willneed_kernel;	/* willneed pushes decoded pages to the kernel's cache */
 	int nonempty;		/* -o nonempty: mount over a non-empty directory or a mount */
 	int suid, dev;		/* -o suid, -o dev: asked for explicitly (else nosuid, nodev) */
+	uint32_t max_read;	/* -o max_read: INIT must ask for it too; 0 when not given */
 };
 
 /**

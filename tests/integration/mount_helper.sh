@@ -228,6 +228,46 @@ is "blockfs -o allow_other,ro: nosuid,nodev" route_cli safe -o allow_other,ro
 is "blockfs -o suid,dev (root asks): neither" route_cli asked -o suid,dev
 is "blockfs -o suid,nosuid,dev,nodev: the last word wins" route_cli safe -o suid,nosuid,dev,nodev
 
+# Every FUSE option that -h or the man page documents works in the
+# background, or is refused in the foreground: libfuse fails some only at
+# INIT, after the daemon detached (max_read did: exit 0, nothing mounted).
+PASS_THROUGH=(allow_other allow_root auto_unmount clone_fd max_idle_threads=2 max_threads=4
+	max_read=65536 max_read=4096 default_permissions ro fsname=x kernel_readahead=0)
+documented_all_tested() {
+	local o missing=
+	for o in $("$BLOCKFS" -h 2>&1 | sed -n '/^FUSE options/,$ s/^ *-o \([a-z_]*\).*/\1/p') \
+		$(sed -n '/^\.SS "FUSE options"/,/^\.SH/ s/^\.BR \([a-z_]*\)=* ,*$/\1/p' \
+			"$HERE/../../man/blockfs.8.in"); do
+		[[ " ${PASS_THROUGH[*]} " == *" $o"[=\ ]* ]] || missing+=" $o"
+	done
+	[[ -z "$missing" ]] || { diag "untested:$missing"; return 1; }
+}
+is "every FUSE option of -h and the man page is among those tested" documented_all_tested
+daemon_with() {
+	"$BLOCKFS" "$T/src" "$T/mnt" "$@" && mounted_right && unmount
+}
+for o in "${PASS_THROUGH[@]}"; do
+	is "daemon mode -o $o: mounts and serves" daemon_with -o "$o"
+done
+is "daemon mode -s: mounts and serves" daemon_with -s
+debug_mode() {	# -d implies -f: stays in the foreground
+	"$BLOCKFS" -d "$T/src" "$T/mnt" >"$T/debug.log" 2>&1 &
+	mounted_right && unmount && wait $!
+}
+is "-d: mounts and serves in the foreground, exit 0" debug_mode
+refused() {	# refused MESSAGE OPT: exit 1 with MESSAGE, nothing mounted
+	local out rc=0
+	out=$("$BLOCKFS" "$T/src" "$T/mnt" -o "$2" 2>&1) || rc=$?
+	sleep 0.3
+	[[ $rc == 1 && "$out" == *"$1"* ]] && ! mountpoint -q "$T/mnt" ||
+		{ diag "exit $rc: $out"; mountpoint -q "$T/mnt" && fusermount3 -u "$T/mnt"; return 1; }
+}
+for spec in "max_read=64K:option max_read" "max_read=-1:option max_read" \
+	"max_read=4294967296:option max_read" "max_threads=many:max_threads" \
+	"max_idle_threads=x:max_idle_threads" "kernel_cache:unknown option"; do
+	is "-o ${spec%%:*}: refused in the foreground, exit 1" refused "${spec#*:}" "${spec%%:*}"
+done
+
 if t unshare -m --propagation private true 2>/dev/null; then
 	tap_import unshare -m --propagation private "$HERE/mount_helper.sh" --routes "$BLOCKFS" "$T"
 else

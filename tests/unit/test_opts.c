@@ -133,6 +133,27 @@ static void test_suid_dev_taken_last_wins(void **state)
 	fuse_opt_free_args(&rest);
 }
 
+/* max_read: checked here (the init op needs it), and still left for libfuse to mount with. */
+static void test_max_read_checked_and_kept(void **state)
+{
+	char *argv[] = { "blockfs", "-o", "max_read=65536", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 5, argv), 0);
+	assert_int_equal(o.max_read, 65536);
+	assert_int_equal(rest.argc, 4);		/* blockfs -o max_read=65536 mnt */
+	assert_string_equal(rest.argv[2], "max_read=65536");
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("max_read=");
+	expect_refused("max_read=64K");
+	expect_refused("max_read=-1");
+	expect_refused("max_read= 1");
+	expect_refused("max_read=4294967296");
+}
+
 static void test_cache_size(void **state)
 {
 	char *argv[] = { "blockfs", "-o", "cache_size=256M", "src", "mnt" };
@@ -284,6 +305,7 @@ int main(void)
 		cmocka_unit_test(test_readahead_workers_advice),
 		cmocka_unit_test(test_willneed),
 		cmocka_unit_test(test_suid_dev_taken_last_wins),
+		cmocka_unit_test(test_max_read_checked_and_kept),
 		cmocka_unit_test(test_check_message_names_option),
 		cmocka_unit_test(test_parse_size),
 	};
