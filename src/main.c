@@ -73,6 +73,10 @@ static int helper_args(int argc, char **argv, struct fuse_args *out)
 {
 	char *kept = NULL;
 
+	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+			  strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0))
+		return fuse_opt_add_arg(out, "blockfs") < 0 || fuse_opt_add_arg(out, argv[1]) < 0 ?
+		       -1 : 0;		/* help and versions, as blockfs gives them */
 	if (argc < 3)
 		return -1;
 	if (fuse_opt_add_arg(out, "blockfs") < 0 || fuse_opt_add_arg(out, argv[1]) < 0 ||
@@ -306,8 +310,8 @@ static int dir_has_entries(const char *path)
  * unless told -o nonempty, and so does blockfs, since files hidden under
  * a mount are easily mistaken for missing ones. The same goes for a
  * directory that is already a mount point (a live mount, most likely a
- * blockfs started twice). libfuse has already resolved @mnt (realpath), so
- * a missing one never gets here.
+ * blockfs started twice). @mnt is resolved (resolve_mountpoint()), so a
+ * missing one never gets here.
  */
 static int check_mountpoint(const char *mnt, bool nonempty)
 {
@@ -339,6 +343,62 @@ static int check_mountpoint(const char *mnt, bool nonempty)
 		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': not empty (give "
 			"-o nonempty to mount over it anyway)\n", mnt);
 	return rc == 0 ? 0 : -1;
+}
+
+/*
+ * MOUNTPOINT as an absolute path without links, as libfuse would have
+ * made it (the daemon's working directory changes; the mount table wants
+ * one name), into *@out (malloc'd).
+ */
+static int resolve_mountpoint(const char *given, char **out)
+{
+	*out = realpath(given, NULL);
+	if (!*out) {
+		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': %s\n", given,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A MOUNTPOINT inside SOURCE, or SOURCE itself, is refused: the daemon
+ * would list and open its own mount through SOURCE, hold descriptors
+ * inside it, so that fusermount3 -u is EBUSY for ever and, after -uz, the
+ * daemon never exits. Compared by identity, MOUNTPOINT's and each of its
+ * ancestors' with SOURCE's, so that another path to SOURCE (a bind mount,
+ * a link) is caught too. @mnt: resolved (resolve_mountpoint()).
+ */
+static int check_outside(const char *source, const char *mnt)
+{
+	struct stat src, st;
+	char *p = strdup(mnt), *slash;
+	int rc = 0;
+
+	if (!p || stat(source, &src) < 0) {
+		free(p);
+		return 0;	/* check_source() has looked at SOURCE; nothing to compare */
+	}
+	for (;;) {
+		if (stat(p, &st) == 0 && st.st_dev == src.st_dev && st.st_ino == src.st_ino) {
+			fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': %s SOURCE '%s' "
+				"(blockfs would hold its own mount busy); choose a directory "
+				"outside SOURCE\n", mnt, strcmp(p, mnt) == 0 ? "it is" : "it is inside",
+				source);
+			rc = -1;
+			break;
+		}
+		slash = strrchr(p, '/');
+		if (!slash || slash == p) {
+			if (strcmp(p, "/") == 0 || !slash)
+				break;
+			p[1] = '\0';		/* "/x": the root is the last to check */
+			continue;
+		}
+		*slash = '\0';
+	}
+	free(p);
+	return rc;
 }
 
 /*
@@ -482,10 +542,12 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_cmdline_opts cl = { 0 };
-	struct fuse_session *se;
+	struct fuse_session *se = NULL;
 	struct bfs_opts opts;
 	struct bfs_fs fs;
 	const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	char *mnt = NULL;
+	bool fs_up = false;
 	int rc, status = 1;
 
 	if (strcmp(prog, "mount.blockfs") == 0 || strcmp(prog, "mount.fuse.blockfs") == 0) {
@@ -513,28 +575,10 @@ int main(int argc, char **argv)
 		status = 0;
 		goto out_opts;
 	}
-	if (!opts.source || !cl.mountpoint) {
+	if (!opts.source || !opts.mountpoint) {
 		usage(stderr);
 		goto out_opts;
 	}
-	if (check_source(opts.source) < 0 || check_mountpoint(cl.mountpoint, opts.nonempty) < 0)
-		goto out_opts;
-	raise_nofile();
-	preload_unwinder();
-	one_arena();
-	rc = bfs_fs_init(&fs, opts.source, &opts);
-	if (rc < 0) {
-		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));
-		goto out_opts;
-	}
-	/*
-	 * Mappings exist whatever the mount's read path: a file or directory
-	 * hint may choose mmap on a pread mount.
-	 */
-	fs.env.readpath = opts.readpath;
-	if (bfs_sigbus_init() < 0 ||
-	    bfs_maps_new(&fs.env.maps, BFS_MAX_LIVE_MAPS, opts.populate) < 0)
-		goto out_fs;
 	/*
 	 * The daemon usually runs as root and opens backing files with its
 	 * own rights: without the kernel checking the modes it shows, any
@@ -543,16 +587,40 @@ int main(int argc, char **argv)
 	if (fuse_opt_add_arg(&args, "-odefault_permissions") < 0 ||
 	    (opts.suid && fuse_opt_add_arg(&args, "-osuid") < 0) ||
 	    (opts.dev && fuse_opt_add_arg(&args, "-odev") < 0))
-		goto out_fs;
+		goto out_opts;
+	/*
+	 * The session first: it is where libfuse checks the rest of the
+	 * options, and a bad option is reported before any path is looked at.
+	 */
 	se = fuse_session_new(&args, &bfs_ops, sizeof(bfs_ops), &fs);
 	if (!se)
-		goto out_fs;		/* libfuse said why */
+		goto out_opts;		/* libfuse said why */
+	if (check_source(opts.source) < 0 || resolve_mountpoint(opts.mountpoint, &mnt) < 0 ||
+	    check_outside(opts.source, mnt) < 0 || check_mountpoint(mnt, opts.nonempty) < 0)
+		goto out_session;
+	raise_nofile();
+	preload_unwinder();
+	one_arena();
+	rc = bfs_fs_init(&fs, opts.source, &opts);
+	if (rc < 0) {
+		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));
+		goto out_session;
+	}
+	fs_up = true;
+	/*
+	 * Mappings exist whatever the mount's read path: a file or directory
+	 * hint may choose mmap on a pread mount.
+	 */
+	fs.env.readpath = opts.readpath;
+	if (bfs_sigbus_init() < 0 ||
+	    bfs_maps_new(&fs.env.maps, BFS_MAX_LIVE_MAPS, opts.populate) < 0)
+		goto out_session;
 	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
-	if (fuse_session_mount(se, cl.mountpoint) != 0)
+	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
-	set_kernel_readahead(cl.mountpoint, opts.kernel_readahead);
+	set_kernel_readahead(mnt, opts.kernel_readahead);
 	if (fuse_daemonize(cl.foreground) != 0)
 		goto out_unmount;
 	if (!cl.foreground)
@@ -568,11 +636,14 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
+	/* Before the fs: its destroy op closes the handles that hold file versions. */
 	fuse_session_destroy(se);
-out_fs:
-	bfs_fs_destroy(&fs);
-	bfs_maps_free(fs.env.maps);	/* after every file version is gone */
+	if (fs_up) {
+		bfs_fs_destroy(&fs);
+		bfs_maps_free(fs.env.maps);	/* after every file version is gone */
+	}
 out_opts:
+	free(mnt);
 	free(cl.mountpoint);
 	bfs_opts_release(&opts);
 	fuse_opt_free_args(&args);

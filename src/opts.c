@@ -15,6 +15,7 @@
 #include <fuse_lowlevel.h>
 
 #include "blockfs/hints.h"
+#include "blockfs/mmap.h"
 #include "blockfs/opts.h"
 
 #define BFS_OPT(t, f) { t, offsetof(struct bfs_opts, f), 0 }
@@ -64,6 +65,7 @@ static const struct {
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
 	struct bfs_opts *o = data;
+	char **slot;
 
 	(void)out;
 	if (key == KEY_MAX_READ) {
@@ -76,10 +78,21 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		o->max_read_s = strdup(arg + strlen("max_read="));
 		return o->max_read_s ? 1 : -1;	/* and keep it for libfuse */
 	}
-	if (key != FUSE_OPT_KEY_NONOPT || o->source)
-		return 1;		/* keep: mountpoint, -f, -o allow_other, ... */
-	o->source = strdup(arg);	/* first positional argument: the backing dir */
-	return o->source ? 0 : -1;
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;		/* keep: -f, -o allow_other, ... */
+	if (o->source && o->mountpoint) {
+		fprintf(stderr, "blockfs: unexpected argument '%s' after SOURCE and MOUNTPOINT\n",
+			arg);
+		return -1;
+	}
+	/*
+	 * Both positional arguments are taken here: fuse_parse_cmdline() would
+	 * resolve the mount point, and fail on it, before libfuse has looked
+	 * at a single option; main.c checks options first.
+	 */
+	slot = o->source ? &o->mountpoint : &o->source;
+	*slot = strdup(arg);
+	return *slot ? 0 : -1;
 }
 
 int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o)
@@ -93,6 +106,11 @@ int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o)
 		fprintf(stderr, "blockfs: %s\n", err);
 		return -1;
 	}
+	/* Accepted, since a hint may still choose mmap per file; but say so. */
+	if (o->populate_s && o->populate != BFS_POPULATE_OFF && o->readpath == BFS_READPATH_PREAD)
+		fprintf(stderr, "blockfs: warning: populate=%s has no effect with readpath=pread: "
+			"only files whose user.blockfs.readpath hint says mmap or auto are mapped\n",
+			o->populate_s);
 	return 0;
 }
 
@@ -220,6 +238,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 void bfs_opts_release(struct bfs_opts *o)
 {
 	free(o->source);
+	free(o->mountpoint);
 	free(o->readpath_s);
 	free(o->verify_s);
 	free(o->populate_s);
@@ -233,17 +252,41 @@ void bfs_opts_release(struct bfs_opts *o)
 	memset(o, 0, sizeof(*o));
 }
 
+/* Where the help texts start, and the width they wrap at: as fuse_cmdline_help() does. */
+#define HELP_COL 27
+#define HELP_WIDTH 79
+
 void bfs_opts_help(FILE *out)
 {
 	fprintf(out, "blockfs options:\n");
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(helps); i++) {
-		char lhs[64];
+		const char *h = helps[i].help;
+		int col;
 
 		if (helps[i].values)
-			snprintf(lhs, sizeof(lhs), "-o %s=%s", helps[i].name, helps[i].values);
+			col = fprintf(out, "    -o %s=%s", helps[i].name, helps[i].values);
 		else
-			snprintf(lhs, sizeof(lhs), "-o %s", helps[i].name);
-		fprintf(out, "    %-48s %s\n", lhs, helps[i].help);
+			col = fprintf(out, "    -o %s", helps[i].name);
+		/* A long left side gets its text on the next line, all texts in one column. */
+		while (*h) {
+			size_t n = strlen(h);
+
+			if (col >= HELP_COL) {
+				fputc('\n', out);
+				col = 0;
+			}
+			if (n > HELP_WIDTH - HELP_COL) {	/* wrap at the last space that fits */
+				n = HELP_WIDTH - HELP_COL;
+				while (n > 0 && h[n] != ' ')
+					n--;
+				if (n == 0)
+					n = strcspn(h, " ");
+			}
+			fprintf(out, "%*s%.*s\n", HELP_COL - col, "", (int)n, h);
+			col = 0;
+			h += n;
+			h += *h == ' ';
+		}
 	}
 }
 

@@ -28,6 +28,7 @@ enum bfs_readpath { BFS_READPATH_PREAD, BFS_READPATH_MMAP, BFS_READPATH_AUTO };
 
 struct bfs_opts {
 	char *source;		/* first positional argument: the backing directory */
+	char *mountpoint;	/* second, as given (main.c resolves and checks it) */
 
 	/* As given with -o; NULL when absent. Owned; bfs_opts_release() frees. */
 	char *readpath_s, *verify_s, *populate_s, *advice_s;
@@ -50,9 +51,9 @@ struct bfs_opts {
 };
 
 /**
- * bfs_opts_parse() - take blockfs's options (and SOURCE) out of @args.
- * Leaves the mountpoint and every FUSE option in @args. Sets defaults
- * first, then checks. On failure prints why to stderr.
+ * bfs_opts_parse() - take blockfs's options, SOURCE and MOUNTPOINT out of @args.
+ * Leaves every FUSE option (and any third positional argument) in @args.
+ * Sets defaults first, then checks. On failure prints why to stderr.
  * Return: 0, or -1 (the caller exits with status 1).
  */
 BFS_MUST_CHECK int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o);

@@ -296,6 +296,40 @@ help_lists_options() {
 }
 is "blockfs -h lists every option" help_lists_options
 
+help_aligned() {	# every text in one column, every line within 79 columns
+	"$BLOCKFS" -h | awk '
+		/^blockfs options/ { on = 1; next }
+		/^$/ { on = 0 }
+		length($0) > 79 { print "too long: " $0; bad = 1 }
+		on && /^    -o [^ ]+ +[^ ]/ && match($0, /^    -o [^ ]+ +/) && RLENGTH != 27 {
+			print "text at column " RLENGTH + 1 ": " $0; bad = 1 }
+		on && /^     +[^ -]/ && match($0, /^ +/) && RLENGTH != 27 {
+			print "continued at column " RLENGTH + 1 ": " $0; bad = 1 }
+		END { exit bad }'
+}
+is "blockfs -h: every option's text in one column, within 79 columns" help_aligned
+
+helper_help_version() {
+	local out
+	out=$("$T/bin/mount.blockfs" -h) && [[ "$out" == *"blockfs options"* ]] || return 1
+	out=$("$T/bin/mount.blockfs" --help) && [[ "$out" == *"blockfs options"* ]] || return 1
+	out=$("$T/bin/mount.blockfs" -V) && [[ "$out" == *libfuse* ]] || return 1
+	"$T/bin/mount.blockfs" --version >/dev/null
+}
+is "mount.blockfs -h, --help, -V, --version: exit 0" helper_help_version
+
+populate_warned() {
+	local out
+	out=$("$BLOCKFS" "$T/src" "$T/mnt" -o readpath=pread,populate=on 2>&1) &&
+		mounted_right && unmount || return 1
+	[[ "$out" == *"populate=on has no effect with readpath=pread"* ]] ||
+		{ diag "no warning: $out"; return 1; }
+	out=$("$BLOCKFS" "$T/src" "$T/mnt" -o readpath=mmap,populate=on 2>&1) &&
+		mounted_right && unmount && [[ -z "$out" ]]
+}
+is "populate=on with readpath=pread: mounts, warns it has no effect (not with mmap)" \
+	populate_warned
+
 version_lists_libraries() {
 	local out
 	out=$("$BLOCKFS" -V 2>&1) || return 1
