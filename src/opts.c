@@ -34,6 +34,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("willneed=%s", willneed_s),
 	BFS_OPT("kernel_readahead=%s", kernel_readahead_s),
 	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
+	{ "keep_compressed", offsetof(struct bfs_opts, keep_compressed), 1 },
 	/* Taken here, so that only an explicit ask reaches libfuse (main.c); the last one wins. */
 	{ "suid", offsetof(struct bfs_opts, suid), 1 },
 	{ "nosuid", offsetof(struct bfs_opts, suid), 0 },
@@ -57,6 +58,8 @@ static const struct {
 				      "cache or blockfs's cache (kernel)" },
 	{ "kernel_readahead", "SIZE", "the kernel's read-ahead into the mount (its bdi "
 				      "read_ahead_kb); 0: leave it (1M)" },
+	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
+				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
 	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
 	{ "suid", NULL, "honour set-user-ID bits below SOURCE (root only; default nosuid)" },
 	{ "dev", NULL, "open device files below SOURCE (root only; default nodev)" },
