@@ -13,7 +13,9 @@
 #   copies the tree;
 # - listxattr lists no computed user.blockfs.* name, so cp -a, rsync -aX
 #   and tar --xattrs copy only the hints set and the backing attributes,
-#   and blockfs-stat refuses a copy that carries such attributes.
+#   and blockfs-stat refuses a copy that carries such attributes;
+# - SEEK_DATA/SEEK_HOLE: a sparse raw file's holes are the backing file's,
+#   so cp copies it sparse and reads only its data.
 #
 # Usage: copies.sh BLOCKFS BLOCKFS_STAT      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -212,6 +214,63 @@ rc=0
 t "$STAT" "$T/cpx/b.txt" >/dev/null 2>&1 || rc=$?
 check_eq "... exit status 1" 1 "$rc"
 check "blockfs-stat on the mount still works" "$STAT" "$M/b.txt" "$M"
+
+# --- holes -----------------------------------------------------------------------
+#
+# SEEK_DATA/SEEK_HOLE on a file shown unchanged ask the backing file, so cp
+# keeps a sparse file sparse and reads only its data; a decoded file is
+# all data up to its size.
+
+holes() {	# holes FILE: the data segments SEEK_DATA/SEEK_HOLE give, or the error
+	python3 - "$1" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+size, off, segs = os.fstat(fd).st_size, 0, []
+try:
+    while off < size:
+        try:
+            d = os.lseek(fd, off, os.SEEK_DATA)
+        except OSError as e:
+            segs.append("ENXIO" if e.errno == 6 else e.strerror)
+            break
+        h = os.lseek(fd, d, os.SEEK_HOLE)
+        segs.append("%d-%d" % (d, h))
+        off = h
+    try:
+        os.lseek(fd, size, os.SEEK_DATA)
+        segs.append("data at EOF")
+    except OSError as e:
+        segs.append("EOF:" + ("ENXIO" if e.errno == 6 else e.strerror))
+finally:
+    os.close(fd)
+print(" ".join(segs))
+PY
+}
+sparse_stats_bytes() {
+	t getfattr --absolute-names --only-values -n user.blockfs.stats "$1" |
+		awk '$1 == "bytes" { print $2 }'
+}
+check_eq "a decoded file: one data segment, ENXIO at its end" \
+	"0-$(stat -c %s "$O/text") EOF:ENXIO" "$(holes "$M/a.txt")"
+bfs_umount
+truncate -s 64M "$S/sparse"
+dd if=/dev/urandom of="$S/sparse" bs=1M count=1 seek=10 conv=notrunc status=none
+dd if=/dev/urandom of="$S/sparse" bs=1M count=1 seek=40 conv=notrunc status=none
+mount_or_die readpath=pread
+check_eq "a sparse raw file: the backing file's data segments" "$(holes "$S/sparse")" \
+	"$(holes "$M/sparse")"
+t cp "$M/sparse" "$T/sparse-cp"
+check "cp of it: the same bytes" cmp "$S/sparse" "$T/sparse-cp"
+check_eq "... a sparse copy (du as the backing file's)" "$(du -k "$S/sparse" | cut -f1)" \
+	"$(du -k "$T/sparse-cp" | cut -f1)"
+n=$(sparse_stats_bytes "$M/sparse")
+if ((n > 0 && n <= 16 << 20)); then	# a quarter: read-ahead reads around the data
+	ok "... reading only the data: the daemon served $n bytes of 64 MiB"
+else
+	not_ok "... reading only the data" "the daemon served $n bytes of 64 MiB"
+fi
+t cp --sparse=always "$M/sparse" "$T/sparse-always"
+check "cp --sparse=always: the same bytes" cmp "$S/sparse" "$T/sparse-always"
 
 bfs_umount
 check_eq "unmount, exit 0" 0 "$?"
