@@ -41,6 +41,9 @@ static void help(void)
 	printf("\nFUSE options:\n");
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
+	printf("    -o max_read=N          largest read request, in bytes (decimal)\n"
+	       "    -o default_permissions is always on; every mount is nosuid,nodev\n"
+	       "                           unless -o suid or -o dev\n");
 }
 
 static void version(void)

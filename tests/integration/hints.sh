@@ -58,6 +58,8 @@ lz4 -q -B4 "$STATE/plain" "$SRC/a.lz4"
 cp "$STATE/plain" "$SRC/d/b" && bgzip -i "$SRC/d/b"	# d/b.gz and its .gzi
 lz4 -q -B4 "$STATE/plain" "$SRC/d/e/c.lz4"
 cp "$STATE/plain" "$SRC/d/e/raw.txt"
+mkdir "$SRC/slow"
+lz4 -q "$STATE/plain" "$SRC/slow/big4m.lz4"	# the lz4 CLI's default 4 MiB blocks
 FILES=(a d/b d/e/c d/e/raw.txt)
 
 # checkf NAME FUNCTION...: like check, for shell functions (no timeout(1)).
@@ -393,6 +395,19 @@ assert \"reads\" in a[\"stats\"] and a[\"advice\"] == \"normal\", a
 assert d[\"type\"] == \"directory\" and \"stats\" not in d, d
 assert r[\"type\"] == \"root\" and \"cache_limit\" in r[\"stats\"], r
 " "$3"' _ "$STAT" "$MNT" "$SIZE"
+	fi
+	out=$(t "$STAT" "$MNT/slow/big4m" 2>&1)
+	check "blockfs-stat: a file of 4 MiB blocks gets a warning about random reads, and the fix" \
+		bash -c 'grep -q "warning .*random reads.*slow.*blockfs-pack.*lz4 -B4" <<<"$1"' _ "$out"
+	out=$(t "$STAT" "$MNT/a" 2>&1)
+	check "... a file of 64 KiB blocks none" bash -c '! grep -q warning <<<"$1"' _ "$out"
+	if ((HAVE_PY)); then
+		check "... --json: the warning, or null" bash -c '
+			"$1" --json "$2/slow/big4m" "$2/a" | python3 -c "
+import json, sys
+s, a = json.load(sys.stdin)
+assert \"lz4 -B4\" in s[\"warning\"] and a[\"warning\"] is None, (s, a)
+"' _ "$STAT" "$MNT"
 	fi
 	check_fails "blockfs-stat on a path not on blockfs: message, exit 1" \
 		"not on a blockfs mount" "$STAT" "$STATE/plain"
