@@ -79,15 +79,13 @@ static int openat_fs(struct bfs_fs *fs, int dirfd, const char *name, int flags)
 	return fd;
 }
 
-/* The codec that claims regular file @name in @dirfd, or NULL. */
-static const struct bfs_codec *sniff(struct bfs_fs *fs, int dirfd, const char *name)
+/* The codec that claims the file open as @fd (consumed), or NULL. */
+static const struct bfs_codec *sniff_fd(int fd)
 {
 	const struct bfs_codec *c = NULL;
 	struct bfs_io io;
 	struct stat st;
-	int fd;
 
-	fd = openat_fs(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return NULL;		/* unreadable: shown unchanged, reads say why */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -96,6 +94,12 @@ static const struct bfs_codec *sniff(struct bfs_fs *fs, int dirfd, const char *n
 	}
 	close(fd);
 	return c;
+}
+
+/* The codec that claims regular file @name in @dirfd, or NULL. */
+static const struct bfs_codec *sniff(struct bfs_fs *fs, int dirfd, const char *name)
+{
+	return sniff_fd(openat_fs(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
 }
 
 /* --- name questions answered with syscalls (lookup) ----------------------- */
@@ -578,7 +582,8 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 	d.fd = bfs_inode_fd(fs, dir);
 	if (d.fd < 0)
 		return d.fd;
-	rc = bfs_name_resolve(&sys_name_ops, &d, name, backing, &codec);
+	rc = bfs_name_resolve(&sys_name_ops, &d, name, backing, &codec,
+			      fs->opts->keep_compressed);
 	bfs_inode_fd_put(fs, dir);
 	if (rc < 0)
 		return rc;
@@ -663,16 +668,51 @@ static int stat_fd(int opath, struct stat *st)
 	return fstatat(opath, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
-/* The backing object's stat, through its (pinned, then unpinned) descriptor. */
-static int backing_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
-{
-	int rc, fd = bfs_inode_fd(fs, in);
+/*
+ * The decoded view of a backing inode shows other bytes than its raw view
+ * (a hard link with another name, or keep_compressed), so the two must not
+ * share st_ino: cp -a, tar and rsync -H would write one view's bytes under
+ * the other's names. The raw view keeps the backing number, so raw names
+ * of one inode still agree; the decoded view gets it with the top bit
+ * flipped, a bit no inode number of ext4, XFS, btrfs or tmpfs uses. Both
+ * are as stable as the backing number, across lookups and mounts.
+ */
+#define DECODED_INO_BIT (1ull << 63)
 
-	if (fd < 0)
-		return fd;
-	rc = stat_fd(fd, st);
-	bfs_inode_fd_put(fs, in);
-	return rc;
+static ino_t shown_ino(ino_t ino, const struct bfs_codec *codec)
+{
+	return codec ? (ino_t)((uint64_t)ino ^ DECODED_INO_BIT) : ino;
+}
+
+/*
+ * st_nlink counts only names that show the same bytes, or copy tools
+ * would link names of one view to the other's bytes. Which names of a
+ * backing inode show it decoded depends on each name and its directory,
+ * and finding them all would mean walking SOURCE. So a decoded view says
+ * 1: its names are copied in full, never linked (a link lost, no byte
+ * wrong). A raw view keeps the backing count when every name of it is
+ * shown raw: always with keep_compressed, else when no codec claims its
+ * bytes (one small read, only for regular files with several names);
+ * otherwise 1.
+ */
+static void shown_links(const struct bfs_fs *fs, int opath, const struct bfs_inode *in,
+			struct stat *st)
+{
+	if (!S_ISREG(st->st_mode) || st->st_nlink <= 1)
+		return;
+	/* keep_compressed shows every name raw, the decoded ones as well: all count */
+	if (in->codec || (!fs->opts->keep_compressed &&
+			  sniff_fd(reopen(opath, O_RDONLY | O_NONBLOCK))))
+		st->st_nlink = 1;
+}
+
+/* The backing object's stat @st made what the view @in shows, but the size. */
+static void shown_attrs(const struct bfs_fs *fs, int opath, const struct bfs_inode *in,
+			struct stat *st)
+{
+	st->st_blksize = BFS_BLKSIZE;
+	st->st_ino = shown_ino(st->st_ino, in->codec);
+	shown_links(fs, opath, in, st);
 }
 
 /* The current version of regular file @in; its stat in @now if @fresh is false. */
@@ -742,8 +782,9 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	if (fd < 0)
 		return fd;
 	rc = stat_fd(fd, st);
-	st->st_blksize = BFS_BLKSIZE;
 	if (rc < 0 || !in->codec || !S_ISREG(st->st_mode)) {
+		if (rc == 0)
+			shown_attrs(fs, fd, in, st);
 		bfs_inode_fd_put(fs, in);
 		return rc;
 	}
@@ -759,6 +800,9 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	else
 		rc = current_locked(fs, in, fd, st, &f, &changed);
 	pthread_mutex_unlock(&in->lock);
+	/* current_locked() needs the backing stat as it is: the view's after */
+	if (rc == 0)
+		shown_attrs(fs, fd, in, st);
 	bfs_inode_fd_put(fs, in);
 	if (rc < 0)
 		return rc;
@@ -770,14 +814,17 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct bfs_file *f,
 			   struct stat *st)
 {
-	int rc = backing_stat(fs, in, st);
+	int rc, fd = bfs_inode_fd(fs, in);
 
-	if (rc < 0)
-		return rc;
-	st->st_blksize = BFS_BLKSIZE;
-	if (in->codec)
+	if (fd < 0)
+		return fd;
+	rc = stat_fd(fd, st);
+	if (rc == 0)
+		shown_attrs(fs, fd, in, st);
+	bfs_inode_fd_put(fs, in);
+	if (rc == 0 && in->codec)
 		st->st_size = (off_t)bfs_file_size(f);
-	return 0;
+	return rc;
 }
 
 /*
@@ -919,9 +966,24 @@ void bfs_dir_free(struct bfs_dir *d)
 	free(d);
 }
 
+/* Append backing entry @e, shown as @name with @codec, to @d (room for it is made). */
+static int add_dirent(struct bfs_dir *d, const char *name, const struct lent *e,
+		      const struct bfs_codec *codec)
+{
+	struct bfs_dirent *de = &d->ent[d->n++];
+
+	de->name = strdup(name);
+	de->backing = strdup(e->name);
+	de->codec = codec;
+	de->ino = shown_ino(e->ino, codec);	/* as stat says */
+	de->type = e->type;
+	return de->name && de->backing ? 0 : -ENOMEM;
+}
+
 int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
 {
 	struct listing l = { .fs = fs, .dirfd = -1 };
+	bool keep = fs->opts->keep_compressed;
 	struct bfs_dir *d;
 	int rc;
 
@@ -931,27 +993,22 @@ int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
 	l.dirfd = bfs_inode_fd(fs, dir);
 	rc = l.dirfd < 0 ? l.dirfd : read_listing(&l);
 	if (rc == 0 && l.n > 0) {
-		d->ent = calloc(l.n, sizeof(*d->ent));
+		/* keep_compressed: a decoded entry is listed twice, decoded and raw */
+		d->ent = calloc(keep ? 2 * l.n : l.n, sizeof(*d->ent));
 		if (!d->ent)
 			rc = -ENOMEM;
 	}
 	for (size_t i = 0; rc == 0 && i < l.n; i++) {
-		struct bfs_dirent *de = &d->ent[d->n];
+		const struct bfs_codec *codec = NULL;
 		char shown[NAME_MAX + 1];
 
-		if (strcmp(l.e[i].name, ".") == 0 || strcmp(l.e[i].name, "..") == 0) {
+		if (strcmp(l.e[i].name, ".") == 0 || strcmp(l.e[i].name, "..") == 0)
 			snprintf(shown, sizeof(shown), "%s", l.e[i].name);
-			de->codec = NULL;
-		} else {
-			bfs_name_shown(&list_name_ops, &l, l.e[i].name, shown, &de->codec);
-		}
-		de->name = strdup(shown);
-		de->backing = strdup(l.e[i].name);
-		de->ino = l.e[i].ino;
-		de->type = l.e[i].type;
-		d->n++;
-		if (!de->name || !de->backing)
-			rc = -ENOMEM;
+		else if (!bfs_name_shown(&list_name_ops, &l, l.e[i].name, shown, &codec, keep))
+			continue;	/* a sidecar of a file shown decoded */
+		rc = add_dirent(d, shown, &l.e[i], codec);
+		if (rc == 0 && codec && keep)
+			rc = add_dirent(d, l.e[i].name, &l.e[i], NULL);
 	}
 	if (l.dirfd >= 0)
 		bfs_inode_fd_put(fs, dir);

@@ -41,6 +41,9 @@ static void help(void)
 	printf("\nFUSE options:\n");
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
+	printf("    -o max_read=N          largest read request, in bytes (decimal)\n"
+	       "    -o default_permissions is always on; every mount is nosuid,nodev\n"
+	       "                           unless -o suid or -o dev\n");
 }
 
 static void version(void)
@@ -73,6 +76,10 @@ static int helper_args(int argc, char **argv, struct fuse_args *out)
 {
 	char *kept = NULL;
 
+	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+			  strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0))
+		return fuse_opt_add_arg(out, "blockfs") < 0 || fuse_opt_add_arg(out, argv[1]) < 0 ?
+		       -1 : 0;		/* help and versions, as blockfs gives them */
 	if (argc < 3)
 		return -1;
 	if (fuse_opt_add_arg(out, "blockfs") < 0 || fuse_opt_add_arg(out, argv[1]) < 0 ||
@@ -110,6 +117,88 @@ static int helper_args(int argc, char **argv, struct fuse_args *out)
 		return -1;
 	free(kept);
 	return 0;
+}
+
+/*
+ * Every mount is nosuid,nodev unless root asks for suid or dev: a setuid
+ * binary or a device node below SOURCE must not act through the mount.
+ * libfuse mounts nosuid,nodev unless told suid or dev, and blockfs's -o
+ * table takes those four words (opts.c), so only an explicit ask reaches
+ * it. mount(8) never passes suid or dev on (they are its defaults), but
+ * mount.fuse3, which runs "blockfs SOURCE DIR -o OPTS" for fuse.blockfs
+ * mounts when no mount.fuse.blockfs is installed and for "-t fuse
+ * blockfs#SOURCE", appends ",dev,suid" to OPTS unless they hold nodev or
+ * nosuid (libfuse util/mount.fuse.c): those are nobody's ask.
+ */
+
+/*
+ * Was this process started by mount.fuse3? It runs "/bin/sh -c 'blockfs'
+ * 'SOURCE' ..." (every word quoted): that shell is the parent when it
+ * forks (dash), mount(8) when it execs the command (bash), and mount(8)
+ * runs blockfs under this name in no other way.
+ */
+static bool run_by_mount_fuse(void)
+{
+	char path[64], buf[512] = "";
+	ssize_t n = -1;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)getppid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';				/* argv[] is NUL-separated */
+	if (strcmp(buf, "/bin/sh") == 0 && (size_t)n > sizeof("/bin/sh") + 3 &&
+	    strcmp(buf + sizeof("/bin/sh"), "-c") == 0)
+		return buf[sizeof("/bin/sh") + 3] == '\'';
+	return strcmp(strrchr(buf, '/') ? strrchr(buf, '/') + 1 : buf, "mount") == 0;
+}
+
+/* Does the option list @opts hold the word @w? */
+static bool has_word(const char *opts, const char *w)
+{
+	size_t n = strlen(w);
+
+	for (const char *o = opts; *o; o += strcspn(o, ",") + (o[strcspn(o, ",")] == ',')) {
+		if (strncmp(o, w, n) == 0 && (o[n] == ',' || o[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Cut the ",dev,suid" (or ",dev", ",suid") that mount.fuse3 appended from
+ * the last -o of @argv, in place. What is left of suid and dev was asked.
+ */
+static void drop_mount_fuse_defaults(int argc, char **argv)
+{
+	static char none[] = "nosuid";	/* for an -o that held nothing else */
+	char tail[16] = "", *opts;
+	size_t len, tl;
+	int at = 0;
+
+	for (int i = 1; i + 1 < argc; i++)
+		if (strcmp(argv[i], "-o") == 0)
+			at = i + 1;
+	if (!at)
+		return;
+	opts = argv[at];
+	if (!has_word(opts, "nodev"))
+		strcat(tail, ",dev");
+	if (!has_word(opts, "nosuid"))
+		strcat(tail, ",suid");
+	len = strlen(opts);
+	tl = strlen(tail);
+	if (tl == 0)
+		return;
+	if (len + 1 == tl && strcmp(opts, tail + 1) == 0)
+		argv[at] = none;	/* an empty -o would be no option at all */
+	else if (len > tl && strcmp(opts + len - tl, tail) == 0)
+		opts[len - tl] = '\0';
 }
 
 /*
@@ -224,8 +313,8 @@ static int dir_has_entries(const char *path)
  * unless told -o nonempty, and so does blockfs, since files hidden under
  * a mount are easily mistaken for missing ones. The same goes for a
  * directory that is already a mount point (a live mount, most likely a
- * blockfs started twice). libfuse has already resolved @mnt (realpath), so
- * a missing one never gets here.
+ * blockfs started twice). @mnt is resolved (resolve_mountpoint()), so a
+ * missing one never gets here.
  */
 static int check_mountpoint(const char *mnt, bool nonempty)
 {
@@ -257,6 +346,62 @@ static int check_mountpoint(const char *mnt, bool nonempty)
 		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': not empty (give "
 			"-o nonempty to mount over it anyway)\n", mnt);
 	return rc == 0 ? 0 : -1;
+}
+
+/*
+ * MOUNTPOINT as an absolute path without links, as libfuse would have
+ * made it (the daemon's working directory changes; the mount table wants
+ * one name), into *@out (malloc'd).
+ */
+static int resolve_mountpoint(const char *given, char **out)
+{
+	*out = realpath(given, NULL);
+	if (!*out) {
+		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': %s\n", given,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A MOUNTPOINT inside SOURCE, or SOURCE itself, is refused: the daemon
+ * would list and open its own mount through SOURCE, hold descriptors
+ * inside it, so that fusermount3 -u is EBUSY for ever and, after -uz, the
+ * daemon never exits. Compared by identity, MOUNTPOINT's and each of its
+ * ancestors' with SOURCE's, so that another path to SOURCE (a bind mount,
+ * a link) is caught too. @mnt: resolved (resolve_mountpoint()).
+ */
+static int check_outside(const char *source, const char *mnt)
+{
+	struct stat src, st;
+	char *p = strdup(mnt), *slash;
+	int rc = 0;
+
+	if (!p || stat(source, &src) < 0) {
+		free(p);
+		return 0;	/* check_source() has looked at SOURCE; nothing to compare */
+	}
+	for (;;) {
+		if (stat(p, &st) == 0 && st.st_dev == src.st_dev && st.st_ino == src.st_ino) {
+			fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': %s SOURCE '%s' "
+				"(blockfs would hold its own mount busy); choose a directory "
+				"outside SOURCE\n", mnt, strcmp(p, mnt) == 0 ? "it is" : "it is inside",
+				source);
+			rc = -1;
+			break;
+		}
+		slash = strrchr(p, '/');
+		if (!slash || slash == p) {
+			if (strcmp(p, "/") == 0 || !slash)
+				break;
+			p[1] = '\0';		/* "/x": the root is the last to check */
+			continue;
+		}
+		*slash = '\0';
+	}
+	free(p);
+	return rc;
 }
 
 /*
@@ -342,24 +487,37 @@ static void set_kernel_readahead(const char *mnt, uint64_t bytes)
 			 path, val, strerror(-rc));
 }
 
-static int add_fsname(struct fuse_args *args, const char *source)
+/* Add -o @key@value unless the command line has @key already (the user chose). */
+static int add_unless_given(struct fuse_args *args, const char *key, const char *value)
 {
-	char *opt = NULL, *name;
+	char *opt = NULL, *kv;
 	int rc;
 
 	for (int i = 0; i < args->argc; i++)
-		if (strstr(args->argv[i], "fsname="))
-			return 0;	/* the user chose one */
-	if (asprintf(&name, "fsname=%s", source) < 0)
+		if (strstr(args->argv[i], key))
+			return 0;
+	if (asprintf(&kv, "%s%s", key, value) < 0)
 		return -1;
-	rc = fuse_opt_add_opt_escaped(&opt, name);
-	free(name);
+	rc = fuse_opt_add_opt_escaped(&opt, kv);
+	free(kv);
 	if (rc == 0)
 		rc = fuse_opt_add_arg(args, "-o");
 	if (rc == 0)
 		rc = fuse_opt_add_arg(args, opt);
 	free(opt);
 	return rc;
+}
+
+/*
+ * The mount table shows SOURCE, and the type fuse.blockfs whatever name
+ * the binary was run under (libfuse would take it from argv[0]):
+ * blockfs-stat tells a blockfs mount by that type.
+ */
+static int add_names(struct fuse_args *args, const char *source)
+{
+	if (add_unless_given(args, "fsname=", source) < 0)
+		return -1;
+	return add_unless_given(args, "subtype=", "blockfs");
 }
 
 static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl)
@@ -387,13 +545,15 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_cmdline_opts cl = { 0 };
-	struct fuse_session *se;
+	struct fuse_session *se = NULL;
 	struct bfs_opts opts;
 	struct bfs_fs fs;
 	const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	char *mnt = NULL;
+	bool fs_up = false;
 	int rc, status = 1;
 
-	if (strcmp(prog, "mount.blockfs") == 0) {
+	if (strcmp(prog, "mount.blockfs") == 0 || strcmp(prog, "mount.fuse.blockfs") == 0) {
 		rc = helper_args(argc, argv, &args);
 		if (rc != 0) {
 			if (rc < 0)
@@ -402,9 +562,14 @@ int main(int argc, char **argv)
 			return rc < 0;
 		}
 	} else {
+		if (run_by_mount_fuse())
+			drop_mount_fuse_defaults(argc, argv);
 		args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	}
 	if (bfs_opts_parse(&args, &opts) < 0)
+		goto out_opts;
+	/* Before fuse_parse_cmdline(), which adds a subtype from argv[0] when none is given. */
+	if (opts.source && add_names(&args, opts.source) < 0)
 		goto out_opts;
 	if (fuse_parse_cmdline(&args, &cl) != 0)
 		goto out_opts;
@@ -413,20 +578,38 @@ int main(int argc, char **argv)
 		status = 0;
 		goto out_opts;
 	}
-	if (!opts.source || !cl.mountpoint) {
+	if (!opts.source || !opts.mountpoint) {
 		usage(stderr);
 		goto out_opts;
 	}
-	if (check_source(opts.source) < 0 || check_mountpoint(cl.mountpoint, opts.nonempty) < 0)
+	/*
+	 * The daemon usually runs as root and opens backing files with its
+	 * own rights: without the kernel checking the modes it shows, any
+	 * user let in by allow_other could read any file below SOURCE.
+	 */
+	if (fuse_opt_add_arg(&args, "-odefault_permissions") < 0 ||
+	    (opts.suid && fuse_opt_add_arg(&args, "-osuid") < 0) ||
+	    (opts.dev && fuse_opt_add_arg(&args, "-odev") < 0))
 		goto out_opts;
+	/*
+	 * The session first: it is where libfuse checks the rest of the
+	 * options, and a bad option is reported before any path is looked at.
+	 */
+	se = fuse_session_new(&args, &bfs_ops, sizeof(bfs_ops), &fs);
+	if (!se)
+		goto out_opts;		/* libfuse said why */
+	if (check_source(opts.source) < 0 || resolve_mountpoint(opts.mountpoint, &mnt) < 0 ||
+	    check_outside(opts.source, mnt) < 0 || check_mountpoint(mnt, opts.nonempty) < 0)
+		goto out_session;
 	raise_nofile();
 	preload_unwinder();
 	one_arena();
 	rc = bfs_fs_init(&fs, opts.source, &opts);
 	if (rc < 0) {
 		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));
-		goto out_opts;
+		goto out_session;
 	}
+	fs_up = true;
 	/*
 	 * Mappings exist whatever the mount's read path: a file or directory
 	 * hint may choose mmap on a pread mount.
@@ -434,24 +617,13 @@ int main(int argc, char **argv)
 	fs.env.readpath = opts.readpath;
 	if (bfs_sigbus_init() < 0 ||
 	    bfs_maps_new(&fs.env.maps, BFS_MAX_LIVE_MAPS, opts.populate) < 0)
-		goto out_fs;
-	/*
-	 * The daemon usually runs as root and opens backing files with its
-	 * own rights: without the kernel checking the modes it shows, any
-	 * user let in by allow_other could read any file below SOURCE.
-	 */
-	if (add_fsname(&args, opts.source) < 0 ||
-	    fuse_opt_add_arg(&args, "-odefault_permissions") < 0)
-		goto out_fs;
-	se = fuse_session_new(&args, &bfs_ops, sizeof(bfs_ops), &fs);
-	if (!se)
-		goto out_fs;		/* libfuse said why */
+		goto out_session;
 	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
-	if (fuse_session_mount(se, cl.mountpoint) != 0)
+	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
-	set_kernel_readahead(cl.mountpoint, opts.kernel_readahead);
+	set_kernel_readahead(mnt, opts.kernel_readahead);
 	if (fuse_daemonize(cl.foreground) != 0)
 		goto out_unmount;
 	if (!cl.foreground)
@@ -467,11 +639,14 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
+	/* Before the fs: its destroy op closes the handles that hold file versions. */
 	fuse_session_destroy(se);
-out_fs:
-	bfs_fs_destroy(&fs);
-	bfs_maps_free(fs.env.maps);	/* after every file version is gone */
+	if (fs_up) {
+		bfs_fs_destroy(&fs);
+		bfs_maps_free(fs.env.maps);	/* after every file version is gone */
+	}
 out_opts:
+	free(mnt);
 	free(cl.mountpoint);
 	bfs_opts_release(&opts);
 	fuse_opt_free_args(&args);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "blockfs/codec.h"
+#include "blockfs/common.h"
 #include "blockfs/names.h"
 
 /* @stem + the n-th suffix into @out: 1, 0 when past NAME_MAX, -1 past the list. */
@@ -32,8 +33,9 @@ static bool ends_with(const char *s, size_t len, const char *suffix, size_t *sl)
 	return len > *sl && strcmp(s + len - *sl, suffix) == 0;
 }
 
-void bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing,
-		    char *shown, const struct bfs_codec **codec)
+/* The rule without sidecars: see names.h. */
+static void shown_as(const struct bfs_name_ops *ops, void *ctx, const char *backing,
+		     char *shown, const struct bfs_codec **codec)
 {
 	size_t len = strlen(backing), sl;
 	const struct bfs_codec *c, *oc;
@@ -61,17 +63,66 @@ unchanged:
 	snprintf(shown, NAME_MAX + 1, "%s", backing);
 }
 
+/*
+ * Index files that the formats' own tools keep beside a compressed file:
+ * bgzip's .gzi, tabix's .tbi and .csi, samtools faidx's .fai (of a BGZF
+ * FASTA). They describe the compressed bytes, so beside the decoded view
+ * they are meaningless.
+ */
+static const struct {
+	const char *of, *side;
+} sidecars[] = {
+	{ ".gz", ".gzi" }, { ".gz", ".tbi" }, { ".gz", ".csi" }, { ".gz", ".fai" },
+	{ ".bgz", ".gzi" },
+};
+
+/* Is @backing a sidecar of an entry of its directory that is shown decoded? */
+static bool hidden_sidecar(const struct bfs_name_ops *ops, void *ctx, const char *backing)
+{
+	size_t len = strlen(backing), sl, ol;
+	const struct bfs_codec *c;
+	char base[NAME_MAX + 1], shown[NAME_MAX + 1];
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(sidecars); i++) {
+		if (!ends_with(backing, len, sidecars[i].side, &sl))
+			continue;
+		snprintf(base, sizeof(base), "%.*s", (int)(len - sl), backing);
+		if (!ends_with(base, len - sl, sidecars[i].of, &ol) || !ops->exists(ctx, base))
+			continue;
+		shown_as(ops, ctx, base, shown, &c);
+		if (c)
+			return true;
+	}
+	return false;
+}
+
+bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing,
+		    char *shown, const struct bfs_codec **codec, bool keep)
+{
+	if (!keep && hidden_sidecar(ops, ctx, backing)) {
+		*codec = NULL;
+		snprintf(shown, NAME_MAX + 1, "%s", backing);
+		return false;
+	}
+	shown_as(ops, ctx, backing, shown, codec);
+	return true;
+}
+
 int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name,
-		     char *backing, const struct bfs_codec **codec)
+		     char *backing, const struct bfs_codec **codec, bool keep)
 {
 	char shown[NAME_MAX + 1];
 	int rc;
 
 	if (ops->exists(ctx, name)) {
-		/* It exists; but is it shown under a shorter name? */
-		bfs_name_shown(ops, ctx, name, shown, codec);
-		if (strcmp(shown, name) != 0)
-			return -ENOENT;
+		if (!bfs_name_shown(ops, ctx, name, shown, codec, keep))
+			return -ENOENT;		/* a hidden sidecar */
+		/* It exists; but is it shown decoded under a shorter name? */
+		if (strcmp(shown, name) != 0) {
+			if (!keep)
+				return -ENOENT;
+			*codec = NULL;	/* keep_compressed: its raw view */
+		}
 		snprintf(backing, NAME_MAX + 1, "%s", name);
 		return 0;
 	}

@@ -91,6 +91,9 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	 */
 	if (fs->opts->kernel_readahead > conn->max_readahead)
 		conn->max_readahead = (unsigned int)fs->opts->kernel_readahead;
+	/* libfuse ends the session unless this is the max_read it mounted with. */
+	if (fs->opts->max_read_s)
+		conn->max_read = fs->opts->max_read;
 }
 
 static void reply_entry(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *in,
@@ -292,6 +295,41 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	bfs_readv_release(&rv);				/* on the error path too */
 }
 
+/*
+ * SEEK_DATA and SEEK_HOLE (the kernel answers the other whences itself).
+ * A file shown unchanged asks its backing file, so that cp keeps a sparse
+ * file sparse and skips its holes; the handle holds a use of the
+ * descriptor, so it stays put, and the file offset lseek moves is one
+ * nobody reads by (reads are preads). A decoded file has no holes: all
+ * data up to its size. Never ENOSYS: the kernel would stop asking for
+ * every file of the mount.
+ */
+static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+			 struct fuse_file_info *fi)
+{
+	struct bfs_file *f = file_of(fi);
+	uint64_t size = bfs_file_size(f);
+	off_t r;
+
+	(void)ino;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (!f->codec) {
+		r = lseek(f->fd, off, whence);
+		if (r < 0)
+			fuse_reply_err(req, errno);
+		else
+			fuse_reply_lseek(req, r);
+		return;
+	}
+	if (off < 0 || (uint64_t)off >= size)
+		fuse_reply_err(req, ENXIO);
+	else
+		fuse_reply_lseek(req, whence == SEEK_DATA ? off : (off_t)size);
+}
+
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -436,8 +474,8 @@ static void bfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 	if (size && !buf)
 		fuse_reply_err(req, ENOMEM);
 	else
-		reply_xattr(req, bfs_xattr_get(fs_of(req), inode_of(req, ino), name, buf, size),
-			    buf, size);
+		reply_xattr(req, bfs_xattr_get(fs_of(req), inode_of(req, ino), name, buf, size,
+					       fuse_req_ctx(req)->pid), buf, size);
 }
 
 static void bfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -580,6 +618,7 @@ const struct fuse_lowlevel_ops bfs_ops = {
 	.readlink = bfs_op_readlink,
 	.open = bfs_op_open,
 	.read = bfs_op_read,
+	.lseek = bfs_op_lseek,
 	.release = bfs_op_release,
 	.opendir = bfs_op_opendir,
 	.readdir = bfs_op_readdir,

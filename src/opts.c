@@ -15,9 +15,13 @@
 #include <fuse_lowlevel.h>
 
 #include "blockfs/hints.h"
+#include "blockfs/mmap.h"
 #include "blockfs/opts.h"
 
 #define BFS_OPT(t, f) { t, offsetof(struct bfs_opts, f), 0 }
+
+/* FUSE options blockfs must also know; opt_proc() keeps them for libfuse. */
+enum { KEY_MAX_READ = 1 };
 
 static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("readpath=%s", readpath_s),
@@ -30,6 +34,13 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("willneed=%s", willneed_s),
 	BFS_OPT("kernel_readahead=%s", kernel_readahead_s),
 	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
+	{ "keep_compressed", offsetof(struct bfs_opts, keep_compressed), 1 },
+	/* Taken here, so that only an explicit ask reaches libfuse (main.c); the last one wins. */
+	{ "suid", offsetof(struct bfs_opts, suid), 1 },
+	{ "nosuid", offsetof(struct bfs_opts, suid), 0 },
+	{ "dev", offsetof(struct bfs_opts, dev), 1 },
+	{ "nodev", offsetof(struct bfs_opts, dev), 0 },
+	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
 	FUSE_OPT_END
 };
 
@@ -47,18 +58,44 @@ static const struct {
 				      "cache or blockfs's cache (kernel)" },
 	{ "kernel_readahead", "SIZE", "the kernel's read-ahead into the mount (its bdi "
 				      "read_ahead_kb); 0: leave it (1M)" },
+	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
+				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
 	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
+	{ "suid", NULL, "honour set-user-ID bits below SOURCE (root only; default nosuid)" },
+	{ "dev", NULL, "open device files below SOURCE (root only; default nodev)" },
 };
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
 	struct bfs_opts *o = data;
+	char **slot;
 
 	(void)out;
-	if (key != FUSE_OPT_KEY_NONOPT || o->source)
-		return 1;		/* keep: mountpoint, -f, -o allow_other, ... */
-	o->source = strdup(arg);	/* first positional argument: the backing dir */
-	return o->source ? 0 : -1;
+	if (key == KEY_MAX_READ) {
+		/*
+		 * libfuse passes max_read to the kernel, then fails INIT unless
+		 * the init op asked for the same (ops.c): in the background, after
+		 * the daemon has detached, with nothing mounted and exit status 0.
+		 */
+		free(o->max_read_s);
+		o->max_read_s = strdup(arg + strlen("max_read="));
+		return o->max_read_s ? 1 : -1;	/* and keep it for libfuse */
+	}
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;		/* keep: -f, -o allow_other, ... */
+	if (o->source && o->mountpoint) {
+		fprintf(stderr, "blockfs: unexpected argument '%s' after SOURCE and MOUNTPOINT\n",
+			arg);
+		return -1;
+	}
+	/*
+	 * Both positional arguments are taken here: fuse_parse_cmdline() would
+	 * resolve the mount point, and fail on it, before libfuse has looked
+	 * at a single option; main.c checks options first.
+	 */
+	slot = o->source ? &o->mountpoint : &o->source;
+	*slot = strdup(arg);
+	return *slot ? 0 : -1;
 }
 
 int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o)
@@ -72,6 +109,11 @@ int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o)
 		fprintf(stderr, "blockfs: %s\n", err);
 		return -1;
 	}
+	/* Accepted, since a hint may still choose mmap per file; but say so. */
+	if (o->populate_s && o->populate != BFS_POPULATE_OFF && o->readpath == BFS_READPATH_PREAD)
+		fprintf(stderr, "blockfs: warning: populate=%s has no effect with readpath=pread: "
+			"only files whose user.blockfs.readpath hint says mmap or auto are mapped\n",
+			o->populate_s);
 	return 0;
 }
 
@@ -181,12 +223,25 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 			return -EINVAL;
 		o->verify = v;
 	}
+	if (o->max_read_s) {
+		/* What the kernel's mount option takes: decimal, 32 bits, no suffix. */
+		errno = 0;
+		n = strtoul(o->max_read_s, &end, 10);
+		if (*o->max_read_s < '0' || *o->max_read_s > '9' || *end || errno ||
+		    n > UINT32_MAX) {
+			snprintf(err, errlen, "bad value '%s' for option max_read: expected a byte "
+				 "count in decimal, such as 131072", o->max_read_s);
+			return -EINVAL;
+		}
+		o->max_read = (uint32_t)n;
+	}
 	return 0;
 }
 
 void bfs_opts_release(struct bfs_opts *o)
 {
 	free(o->source);
+	free(o->mountpoint);
 	free(o->readpath_s);
 	free(o->verify_s);
 	free(o->populate_s);
@@ -196,20 +251,45 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->workers_s);
 	free(o->willneed_s);
 	free(o->kernel_readahead_s);
+	free(o->max_read_s);
 	memset(o, 0, sizeof(*o));
 }
+
+/* Where the help texts start, and the width they wrap at: as fuse_cmdline_help() does. */
+#define HELP_COL 27
+#define HELP_WIDTH 79
 
 void bfs_opts_help(FILE *out)
 {
 	fprintf(out, "blockfs options:\n");
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(helps); i++) {
-		char lhs[64];
+		const char *h = helps[i].help;
+		int col;
 
 		if (helps[i].values)
-			snprintf(lhs, sizeof(lhs), "-o %s=%s", helps[i].name, helps[i].values);
+			col = fprintf(out, "    -o %s=%s", helps[i].name, helps[i].values);
 		else
-			snprintf(lhs, sizeof(lhs), "-o %s", helps[i].name);
-		fprintf(out, "    %-48s %s\n", lhs, helps[i].help);
+			col = fprintf(out, "    -o %s", helps[i].name);
+		/* A long left side gets its text on the next line, all texts in one column. */
+		while (*h) {
+			size_t n = strlen(h);
+
+			if (col >= HELP_COL) {
+				fputc('\n', out);
+				col = 0;
+			}
+			if (n > HELP_WIDTH - HELP_COL) {	/* wrap at the last space that fits */
+				n = HELP_WIDTH - HELP_COL;
+				while (n > 0 && h[n] != ' ')
+					n--;
+				if (n == 0)
+					n = strcspn(h, " ");
+			}
+			fprintf(out, "%*s%.*s\n", HELP_COL - col, "", (int)n, h);
+			col = 0;
+			h += n;
+			h += *h == ' ';
+		}
 	}
 }
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * user.blockfs.* attributes: one table of {name, where, get, set} walked
- * by get, set, remove and list, so that a name is listed exactly where it
- * can be read. Facts about a file (format, sizes, cache, counters) are
- * read-only; the hints (advice, readpath) are kept in fs->hints by backing
- * path and applied here to file versions. The backing file's own
+ * by get, set, remove and list. Facts about a file (format, sizes, cache,
+ * counters) are read-only and read by name only; the hints (advice,
+ * readpath) are kept in fs->hints by backing path, applied here to file
+ * versions, and listed where they are set. The backing file's own
  * attributes pass through, read-only.
  */
 #include "config.h"
@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "blockfs/cache.h"
@@ -48,66 +49,51 @@ struct xctx {
 
 /*
  * Writes the value into @out (VALUE_MAX bytes) and returns its length, or
- * -ENODATA when it does not apply. With @bound (a size query, or a list
- * asking whether the name applies), values that change on their own
- * return the longest they can be instead, so that the read that follows a
- * size query never meets ERANGE.
+ * -ENODATA when it does not apply.
  */
-typedef int (*get_fn)(struct xctx *x, char *out, bool bound);
+typedef int (*get_fn)(struct xctx *x, char *out);
 typedef int (*set_fn)(struct xctx *x, const char *val, size_t len, int flags,
 		      struct bfs_xattr_inval *inval);
 typedef int (*del_fn)(struct xctx *x);
 
 /* --- read-only facts ------------------------------------------------------ */
 
-static int get_format(struct xctx *x, char *out, bool bound)
+static int get_format(struct xctx *x, char *out)
 {
-	(void)bound;
 	return snprintf(out, VALUE_MAX, "%s", x->f->codec ? x->f->codec->name : "raw");
 }
 
-static int get_csize(struct xctx *x, char *out, bool bound)
+static int get_csize(struct xctx *x, char *out)
 {
-	(void)bound;
 	return snprintf(out, VALUE_MAX, "%" PRIu64, (uint64_t)x->f->st.st_size);
 }
 
-static int get_block_size(struct xctx *x, char *out, bool bound)
+static int get_block_size(struct xctx *x, char *out)
 {
-	(void)bound;
 	if (!x->f->codec)
 		return -ENODATA;
 	return snprintf(out, VALUE_MAX, "%" PRIu32, x->f->idx.block_size);
 }
 
-static int get_blocks(struct xctx *x, char *out, bool bound)
+static int get_blocks(struct xctx *x, char *out)
 {
-	(void)bound;
 	if (!x->f->codec)
 		return -ENODATA;
 	/* The poison entry that marks damage is not a block of the file. */
 	return snprintf(out, VALUE_MAX, "%zu", x->f->idx.n - (x->f->idx.broken ? 1 : 0));
 }
 
-/* Values that change on their own: see get_fn for @bound. */
-static int get_cached(struct xctx *x, char *out, bool bound)
+/* Values that change on their own (VOLATILE in the table). */
+static int get_cached(struct xctx *x, char *out)
 {
-	uint64_t v = bound ? UINT64_MAX : (uint64_t)atomic_load(&x->f->ctr->cached);
-
-	return snprintf(out, VALUE_MAX, "%" PRIu64, v);
+	return snprintf(out, VALUE_MAX, "%" PRIu64, (uint64_t)atomic_load(&x->f->ctr->cached));
 }
 
-static int get_stats(struct xctx *x, char *out, bool bound)
+static int get_stats(struct xctx *x, char *out)
 {
-	struct bfs_counters max;
 	bool root = x->in == &x->fs->root;
 	struct bfs_cache *cache = root ? x->fs->env.cache : NULL;
 
-	if (bound) {
-		/* Every counter at its widest, and the two cache lines too. */
-		memset(&max, 0xff, sizeof(max));
-		return bfs_stats_format(&max, NULL, out, VALUE_MAX) + (root ? 2 * 40 : 0);
-	}
 	return bfs_stats_format(root ? x->fs->env.mount : x->f->ctr, cache, out, VALUE_MAX);
 }
 
@@ -272,9 +258,8 @@ static int check_flags(struct xctx *x, enum bfs_hint_kind kind, int flags)
 	return 0;
 }
 
-static int get_advice(struct xctx *x, char *out, bool bound)
+static int get_advice(struct xctx *x, char *out)
 {
-	(void)bound;
 	return snprintf(out, VALUE_MAX, "%s", bfs_advice_name(effective_advice(x->fs, x->rpath)));
 }
 
@@ -344,11 +329,10 @@ static int del_advice(struct xctx *x)
 	return rc;
 }
 
-static int get_readpath(struct xctx *x, char *out, bool bound)
+static int get_readpath(struct xctx *x, char *out)
 {
 	int rp = effective_readpath(x->fs, x->rpath);
 
-	(void)bound;
 	return snprintf(out, VALUE_MAX, "%s", bfs_readpath_name(rp));
 }
 
@@ -384,19 +368,22 @@ static const struct attr {
 	const char *name;
 	unsigned int where;	/* ON_* */
 	bool needs_file;	/* on a regular file, the getter reads its version */
+	bool changes;		/* changes on its own: a size query keeps the value (memo) */
+	int hint;		/* enum bfs_hint_kind of a hint; -1: a fact */
 	get_fn get;
 	set_fn set;		/* NULL: read-only */
 	del_fn del;
 } attrs[] = {
-	{ BFS_XATTR_PREFIX "format", ON_REG, true, get_format, NULL, NULL },
-	{ BFS_XATTR_PREFIX "compressed_size", ON_REG, true, get_csize, NULL, NULL },
-	{ BFS_XATTR_PREFIX "block_size", ON_REG, true, get_block_size, NULL, NULL },
-	{ BFS_XATTR_PREFIX "blocks", ON_REG, true, get_blocks, NULL, NULL },
-	{ BFS_XATTR_PREFIX "cached", ON_REG, true, get_cached, NULL, NULL },
-	{ BFS_XATTR_PREFIX "stats", ON_REG | ON_ROOT, true, get_stats, NULL, NULL },
-	{ BFS_XATTR_PREFIX "advice", ON_REG | ON_DIR, false, get_advice, set_advice, del_advice },
-	{ BFS_XATTR_PREFIX "readpath", ON_REG | ON_DIR, false, get_readpath, set_readpath,
-	  del_readpath },
+	{ BFS_XATTR_PREFIX "format", ON_REG, true, false, -1, get_format, NULL, NULL },
+	{ BFS_XATTR_PREFIX "compressed_size", ON_REG, true, false, -1, get_csize, NULL, NULL },
+	{ BFS_XATTR_PREFIX "block_size", ON_REG, true, false, -1, get_block_size, NULL, NULL },
+	{ BFS_XATTR_PREFIX "blocks", ON_REG, true, false, -1, get_blocks, NULL, NULL },
+	{ BFS_XATTR_PREFIX "cached", ON_REG, true, true, -1, get_cached, NULL, NULL },
+	{ BFS_XATTR_PREFIX "stats", ON_REG | ON_ROOT, true, true, -1, get_stats, NULL, NULL },
+	{ BFS_XATTR_PREFIX "advice", ON_REG | ON_DIR, false, false, BFS_HINT_ADVICE, get_advice,
+	  set_advice, del_advice },
+	{ BFS_XATTR_PREFIX "readpath", ON_REG | ON_DIR, false, false, BFS_HINT_READPATH,
+	  get_readpath, set_readpath, del_readpath },
 };
 
 static const struct attr *find_attr(const char *name)
@@ -471,8 +458,93 @@ static bool passes_through(const struct bfs_inode *in)
 	return in->type == S_IFREG || in->type == S_IFDIR;
 }
 
+/*
+ * Values that change on their own (cached, stats) may change length
+ * between a size query and the get that follows it, and xattr(7) callers
+ * such as rsync and getfattr take any difference for an error. So a size
+ * query on them keeps the value it measured for the next get from the
+ * same thread within MEMO_NS, which returns exactly that value if it
+ * fits. A get that finds none reads the value afresh, and is -ERANGE only
+ * when that does not fit. A few slots: the pattern is ask, then read at
+ * once. Static, as ops.c's handles: one mount per process.
+ */
+#define MEMO_SLOTS 8
+#define MEMO_NS 1000000000ll
+
+static struct memo {
+	const struct bfs_inode *in;	/* and its identity: an address may be reused */
+	dev_t dev;
+	ino_t ino;
+	const struct attr *a;
+	pid_t who;
+	int64_t at;			/* CLOCK_MONOTONIC ns when kept; 0: free */
+	size_t len;
+	char val[VALUE_MAX];
+} memos[MEMO_SLOTS];			/* protected by memo_lock */
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static bool memo_is(const struct memo *m, const struct bfs_inode *in, const struct attr *a,
+		    pid_t who, int64_t now)
+{
+	return m->at && now - m->at < MEMO_NS && m->in == in && m->dev == in->dev &&
+	       m->ino == in->ino && m->a == a && m->who == who;
+}
+
+/* Keep @val for @who's next get of @a on @in: its slot, else a free or the oldest one. */
+static void memo_keep(const struct bfs_inode *in, const struct attr *a, pid_t who,
+		      const char *val, size_t len)
+{
+	int64_t now = now_ns();
+	struct memo *m = &memos[0];
+
+	pthread_mutex_lock(&memo_lock);
+	for (size_t i = 0; i < MEMO_SLOTS; i++) {
+		if (memo_is(&memos[i], in, a, who, now)) {
+			m = &memos[i];
+			break;
+		}
+		if (memos[i].at < m->at || now - memos[i].at >= MEMO_NS)
+			m = &memos[i];
+	}
+	*m = (struct memo){ .in = in, .dev = in->dev, .ino = in->ino, .a = a, .who = who,
+			    .at = now, .len = len };
+	memcpy(m->val, val, len);
+	pthread_mutex_unlock(&memo_lock);
+}
+
+/* The value kept for @who, used up: its length if it fits @size, else -ERANGE; -ENOENT: none. */
+static ssize_t memo_take(const struct bfs_inode *in, const struct attr *a, pid_t who, char *buf,
+			 size_t size)
+{
+	int64_t now = now_ns();
+	ssize_t n = -ENOENT;
+
+	pthread_mutex_lock(&memo_lock);
+	for (size_t i = 0; i < MEMO_SLOTS; i++) {
+		if (!memo_is(&memos[i], in, a, who, now))
+			continue;
+		memos[i].at = 0;
+		n = -ERANGE;
+		if (memos[i].len <= size) {
+			memcpy(buf, memos[i].val, memos[i].len);
+			n = (ssize_t)memos[i].len;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&memo_lock);
+	return n;
+}
+
 ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name, char *buf,
-		      size_t size)
+		      size_t size, pid_t who)
 {
 	char val[VALUE_MAX], path[64];
 	const struct attr *a;
@@ -495,11 +567,18 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 	a = find_attr(name);
 	if (!a || !(a->where & where_of(fs, in)))
 		return -ENODATA;
+	if (a->changes && size > 0) {
+		n = memo_take(in, a, who, buf, size);
+		if (n >= 0)
+			return n;	/* exactly what the size query measured */
+	}
 	rc = ctx_init(&x, fs, in, a->needs_file);
 	if (rc < 0)
 		return rc;
-	rc = a->get(&x, val, size == 0);
+	rc = a->get(&x, val);
 	ctx_release(&x);
+	if (rc >= 0 && a->changes && size == 0)
+		memo_keep(in, a, who, val, (size_t)rc);
 	return rc < 0 ? rc : reply_value(val, (size_t)rc, buf, size);
 }
 
@@ -527,22 +606,30 @@ static ssize_t list_backing(const char *path, const char *list, size_t len, char
 	return (ssize_t)len + n;
 }
 
+/*
+ * Listed: the hints set on this very path, then the backing object's own
+ * attributes. The facts (format, sizes, cached, stats) and inherited hints
+ * are read by name only (getfattr -n), as CephFS does with its virtual
+ * attributes: listing them made cp -a, rsync -X and tar --xattrs copy them
+ * onto copies, where they are false.
+ */
 ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size)
 {
-	char list[1024], path[64], val[VALUE_MAX];
+	char list[1024], path[64];
 	unsigned int where = where_of(fs, in);
 	size_t len = 0;
 	struct xctx x;
 	ssize_t n;
-	int rc;
+	int rc, v;
 
-	rc = ctx_init(&x, fs, in, true);
+	rc = ctx_init(&x, fs, in, false);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(attrs); i++) {
 		size_t nl = strlen(attrs[i].name) + 1;
 
-		if (!(attrs[i].where & where) || attrs[i].get(&x, val, true) < 0)
+		if (attrs[i].hint < 0 || !(attrs[i].where & where) ||
+		    !bfs_hints_own(&fs->hints, x.rpath, (enum bfs_hint_kind)attrs[i].hint, &v))
 			continue;
 		memcpy(list + len, attrs[i].name, nl);	/* the table fits: see list[] */
 		len += nl;

@@ -28,12 +28,17 @@ struct bfs_xattr_inval {
 	uint64_t off, len;
 };
 
-/*
- * Return: value length, or -ENODATA, -ERANGE, -errno. For values that
- * change on their own (cached, stats) a size query answers an upper bound.
+/**
+ * bfs_xattr_get() - the value of @name, or with @size 0 its length.
+ * @who: the requesting thread. A size query of a value that changes on its
+ * own (cached, stats) keeps the value it measured, and @who's next get
+ * within a second returns exactly that when it fits: the length a size
+ * query answers is the length of the get that follows (xattr(7)).
+ * Return: value length, or -ENODATA, -ERANGE (the value does not fit
+ * @size), -errno.
  */
 ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name, char *buf,
-		      size_t size);
+		      size_t size, pid_t who);
 /* Return: length of the NUL-separated list, or -ERANGE, -errno. */
 ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size);
 /**

@@ -246,7 +246,8 @@ struct ctx {
 	const char *ext;	/* ".lz4" or ".gz" */
 	const char *out;	/* -o */
 	int failures;
-	uint64_t skipped;
+	int stop;		/* an errno every later output would meet too: stop */
+	uint64_t skipped, current;	/* devices and sockets; outputs -u kept */
 	/* -r */
 	dev_t dst_dev;
 	ino_t dst_ino;
@@ -257,6 +258,26 @@ struct ctx {
 static bool is_root(void)
 {
 	return geteuid() == 0;
+}
+
+/*
+ * A full disk, a read-only or an over-quota target fails every later
+ * output the same way: one message, then stop (5,848 lines of "No space
+ * left on device" helped nobody). Returns the note for that message.
+ */
+static const char *note_stop(struct ctx *c, int err)
+{
+	if (err != ENOSPC && err != EROFS && err != EDQUOT)
+		return "";
+	c->stop = err;
+	return "; stopping, every further output would fail the same way (rerun with -u "
+	       "to go on where this stopped)";
+}
+
+/* Overwrite what is there: -f, or -u for an output that is not current. */
+static bool replacing(const struct ctx *c)
+{
+	return c->o.force || c->o.update;
 }
 
 /* Owner, mode and times of @st onto the open output @fd. */
@@ -293,7 +314,8 @@ static int pack_to(struct ctx *c, int in, const struct stat *ist, const char *in
 	if (out_path) {
 		out = pk_tmp_open(0, out_path, &tmp);
 		if (out < 0) {
-			pk_err("%s: cannot create a file beside it: %s", out_path, strerror(-out));
+			pk_err("%s: cannot create a file beside it: %s%s", out_path, strerror(-out),
+			       note_stop(c, -out));
 			return 1;
 		}
 		if (c->o.codec == PK_GZIP) {
@@ -318,7 +340,7 @@ static int pack_to(struct ctx *c, int in, const struct stat *ist, const char *in
 	if (!out_path)
 		return 0;
 	copy_meta(out, ist);
-	rc = pk_tmp_commit(0, out, tmp, out_path, c->o.force);
+	rc = pk_tmp_commit(0, out, tmp, out_path, replacing(c));
 	tmp = NULL;
 	if (rc < 0) {
 		pk_tmp_abort(1, gfd, gtmp);
@@ -326,32 +348,43 @@ static int pack_to(struct ctx *c, int in, const struct stat *ist, const char *in
 		if (rc == -EEXIST)
 			pk_err("%s: already exists; use -f to overwrite", out_path);
 		else
-			pk_err("%s: %s", out_path, strerror(-rc));
+			pk_err("%s: %s%s", out_path, strerror(-rc), note_stop(c, -rc));
 		return 1;
 	}
-	if (gtmp && !res.indexed) {
+	/*
+	 * One member needs no index (bgzip and blockfs find it at offset 0),
+	 * and a .gzi beside it would be the one file by which a packed tree
+	 * differs from its source. One left from an earlier output would be
+	 * stale: it goes.
+	 */
+	if (gtmp && (!res.indexed || res.blocks <= 1)) {
 		pk_tmp_abort(1, gfd, gtmp);
+		if (replacing(c))
+			(void)unlink(gzi_path);
 	} else if (gtmp) {
 		(void)fchmod(gfd, (ist ? ist->st_mode : file_mode) & 0666);
-		rc = pk_tmp_commit(1, gfd, gtmp, gzi_path, c->o.force);
+		rc = pk_tmp_commit(1, gfd, gtmp, gzi_path, replacing(c));
 		if (rc < 0)
-			pk_err("%s: %s (%s itself is complete; blockfs walks its members)", gzi_path,
-			       rc == -EEXIST ? "already exists; use -f to overwrite" : strerror(-rc),
-			       out_path);
+			pk_err("%s: %s (%s itself is complete; blockfs walks its members)%s",
+			       gzi_path, rc == -EEXIST ? "already exists; use -f to overwrite" :
+			       strerror(-rc), out_path, note_stop(c, -rc));
 	}
 	free(gzi_path);
 	if (c->o.verbose) {
-		char a[32], b[32], r[32];
+		char a[32], b[32], r[32], ratio[32] = "-";
 		double el;
 
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		el = secs(&t0, &t1);
 		progress_clear();
-		fprintf(stderr, "%s -> %s: %s -> %s (%.1f%%), %" PRIu64 " blocks, %" PRIu64
+		/* decompressed / compressed, as blockfs-stat shows it */
+		if (res.out_bytes)
+			snprintf(ratio, sizeof(ratio), "%.2f",
+				 (double)res.in_bytes / (double)res.out_bytes);
+		fprintf(stderr, "%s -> %s: %s -> %s (ratio %s), %" PRIu64 " blocks, %" PRIu64
 			" stored, %s/s%s\n", in_name, out_path,
 			pk_human(a, sizeof(a), (double)res.in_bytes),
-			pk_human(b, sizeof(b), (double)res.out_bytes),
-			res.in_bytes ? 100.0 * (double)res.out_bytes / (double)res.in_bytes : 0.0,
+			pk_human(b, sizeof(b), (double)res.out_bytes), ratio,
 			res.blocks, res.stored,
 			pk_human(r, sizeof(r), el > 0 ? (double)res.in_bytes / el : 0),
 			res.indexed ? "" : ", no seek table (too many blocks)");
@@ -365,9 +398,30 @@ fail:
 	if (strcmp(side, "read") == 0)
 		pk_err("%s: read error: %s", in_name, strerror(-rc));
 	else
-		pk_err("%s: write error: %s", out_path ? out_path : "standard output",
-		       strerror(-rc));
+		pk_err("%s: write error: %s%s", out_path ? out_path : "standard output",
+		       strerror(-rc), note_stop(c, -rc));
 	return 1;
+}
+
+/*
+ * -u: is @out an output of @ist that need not be made again? Complete and
+ * valid (pk_output_current()), and not older than its input (outputs take
+ * their input's mtime, so an input changed since is newer).
+ */
+static bool current(struct ctx *c, const char *out, const struct stat *ist)
+{
+	struct stat ost;
+
+	if (!c->o.update || lstat(out, &ost) < 0 || !S_ISREG(ost.st_mode) ||
+	    ost.st_mtim.tv_sec < ist->st_mtim.tv_sec ||
+	    (ost.st_mtim.tv_sec == ist->st_mtim.tv_sec &&
+	     ost.st_mtim.tv_nsec < ist->st_mtim.tv_nsec) ||
+	    !pk_output_current(out, c->o.codec, (uint64_t)ist->st_size))
+		return false;
+	c->current++;
+	if (c->o.verbose)
+		fprintf(stderr, "%s: up to date\n", out);
+	return true;
 }
 
 /* ---- FILE... ---- */
@@ -452,8 +506,12 @@ static int pack_file(struct ctx *c, const char *path)
 			rc = 1;
 			goto out;
 		}
-		if (!c->o.force) {
-			pk_err("%s: already exists; use -f to overwrite", out_path);
+		if (S_ISREG(ist.st_mode) && current(c, out_path, &ist)) {
+			rc = 0;
+			goto out;
+		}
+		if (!replacing(c)) {
+			pk_err("%s: already exists; use -f to overwrite, -u to update", out_path);
 			rc = 1;
 			goto out;
 		}
@@ -476,7 +534,8 @@ static char *join(const char *a, const char *b)
 
 static void tree_fail(struct ctx *c, const char *path, const char *what, int err)
 {
-	pk_err("%s: %s%s%s", path, what, err ? ": " : "", err ? strerror(err) : "");
+	pk_err("%s: %s%s%s%s", path, what, err ? ": " : "", err ? strerror(err) : "",
+	       note_stop(c, err));
 	c->failures++;
 }
 
@@ -489,6 +548,14 @@ static void set_meta_path(const char *path, const struct stat *st)
 		(void)!lchown(path, st->st_uid, st->st_gid);
 	(void)chmod(path, st->st_mode & 07777);
 	(void)utimensat(AT_FDCWD, path, ts, 0);
+}
+
+/* Is @path the object @st describes? */
+static bool same_inode(const struct stat *st, const char *path)
+{
+	struct stat o;
+
+	return lstat(path, &o) == 0 && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
 }
 
 static struct link *link_find(struct ctx *c, const struct stat *st)
@@ -520,7 +587,7 @@ static void link_gzi(struct ctx *c, const char *first, const char *out)
 	char *a = NULL, *b = NULL;
 
 	if (asprintf(&a, "%s.gzi", first) >= 0 && asprintf(&b, "%s.gzi", out) >= 0) {
-		if (c->o.force)
+		if (replacing(c))
 			unlink(b);
 		if (access(a, F_OK) == 0 && link(a, b) < 0)
 			tree_fail(c, b, "cannot link", errno);
@@ -541,13 +608,20 @@ static void tree_file(struct ctx *c, const char *sp, const char *dp, const struc
 		tree_fail(c, sp, "out of memory", 0);
 		return;
 	}
-	if (lstat(out, &ost) == 0 && (!c->o.force || S_ISDIR(ost.st_mode))) {
-		tree_fail(c, out, "already exists (another entry of SRC, or use -f)", 0);
-		goto out;
+	if (lstat(out, &ost) == 0) {
+		if (S_ISDIR(ost.st_mode) || !replacing(c)) {
+			tree_fail(c, out, "already exists (another entry of SRC, or use -f or -u)", 0);
+			goto out;
+		}
+		if (l ? same_inode(&ost, l->out) : current(c, out, st)) {
+			if (!l && st->st_nlink > 1)
+				link_add(c, st, out);
+			goto out;	/* -u: current, or already the link it should be */
+		}
 	}
 	if (l) {
 		/* A hard link in SRC is a hard link in DST: packed once. */
-		if (c->o.force)
+		if (replacing(c))
 			unlink(out);
 		if (link(l->out, out) < 0)
 			tree_fail(c, out, "cannot link", errno);
@@ -593,7 +667,7 @@ static void tree_entry(struct ctx *c, const char *src, const char *dst, const ch
 		if (st.st_dev == c->dst_dev && st.st_ino == c->dst_ino)
 			goto out;	/* DST inside SRC: not packed into itself */
 		if (mkdir(dp, 0700) < 0 &&
-		    !(errno == EEXIST && c->o.force && stat(dp, &dst_st) == 0 &&
+		    !(errno == EEXIST && replacing(c) && stat(dp, &dst_st) == 0 &&
 		      S_ISDIR(dst_st.st_mode))) {
 			tree_fail(c, dp, "cannot create directory", errno);
 			goto out;
@@ -612,7 +686,7 @@ static void tree_entry(struct ctx *c, const char *src, const char *dst, const ch
 			goto out;
 		}
 		target[n] = '\0';
-		if (c->o.force && lstat(dp, &dst_st) == 0 && !S_ISDIR(dst_st.st_mode))
+		if (replacing(c) && lstat(dp, &dst_st) == 0 && !S_ISDIR(dst_st.st_mode))
 			unlink(dp);
 		if (symlink(target, dp) < 0) {
 			tree_fail(c, dp, "cannot create link", errno);
@@ -622,7 +696,7 @@ static void tree_entry(struct ctx *c, const char *src, const char *dst, const ch
 			(void)!lchown(dp, st.st_uid, st.st_gid);
 		(void)utimensat(AT_FDCWD, dp, ts, AT_SYMLINK_NOFOLLOW);
 	} else if (S_ISFIFO(st.st_mode)) {
-		if (mkfifo(dp, 0600) < 0 && !(errno == EEXIST && c->o.force)) {
+		if (mkfifo(dp, 0600) < 0 && !(errno == EEXIST && replacing(c))) {
 			tree_fail(c, dp, "cannot create fifo", errno);
 			goto out;
 		}
@@ -674,7 +748,8 @@ static void tree_dir(struct ctx *c, const char *src, const char *dst)
 	if (n)
 		qsort(names, n, sizeof(*names), cmp_names);
 	for (size_t i = 0; i < n; i++) {
-		tree_entry(c, src, dst, names[i]);
+		if (!c->stop)
+			tree_entry(c, src, dst, names[i]);
 		free(names[i]);
 	}
 	free(names);
@@ -704,9 +779,9 @@ static int pack_tree(struct ctx *c, const char *src, const char *dst)
 		return 1;
 	}
 	if (lstat(dst, &dst_st) == 0) {
-		if (!c->o.force) {
-			pk_err("%s: already exists; -r packs into a new tree (use -f to pack into it)",
-			       dst);
+		if (!replacing(c)) {
+			pk_err("%s: already exists; -r packs into a new tree (use -u to update it, "
+			       "-f to pack everything again)", dst);
 			return 1;
 		}
 		if (!S_ISDIR(dst_st.st_mode)) {
@@ -736,6 +811,8 @@ static int pack_tree(struct ctx *c, const char *src, const char *dst)
 	progress_clear();
 	if (c->skipped && !c->o.quiet)
 		pk_err("%" PRIu64 " devices or sockets skipped", c->skipped);
+	if (c->current && !c->o.quiet && !c->stop)
+		fprintf(stderr, "%" PRIu64 " outputs already up to date, kept\n", c->current);
 	return c->failures ? 1 : 0;
 }
 
@@ -758,6 +835,9 @@ static void usage(FILE *f)
 		"  -o, --output OUT             output of a single FILE ('-': standard output)\n"
 		"      --no-checksum            no LZ4 block checksums (on by default)\n"
 		"  -f, --force                  overwrite existing outputs\n"
+		"  -u, --update                 keep outputs that are complete, valid and not older\n"
+		"                               than their input; make the others again (resumes an\n"
+		"                               interrupted -r)\n"
 		"  -q, --quiet                  no progress line, no notes\n"
 		"  -v, --verbose                one line per file\n"
 		"  -h, --help                   this text\n"
@@ -790,6 +870,7 @@ int main(int argc, char **argv)
 		{ "index", no_argument, NULL, OPT_INDEX },
 		{ "no-checksum", no_argument, NULL, OPT_NO_CHECKSUM },
 		{ "force", no_argument, NULL, 'f' },
+		{ "update", no_argument, NULL, 'u' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -805,7 +886,7 @@ int main(int argc, char **argv)
 	int opt, rc = 0;
 
 	c.o.threads = online > 0 ? (unsigned int)(online < MAX_THREADS ? online : MAX_THREADS) : 1;
-	while ((opt = getopt_long(argc, argv, "c:l:B:j:o:rtfqvhV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:l:B:j:o:rtfuqvhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			if (strcmp(optarg, "lz4") == 0)
@@ -849,6 +930,9 @@ int main(int argc, char **argv)
 			break;
 		case 'f':
 			c.o.force = true;
+			break;
+		case 'u':
+			c.o.update = true;
 			break;
 		case 'q':
 			c.o.quiet = true;
@@ -952,7 +1036,7 @@ int main(int argc, char **argv)
 					c.prog.total += (uint64_t)st.st_size;
 			}
 		}
-		for (int i = optind; i < argc; i++)
+		for (int i = optind; i < argc && !c.stop; i++)
 			rc |= pack_file(&c, argv[i]);
 		progress_clear();
 	}

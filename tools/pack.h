@@ -31,6 +31,7 @@ struct pk_opts {
 	unsigned int threads;	/* compression workers */
 	bool csum;		/* LZ4 block checksums */
 	bool force, quiet;
+	bool update;		/* -u: keep outputs that are current, replace the others */
 	int verbose;
 };
 
@@ -69,6 +70,14 @@ BFS_MUST_CHECK int pk_pool_run(struct pk_pool *p, int in, int out, int gzi,
  * stderr that names the file and what is wrong.
  */
 int pk_check_file(const char *path, const struct pk_opts *o);
+
+/*
+ * -u: is @path a complete output of @codec that decodes to @usize bytes?
+ * Its structure is checked, cheaply (the seek table, or a walk of the
+ * block headers, and the BGZF end marker), not every block: that is -t.
+ * Return: 1 or 0.
+ */
+int pk_output_current(const char *path, enum pk_codec codec, uint64_t usize);
 
 /*
  * --index: give @path a seek table (LZ4, appended in place) or a .gzi

@@ -416,6 +416,67 @@ int pk_check_file(const char *path, const struct pk_opts *o)
 	return rc;
 }
 
+/* ---- -u ---- */
+
+/* Decompressed size by a walk of @c's blocks (settled), or -errno / -EBADMSG if damaged. */
+static int walked_size(struct bfs_io *io, const struct bfs_codec *c, uint64_t *usize)
+{
+	struct bfs_index idx;
+	int rc;
+
+	bfs_index_init(&idx, io->size);
+	rc = c->scan(io, NULL, &idx);
+	if (rc == 0)
+		rc = bfs_index_settle(&idx, io, c, UINT64_MAX);
+	if (rc == 0 && idx.broken)
+		rc = -EBADMSG;
+	*usize = atomic_load(&idx.usize);
+	bfs_index_destroy(&idx);
+	return rc;
+}
+
+int pk_output_current(const char *path, enum pk_codec codec, uint64_t usize)
+{
+	const struct bfs_codec *c = codec == PK_GZIP ? &bfs_codec_bgzf : &bfs_codec_lz4;
+	uint8_t head[BFS_PROBE_LEN], tail[sizeof(bgzf_eof)];
+	struct bfs_st_table t = { 0 };
+	const char *why = NULL;
+	struct bfs_io io;
+	struct stat st;
+	uint64_t got = 0;
+	ssize_t n;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	if (fd < 0)
+		return 0;
+	rc = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 0 : -EINVAL;
+	bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
+	n = rc == 0 ? pread(fd, head, sizeof(head), 0) : -1;
+	if (n < 0 || !c->probe(head, (size_t)n)) {
+		rc = -EINVAL;
+	} else if (codec == PK_GZIP) {
+		/* written last: without it the file was cut short */
+		if (io.size < sizeof(tail) || bfs_io_read(&io, tail, sizeof(tail),
+							  io.size - sizeof(tail)) < 0 ||
+		    memcmp(tail, bgzf_eof, sizeof(tail)) != 0)
+			rc = -EINVAL;
+		else
+			rc = walked_size(&io, c, &got);
+	} else {
+		/* The seek table is written last and states the size; past the
+		 * index's limit blockfs-pack writes none, and the frames are walked. */
+		rc = bfs_st_load(&io, BFS_INDEX_MAX_BLOCKS, &t, &why);
+		if (rc == 0)
+			got = t.usize;
+		else if (rc == 1)
+			rc = walked_size(&io, c, &got);
+		free(t.e);
+	}
+	close(fd);
+	return rc == 0 && got == usize;
+}
+
 /* ---- --index ---- */
 
 static int index_lz4(const char *path, int fd, struct bfs_io *io, const struct pk_opts *o)

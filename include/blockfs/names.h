@@ -9,6 +9,12 @@
  * claims, is shown as S when no entry S exists and no entry S + suffix'
  * with an earlier (codec, suffix) pair also claims S. Everything else is
  * shown under its own name. Order: .lz4, .gz, .bgz.
+ *
+ * Sidecar indexes of a file shown decoded (X.gz.gzi, .tbi, .csi, .fai;
+ * X.bgz.gzi) describe compressed bytes nobody sees, and are hidden. With
+ * keep_compressed (@keep) the compressed file is shown under its own name
+ * too, unchanged (a raw view), and its sidecars with it, so that tabix and
+ * samtools work through the mount.
  */
 #ifndef BLOCKFS_NAMES_H
 #define BLOCKFS_NAMES_H
@@ -28,18 +34,20 @@ struct bfs_name_ops {
 /**
  * bfs_name_shown() - the name backing entry @backing is shown under.
  * @shown: NAME_MAX + 1 bytes; @codec: set to the codec it is decoded with,
- * or NULL when shown unchanged.
+ * or NULL when shown unchanged. With @keep, an entry shown decoded is also
+ * shown unchanged under @backing (the caller lists both).
+ * Return: false when it is not shown at all (a hidden sidecar).
  */
-void bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing,
-		    char *shown, const struct bfs_codec **codec);
+bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing,
+		    char *shown, const struct bfs_codec **codec, bool keep);
 
 /**
  * bfs_name_resolve() - the backing entry shown as @name.
- * @backing: NAME_MAX + 1 bytes.
- * Return: 0, or -ENOENT when nothing is shown as @name (including a
- * backing file that exists but is shown under a shorter name).
+ * @backing: NAME_MAX + 1 bytes; @keep: as for bfs_name_shown().
+ * Return: 0, or -ENOENT when nothing is shown as @name (a hidden sidecar,
+ * or without @keep a backing file that is shown under a shorter name).
  */
 int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name,
-		     char *backing, const struct bfs_codec **codec);
+		     char *backing, const struct bfs_codec **codec, bool keep);
 
 #endif

@@ -28,10 +28,12 @@ enum bfs_readpath { BFS_READPATH_PREAD, BFS_READPATH_MMAP, BFS_READPATH_AUTO };
 
 struct bfs_opts {
 	char *source;		/* first positional argument: the backing directory */
+	char *mountpoint;	/* second, as given (main.c resolves and checks it) */
 
 	/* As given with -o; NULL when absent. Owned; bfs_opts_release() frees. */
 	char *readpath_s, *verify_s, *populate_s, *advice_s;
 	char *cache_size_s, *readahead_s, *workers_s, *willneed_s, *kernel_readahead_s;
+	char *max_read_s;	/* a FUSE option: also left in the arguments for libfuse */
 
 	/* Checked values. */
 	enum bfs_readpath readpath;
@@ -44,12 +46,15 @@ struct bfs_opts {
 	int populate;		/* enum bfs_populate: pre-faulting mappings */
 	bool willneed_kernel;	/* willneed pushes decoded pages to the kernel's cache */
 	int nonempty;		/* -o nonempty: mount over a non-empty directory or a mount */
+	int keep_compressed;	/* -o keep_compressed: decoded files shown raw too, sidecars kept */
+	int suid, dev;		/* -o suid, -o dev: asked for explicitly (else nosuid, nodev) */
+	uint32_t max_read;	/* -o max_read: INIT must ask for it too; 0 when not given */
 };
 
 /**
- * bfs_opts_parse() - take blockfs's options (and SOURCE) out of @args.
- * Leaves the mountpoint and every FUSE option in @args. Sets defaults
- * first, then checks. On failure prints why to stderr.
+ * bfs_opts_parse() - take blockfs's options, SOURCE and MOUNTPOINT out of @args.
+ * Leaves every FUSE option (and any third positional argument) in @args.
+ * Sets defaults first, then checks. On failure prints why to stderr.
  * Return: 0, or -1 (the caller exits with status 1).
  */
 BFS_MUST_CHECK int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o);

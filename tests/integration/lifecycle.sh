@@ -354,7 +354,7 @@ else
 	ok "SOURCE unreadable # SKIP no setpriv to drop root (root reads every directory)"
 fi
 refused "MOUNTPOINT missing: exit 1, says so" \
-	"bad mount point \`$T/nomnt': No such file or directory" \
+	"cannot mount on MOUNTPOINT '$T/nomnt': No such file or directory" \
 	"$BLOCKFS" -f "$S" "$T/nomnt"
 refused "MOUNTPOINT a file: exit 1, says so" "MOUNTPOINT '$T/afile': Not a directory" \
 	"$BLOCKFS" -f "$S" "$T/afile"
@@ -366,6 +366,39 @@ refused "MOUNTPOINT not empty, daemon mode: exit 1, says so" "not empty" \
 	"$BLOCKFS" "$S" "$T/full"
 check_eq "... and no daemon is left running" "" "$(our_daemons)"
 check_eq "the refused MOUNTPOINT is untouched" hidden "$(cat "$T/full/note")"
+
+# A MOUNTPOINT inside SOURCE: the daemon would hold its own mount busy for
+# ever. Found by identity, whatever path leads there.
+mkdir -p "$S/inside/deeper"
+refused "MOUNTPOINT inside SOURCE: exit 1, says so" \
+	"MOUNTPOINT '$S/inside': it is inside SOURCE" "$BLOCKFS" -f "$S" "$S/inside"
+refused "MOUNTPOINT deeper inside SOURCE, daemon mode: exit 1" "inside SOURCE" \
+	"$BLOCKFS" "$S" "$S/inside/deeper"
+refused "MOUNTPOINT = SOURCE (with nonempty): exit 1, says so" \
+	"MOUNTPOINT '$S': it is SOURCE" "$BLOCKFS" -f "$S" "$S" -o nonempty
+ln -s "$S" "$T/srclink"
+refused "MOUNTPOINT inside SOURCE through a link: exit 1" "inside SOURCE" \
+	"$BLOCKFS" -f "$T/srclink" "$T/srclink/inside"
+mkdir "$T/alias"
+if mount --bind "$S" "$T/alias"; then
+	refused "MOUNTPOINT inside SOURCE through a bind mount: exit 1" "inside SOURCE" \
+		"$BLOCKFS" -f "$S" "$T/alias/inside"
+	umount "$T/alias"
+else
+	ok "MOUNTPOINT through a bind mount # SKIP cannot bind-mount here"
+fi
+check_eq "... and no daemon is left running" "" "$(our_daemons)"
+rmdir "$S/inside/deeper" "$S/inside"
+
+# Option errors come first, before anything about the paths.
+refused "a bad FUSE option with a missing MOUNTPOINT: the option is reported" \
+	"unknown option" "$BLOCKFS" -f "$S" "$T/nomnt" -o bogus_option
+refused "a bad FUSE value with a non-empty MOUNTPOINT: the value is reported" \
+	"max_threads=many" "$BLOCKFS" -f "$S" "$T/full" -o max_threads=many
+refused "a bad blockfs value with a missing SOURCE: the value is reported" \
+	"bad value 'x' for option readpath" "$BLOCKFS" -f "$T/nonexistent" "$T/nomnt" -o readpath=x
+refused "a third argument: exit 1, says so" "unexpected argument" \
+	"$BLOCKFS" -f "$S" "$M" extra
 
 mount_or_die
 refused "MOUNTPOINT busy (a blockfs mounted there): exit 1, says so" \

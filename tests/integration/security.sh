@@ -93,13 +93,17 @@ ATIMES=$(atimes)
 
 mount_or_die verify=on
 DEV=$(stat -c %d "$M")
-for l in abs rel dirlink x.lz4 dangling loop data.gz.gzi; do
+for l in abs rel dirlink x.lz4 dangling loop; do
 	check_eq "$l: shown as a symbolic link" "symbolic link" "$(stat -c %F "$M/$l" 2>&1)"
 	check_eq "$l: readlink gives the target unchanged" "$(readlink "$S/$l")" "$(readlink "$M/$l")"
 done
+# data.gz.gzi is named as the sidecar of data.gz, which is shown decoded:
+# hidden, whatever it is (-o keep_compressed shows it: below).
+check_fails "data.gz.gzi (a linked sidecar of the decoded data.gz): hidden" "No such file" \
+	stat "$M/data.gz.gzi"
 listing=$(LC_ALL=C ls -A "$M" | tr '\n' ' ')
 check_eq "the listing shows each link under its own name, x.lz4 not decoded as x" \
-	"abs closed dangling data data.gz.gzi dirlink fifo loop nobodys null plain private rel x.lz4 " \
+	"abs closed dangling data dirlink fifo loop nobodys null plain private rel x.lz4 " \
 	"$listing"
 check_fails "x (the link x.lz4 decoded) does not exist" "No such file" stat "$M/x"
 check "data.gz is served right (its linked .gzi ignored)" cmp -s "$O/text" "$M/data"
@@ -123,6 +127,16 @@ check_eq "dirlink/inner.lz4 reads as the raw outside bytes, not decoded" "$INNER
 	"$(md5sum < "$M/dirlink/inner.lz4")"
 check_eq "control: that read through the link moved the outside file's access time" moved \
 	"$([[ $(stat -c %X "$OUT/dir/inner.lz4") != "$(date -d 2001-01-01 +%s)" ]] && echo moved)"
+bfs_umount
+mount_or_die verify=on,keep_compressed
+check_eq "keep_compressed: data.gz.gzi shown as a symbolic link" "symbolic link" \
+	"$(stat -c %F "$M/data.gz.gzi" 2>&1)"
+check_eq "keep_compressed: its readlink gives the target unchanged" \
+	"$(readlink "$S/data.gz.gzi")" "$(readlink "$M/data.gz.gzi")"
+check "keep_compressed: data is still served right (its linked .gzi ignored)" \
+	cmp -s "$O/text" "$M/data"
+bfs_umount
+mount_or_die verify=on
 
 # --- FIFOs and devices ------------------------------------------------------------
 

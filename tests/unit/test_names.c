@@ -50,15 +50,26 @@ static const struct bfs_name_ops ops = { .exists = fake_exists, .claims = fake_c
 #define BGZF (&bfs_codec_bgzf)
 #define DIR_OF(arr) { .e = (arr), .n = sizeof(arr) / sizeof((arr)[0]) }
 
+/* Without keep_compressed unless said: the names rules' @keep. */
+static bool keep;
+
 static void expect_shown(struct fake_dir *d, const char *backing, const char *shown,
 			 const struct bfs_codec *codec)
 {
 	char out[NAME_MAX + 1];
 	const struct bfs_codec *c = (const void *)1;
 
-	bfs_name_shown(&ops, d, backing, out, &c);
+	assert_true(bfs_name_shown(&ops, d, backing, out, &c, keep));
 	assert_string_equal(out, shown);
 	assert_ptr_equal(c, codec);
+}
+
+static void expect_hidden(struct fake_dir *d, const char *backing)
+{
+	char out[NAME_MAX + 1];
+	const struct bfs_codec *c = (const void *)1;
+
+	assert_false(bfs_name_shown(&ops, d, backing, out, &c, keep));
 }
 
 static void expect_resolve(struct fake_dir *d, const char *name, int rc, const char *backing,
@@ -67,11 +78,18 @@ static void expect_resolve(struct fake_dir *d, const char *name, int rc, const c
 	char out[NAME_MAX + 1];
 	const struct bfs_codec *c = (const void *)1;
 
-	assert_int_equal(bfs_name_resolve(&ops, d, name, out, &c), rc);
+	assert_int_equal(bfs_name_resolve(&ops, d, name, out, &c, keep), rc);
 	if (rc == 0) {
 		assert_string_equal(out, backing);
 		assert_ptr_equal(c, codec);
 	}
+}
+
+static int keep_off(void **state)
+{
+	(void)state;
+	keep = false;
+	return 0;
 }
 
 static void test_lz4_shown_without_suffix(void **state)
@@ -197,6 +215,59 @@ static void test_longest_names(void **state)
 	expect_resolve(&d, stem, 0, full, BGZF);
 }
 
+/* Sidecars of a file shown decoded are hidden; those of others are not. */
+static void test_sidecars_hidden(void **state)
+{
+	static const struct fake_ent e[] = {
+		{ "calls.vcf.gz", BGZF }, { "calls.vcf.gz.tbi", NULL }, { "calls.vcf.gz.csi", NULL },
+		{ "ref.fa.gz", BGZF }, { "ref.fa.gz.fai", NULL }, { "ref.fa.gz.gzi", NULL },
+		{ "r.bgz", BGZF }, { "r.bgz.gzi", NULL }, { "r.bgz.tbi", NULL },
+		{ "plain.gz", NULL }, { "plain.gz.tbi", NULL }, { "orphan.gz.tbi", NULL },
+		{ "x.lz4", LZ4 }, { "x.lz4.gzi", NULL },
+	};
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_hidden(&d, "calls.vcf.gz.tbi");
+	expect_hidden(&d, "calls.vcf.gz.csi");
+	expect_hidden(&d, "ref.fa.gz.fai");
+	expect_hidden(&d, "ref.fa.gz.gzi");
+	expect_hidden(&d, "r.bgz.gzi");
+	expect_resolve(&d, "calls.vcf.gz.tbi", -ENOENT, NULL, NULL);
+	expect_resolve(&d, "r.bgz.gzi", -ENOENT, NULL, NULL);
+	/* only .gzi goes with .bgz; plain gzip is shown as it is; no file; not a BGZF suffix */
+	expect_shown(&d, "r.bgz.tbi", "r.bgz.tbi", NULL);
+	expect_shown(&d, "plain.gz.tbi", "plain.gz.tbi", NULL);
+	expect_shown(&d, "orphan.gz.tbi", "orphan.gz.tbi", NULL);
+	expect_shown(&d, "x.lz4.gzi", "x.lz4.gzi", NULL);
+	expect_resolve(&d, "plain.gz.tbi", 0, "plain.gz.tbi", NULL);
+	expect_shown(&d, "calls.vcf.gz", "calls.vcf", BGZF);
+	expect_resolve(&d, "calls.vcf.gz", -ENOENT, NULL, NULL);
+}
+
+/* keep_compressed: the compressed file is found under its own name, raw, sidecars too. */
+static void test_keep_compressed(void **state)
+{
+	static const struct fake_ent e[] = {
+		{ "calls.vcf.gz", BGZF }, { "calls.vcf.gz.tbi", NULL }, { "d.lz4", LZ4 },
+		{ "s.gz", BGZF }, { "s.lz4", LZ4 },
+	};
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	keep = true;
+	expect_shown(&d, "calls.vcf.gz", "calls.vcf", BGZF);	/* the caller lists it raw too */
+	expect_resolve(&d, "calls.vcf", 0, "calls.vcf.gz", BGZF);
+	expect_resolve(&d, "calls.vcf.gz", 0, "calls.vcf.gz", NULL);
+	expect_shown(&d, "calls.vcf.gz.tbi", "calls.vcf.gz.tbi", NULL);
+	expect_resolve(&d, "calls.vcf.gz.tbi", 0, "calls.vcf.gz.tbi", NULL);
+	expect_resolve(&d, "d", 0, "d.lz4", LZ4);
+	expect_resolve(&d, "d.lz4", 0, "d.lz4", NULL);
+	/* the collision rule stands: s.lz4 decoded as s, s.gz shown as it is */
+	expect_resolve(&d, "s", 0, "s.lz4", LZ4);
+	expect_resolve(&d, "s.gz", 0, "s.gz", NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -210,6 +281,8 @@ int main(void)
 		cmocka_unit_test(test_suffix_alone_is_not_a_name),
 		cmocka_unit_test(test_double_suffix),
 		cmocka_unit_test(test_longest_names),
+		cmocka_unit_test(test_sidecars_hidden),
+		cmocka_unit_test_setup(test_keep_compressed, keep_off),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,9 +36,9 @@ static void test_defaults(void **state)
 	assert_int_equal(o.readpath, BFS_READPATH_PREAD);
 	assert_true(o.verify);
 	assert_int_equal(o.cache_size, BFS_DEFAULT_CACHE_SIZE);
-	/* the mountpoint stays for fuse_parse_cmdline */
-	assert_int_equal(rest.argc, 2);
-	assert_string_equal(rest.argv[1], "mnt");
+	/* the mountpoint is taken too: main.c checks options before paths */
+	assert_string_equal(o.mountpoint, "mnt");
+	assert_int_equal(rest.argc, 1);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 }
@@ -53,10 +53,10 @@ static void test_ours_taken_fuse_kept(void **state)
 	assert_int_equal(parse(&o, &rest, 5, argv), 0);
 	assert_int_equal(o.readpath, BFS_READPATH_PREAD);
 	assert_false(o.verify);
-	assert_int_equal(rest.argc, 4);		/* blockfs -o allow_other mnt */
+	assert_int_equal(rest.argc, 3);		/* blockfs -o allow_other */
 	assert_string_equal(rest.argv[1], "-o");
 	assert_string_equal(rest.argv[2], "allow_other");
-	assert_string_equal(rest.argv[3], "mnt");
+	assert_string_equal(o.mountpoint, "mnt");
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 }
@@ -102,6 +102,69 @@ static void test_readpath_and_populate(void **state)
 	fuse_opt_free_args(&rest);
 	expect_refused("populate=maybe");
 	expect_refused("populate=");
+}
+
+/* suid/dev are taken, never passed on: main.c adds them back only when asked. */
+static void test_suid_dev_taken_last_wins(void **state)
+{
+	char *none[] = { "blockfs", "src", "mnt" };
+	char *ask[] = { "blockfs", "-o", "suid,allow_other,dev", "src", "mnt" };
+	char *undo[] = { "blockfs", "-o", "suid,dev,nodev", "-o", "nosuid", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 3, none), 0);
+	assert_false(o.suid);
+	assert_false(o.dev);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, ask), 0);
+	assert_true(o.suid);
+	assert_true(o.dev);
+	assert_int_equal(rest.argc, 3);		/* blockfs -o allow_other */
+	assert_string_equal(rest.argv[2], "allow_other");
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 7, undo), 0);
+	assert_false(o.suid);
+	assert_false(o.dev);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+}
+
+/* max_read: checked here (the init op needs it), and still left for libfuse to mount with. */
+static void test_max_read_checked_and_kept(void **state)
+{
+	char *argv[] = { "blockfs", "-o", "max_read=65536", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 5, argv), 0);
+	assert_int_equal(o.max_read, 65536);
+	assert_int_equal(rest.argc, 3);		/* blockfs -o max_read=65536 */
+	assert_string_equal(rest.argv[2], "max_read=65536");
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("max_read=");
+	expect_refused("max_read=64K");
+	expect_refused("max_read=-1");
+	expect_refused("max_read= 1");
+	expect_refused("max_read=4294967296");
+}
+
+/* A third positional argument is refused. */
+static void test_third_argument_refused(void **state)
+{
+	char *argv[] = { "blockfs", "src", "mnt", "extra" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 4, argv), -1);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
 }
 
 static void test_cache_size(void **state)
@@ -254,6 +317,9 @@ int main(void)
 		cmocka_unit_test(test_kernel_readahead),
 		cmocka_unit_test(test_readahead_workers_advice),
 		cmocka_unit_test(test_willneed),
+		cmocka_unit_test(test_suid_dev_taken_last_wins),
+		cmocka_unit_test(test_max_read_checked_and_kept),
+		cmocka_unit_test(test_third_argument_refused),
 		cmocka_unit_test(test_check_message_names_option),
 		cmocka_unit_test(test_parse_size),
 	};

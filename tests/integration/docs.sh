@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The documentation stands alone and says what is installed:
+# - README and the man pages point to nothing outside the repository;
+# - README names every man page, and every page in man/ is installed;
+# - README's table of installed files is what "meson install" installs
+#   (into a DESTDIR, nothing on the machine changes);
+# - every man page renders without a groff warning;
+# - blockfs -h documents every option of the man page's "blockfs options".
+#
+# Usage: docs.sh SOURCE_ROOT BUILD_ROOT      Exit: 0 pass, 1 fail, 77 skip.
+
+set -u
+ROOT=$(realpath "${1:?usage: docs.sh SOURCE_ROOT BUILD_ROOT}")
+BUILD=$(realpath "${2:?usage: docs.sh SOURCE_ROOT BUILD_ROOT}")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+command -v meson >/dev/null || skip "no meson"
+
+T=$(mktemp -d /tmp/blockfs-docs.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+README=$ROOT/README.md
+PAGES=(blockfs.8 blockfs.5 blockfs-pack.1 blockfs-stat.1)
+
+outside=$(grep -n -e '\.\./shared' -e 'SPEC\.md' -e 'STYLE\.md' "$README" "$ROOT"/man/*.in)
+check_eq "README and man pages point to nothing outside the repository" "" "$outside"
+
+named=ok
+for p in "${PAGES[@]}"; do
+	grep -q "${p%.*}(${p##*.})" "$README" || named="README does not name ${p%.*}(${p##*.})"
+done
+check_eq "README names every man page" ok "$named"
+check_eq "every page in man/ is one of them" "${PAGES[*]}" \
+	"$(cd "$ROOT/man" && ls ./*.in | sed 's|^\./||; s|\.in$||' | sort -t. -k2,2r -k1,1 | tr '\n' ' ' | sed 's/ $//')"
+
+if t meson install -C "$BUILD" --destdir "$T/dest" --quiet >"$T/install.log" 2>&1; then
+	# README's table: | `path`, `path` | what |, man pages as manN/NAME.N.
+	want=$(sed -n '/^### Installed files/,/^#/p' "$README" | grep '^| `' |
+		cut -d'|' -f2 | grep -o '`[^`]*`' | tr -d '`' |
+		sed 's|^\(man[0-9]/\)|/usr/local/share/man/\1|' | sort)
+	got=$(cd "$T/dest" && find . ! -type d | sed 's|^\.||' | sort)
+	check_eq "README's installed files are what meson install installs" "$want" "$got"
+	check_eq "mount.blockfs and mount.fuse.blockfs link to the daemon" \
+		"/usr/local/sbin/blockfs /usr/local/sbin/blockfs" \
+		"$(readlink "$T/dest/sbin/mount.blockfs") $(readlink "$T/dest/sbin/mount.fuse.blockfs")"
+else
+	not_ok "meson install into a DESTDIR" "$(cat "$T/install.log")"
+fi
+
+if command -v groff >/dev/null; then
+	for p in "${PAGES[@]}"; do
+		out=$(groff -man -ww -z "$BUILD/man/$p" 2>&1)
+		check_eq "man page $p renders without a warning" "" "$out"
+	done
+else
+	diag "no groff: the pages are not rendered"
+fi
+
+documented=ok
+# The tag line after each .TP of the section names the option(s): .BR name= ... or .BR a ", " b
+for o in $(awk '/^\.SS "blockfs options"/ { on = 1; next } /^\.S[SH]/ { on = 0 }
+	on && prev == ".TP" { two = $0 ~ /", "/; gsub(/^\.B[IR]* /, ""); gsub(/[",=]/, " ")
+		print $1; if (two) print $2 } { prev = $0 }' "$ROOT/man/blockfs.8.in" | sort -u); do
+	"$BUILD/src/blockfs" -h | grep -q -- "-o $o" || documented="-h lacks $o"
+done
+check_eq "blockfs -h lists every option of the man page" ok "$documented"
+
+echo "1..$((T_PASS + T_FAIL))"
+((T_FAIL == 0))
