@@ -613,12 +613,15 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			break;
 		rv->nblk++;
 		fill[i] = (uint8_t)rc;
-		if (rc == 1)
-			BFS_COUNT(f->ctr, misses, 1);
-		else
-			BFS_COUNT(f->ctr, hits, 1);
-		if (rc == 1 && quiet)
-			rv->blk[i]->prefetched = true;	/* decoded ahead: a reader's hit counts */
+		if (quiet) {
+			if (rc == 1)	/* decoded ahead: a reader's hit on it counts as used */
+				rv->blk[i]->prefetched = true;
+		} else {
+			if (rc == 1)	/* readers' lookups only */
+				BFS_COUNT(f->ctr, misses, 1);
+			else
+				BFS_COUNT(f->ctr, hits, 1);
+		}
 	}
 	/* Decode each run of blocks to fill; on failure finish the rest as failed. */
 	for (size_t i = 0; i <= rv->nblk; i++) {

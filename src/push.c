@@ -289,7 +289,9 @@ bool bfs_push_block(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino, uint
 		.hole = page_down(rfrom), .hole_to = page_up(rto),
 	};
 
-	return req.from < req.to && bfs_push_try(wq, &req);
+	if (req.from >= req.to || (req.hole <= req.from && req.hole_to >= req.to))
+		return false;		/* the READ took all there was */
+	return bfs_push_try(wq, &req);
 }
 
 size_t bfs_push_willneed(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino, uint64_t off,
