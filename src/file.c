@@ -82,6 +82,23 @@ static struct tls *tls_get(void)
 	return t;
 }
 
+/*
+ * A thread's buffer of compressed bytes is kept for its next read up to
+ * this size; a bigger one (a run of 4 MiB blocks) goes back after use, so
+ * that every FUSE thread and worker does not keep the largest it ever
+ * needed (issue: resident memory within cache_size plus 32 MiB).
+ */
+#define CBUF_KEEP (1u << 20)
+
+static void shrink(struct tls *t)
+{
+	if (t->ccap > CBUF_KEEP) {
+		free(t->cbuf);
+		t->cbuf = NULL;
+		t->ccap = 0;
+	}
+}
+
 static int grow(uint8_t **buf, size_t *cap, size_t need)
 {
 	uint8_t *nb;
@@ -532,9 +549,12 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 		rc = grow(&t->cbuf, &t->ccap, span);
 		if (rc == 0)
 			rc = read_backing(f, t->cbuf, span, a->coff);
-		if (rc < 0)
-			return block_failed(f, d0, rc, rc == -EIO ? "backing file shrank" : "read failed");
-		return decode_all(f, d0, d1, out, t->cbuf, a->coff, false, t->quiet);
+		if (rc == 0)
+			rc = decode_all(f, d0, d1, out, t->cbuf, a->coff, false, t->quiet);
+		else
+			rc = block_failed(f, d0, rc, rc == -EIO ? "backing file shrank" : "read failed");
+		shrink(t);
+		return rc;
 	}
 	for (size_t k = d0; k <= d1; k++) {
 		const struct bfs_blk *blk = &f->idx.blk[k];
@@ -542,14 +562,17 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 		rc = grow(&t->cbuf, &t->ccap, blk->clen);
 		if (rc == 0)
 			rc = read_backing(f, t->cbuf, blk->clen, blk->coff);
-		if (rc < 0)
-			return block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
+		if (rc < 0) {
+			rc = block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
+			break;
+		}
 		/* after grow(): realloc may have moved the buffer */
 		rc = decode_into(f, k, t->cbuf, out[k - d0]->data, blk->usize);
 		if (rc < 0)
-			return rc;
+			break;
 	}
-	return 0;
+	shrink(t);
+	return rc;
 }
 
 /* Room for @n blocks in @rv: the inline arrays, or the heap. */
@@ -698,9 +721,12 @@ static int decode_prefix(struct bfs_file *f, size_t k, uint32_t n, uint8_t *dst)
 	rc = grow(&t->cbuf, &t->ccap, blk->clen);
 	if (rc == 0)
 		rc = read_backing(f, t->cbuf, blk->clen, blk->coff);
-	if (rc < 0)
-		return block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
-	return decode_into(f, k, t->cbuf, dst, n);
+	if (rc == 0)
+		rc = decode_into(f, k, t->cbuf, dst, n);
+	else
+		rc = block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
+	shrink(t);
+	return rc;
 }
 
 /*
