@@ -163,6 +163,12 @@ static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, u
 	}
 }
 
+/* Where decoding ahead of a reader goes: idle-class workers, if the mount has them. */
+static struct bfs_workq *ahead_q(const struct bfs_file_env *env)
+{
+	return env->aheadq ? env->aheadq : env->workq;
+}
+
 /* Queue [@p->from, @p->to) in chunks; the mark where queuing stopped, or @p->to. */
 static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p, unsigned int gen)
 {
@@ -177,7 +183,7 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 			.win = s->pw, .gen = gen,
 		};
 
-		if (!bfs_push_try(env->workq, &req))
+		if (!bfs_push_try(ahead_q(env), &req))
 			return a;
 	}
 	return p->to;
@@ -220,7 +226,7 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	default:
 		cfg.size = env->readahead;
 	}
-	if (!bfs_workq_threads(env->workq))
+	if (!bfs_workq_threads(ahead_q(env)))
 		cfg.size = 0;
 	pthread_mutex_lock(&s->lock);
 	gen = s->win.gen;
@@ -252,7 +258,7 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	behind(f, off, off + (uint64_t)n, advice, run);
 	/* blocks it came back to: the rest of them into the page cache */
 	if (rv->again_to > rv->again_from && env->push && advice != BFS_ADV_NOREUSE)
-		(void)bfs_push_block(env->workq, f, s->ino, rv->again_from, rv->again_to, off,
+		(void)bfs_push_block(ahead_q(env), f, s->ino, rv->again_from, rv->again_to, off,
 				     off + (uint64_t)n);
 	return n;
 }

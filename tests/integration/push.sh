@@ -3,7 +3,8 @@
 #
 # Pushing decoded pages into the kernel's page cache (stream.c, push.c),
 # raced by everything that can race it, under readpath=pread and mmap:
-# 16 sequential readers of different files at once; a sequential reader,
+# 16 sequential readers of different files at once; a slow reader, whose
+# pages must be pushed ahead of it; a sequential reader,
 # random readers and willneed on the same pages; dontneed again and again
 # during a read; skewed random reads whose blocks get pushed whole; the
 # backing file replaced, by rename and in place, while pushes are in
@@ -53,6 +54,7 @@ for rp in pread mmap; do
 	fi
 	diag "readpath=$rp"
 	OP_TIMEOUT=120 tap_import t python3 "$HERE/push.py" streams "$M" "$O" "${streams[@]}"
+	OP_TIMEOUT=120 tap_import t python3 "$HERE/push.py" slow "$M" "$O" dn
 	OP_TIMEOUT=120 tap_import t python3 "$HERE/push.py" race "$M" "$O" race
 	OP_TIMEOUT=120 tap_import t python3 "$HERE/push.py" dontneed "$M" "$O" dn
 	OP_TIMEOUT=120 tap_import t python3 "$HERE/push.py" zipf "$M" "$O" zipf
