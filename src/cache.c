@@ -38,33 +38,6 @@ struct bfs_cache {
 	struct shard shard[NSHARDS];
 };
 
-/* --- counters ------------------------------------------------------------- */
-
-struct bfs_counters *bfs_counters_new(struct bfs_counters *parent)
-{
-	struct bfs_counters *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		return NULL;
-	atomic_init(&c->refs, 1);
-	c->parent = parent ? bfs_counters_get(parent) : NULL;
-	return c;
-}
-
-struct bfs_counters *bfs_counters_get(struct bfs_counters *c)
-{
-	atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
-	return c;
-}
-
-void bfs_counters_put(struct bfs_counters *c)
-{
-	if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) {
-		bfs_counters_put(c->parent);
-		free(c);
-	}
-}
-
 /* --- blocks --------------------------------------------------------------- */
 
 /* A new LOADING block with one reference, the caller's. */

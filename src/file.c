@@ -23,10 +23,9 @@
 #include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
-#include "blockfs/hints.h"
+#include "blockfs/vocab.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
-#include "blockfs/opts.h"
 #include "blockfs/workq.h"
 
 /* Read neighbouring blocks with one pread unless the gaps waste more than this. */

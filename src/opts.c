@@ -14,9 +14,9 @@
 
 #include <fuse_lowlevel.h>
 
-#include "blockfs/hints.h"
 #include "blockfs/mmap.h"
 #include "blockfs/opts.h"
+#include "blockfs/vocab.h"
 
 #define BFS_OPT(t, f) { t, offsetof(struct bfs_opts, f), 0 }
 
@@ -125,14 +125,14 @@ static int pick(const char *opt, const char *s, const char *const *names, int *o
 		size_t errlen)
 {
 	size_t at;
-	int i;
+	int i = bfs_pick(s, names, SIZE_MAX);
 
-	for (i = 0; names[i]; i++) {
-		if (strcmp(s, names[i]) == 0) {
-			*out = i;
-			return 0;
-		}
+	if (i >= 0) {
+		*out = i;
+		return 0;
 	}
+	for (i = 0; names[i]; i++)
+		;
 	at = (size_t)snprintf(err, errlen, "bad value '%s' for option %s: expected", s, opt);
 	for (int k = 0; k < i && at < errlen; k++)
 		at += (size_t)snprintf(err + at, errlen - at, "%s %s", k == 0 ? "" :
@@ -291,39 +291,4 @@ void bfs_opts_help(FILE *out)
 			h += *h == ' ';
 		}
 	}
-}
-
-int bfs_parse_size(const char *s, uint64_t *out)
-{
-	unsigned long long v;
-	unsigned int shift = 0;
-	char *end;
-
-	if (!s || *s < '0' || *s > '9')	/* strtoull would take "-1" and " 1" */
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
-	switch (*end) {
-	case '\0':
-		break;
-	case 'k': case 'K':
-		shift = 10;
-		break;
-	case 'm': case 'M':
-		shift = 20;
-		break;
-	case 'g': case 'G':
-		shift = 30;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (shift && *++end != '\0')
-		return -EINVAL;
-	if (v > UINT64_MAX >> shift)
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
 }

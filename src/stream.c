@@ -13,7 +13,7 @@
 
 #include "blockfs/cache.h"
 #include "blockfs/file.h"
-#include "blockfs/hints.h"
+#include "blockfs/vocab.h"
 #include "blockfs/push.h"
 #include "blockfs/stream.h"
 #include "blockfs/workq.h"

@@ -92,9 +92,13 @@ static int get_cached(struct xctx *x, char *out)
 static int get_stats(struct xctx *x, char *out)
 {
 	bool root = x->in == &x->fs->root;
-	struct bfs_cache *cache = root ? x->fs->env.cache : NULL;
+	struct bfs_stats_cache cache = {
+		.bytes = root ? bfs_cache_bytes(x->fs->env.cache) : 0,
+		.limit = root ? bfs_cache_limit(x->fs->env.cache) : 0,
+	};
 
-	return bfs_stats_format(root ? x->fs->env.mount : x->f->ctr, cache, out, VALUE_MAX);
+	return bfs_stats_format(root ? x->fs->env.mount : x->f->ctr, root ? &cache : NULL, out,
+				VALUE_MAX);
 }
 
 /* --- hints: applying them ------------------------------------------------- */

@@ -18,41 +18,9 @@
 #include <stdint.h>
 
 #include "blockfs/common.h"
+#include "blockfs/stats.h"
 
 struct bfs_cache;
-
-/*
- * Counters of one file version (or of the whole mount). Refcounted on
- * their own so that cached blocks can account to a version that is gone.
- */
-struct bfs_counters {
-	atomic_uint refs;
-	struct bfs_counters *parent;		/* the mount's, or NULL; one reference */
-	atomic_uint_fast64_t cached;		/* decompressed bytes in the cache now */
-	atomic_uint_fast64_t reads, bytes;	/* read requests and bytes served */
-	atomic_uint_fast64_t hits, misses;	/* cache lookups */
-	atomic_uint_fast64_t decoded;		/* blocks decompressed */
-	atomic_uint_fast64_t decode_ns;		/* time spent decompressing */
-	atomic_uint_fast64_t prefetched, prefetch_used;
-	atomic_uint_fast64_t pushed;		/* bytes handed to the kernel's page cache */
-	atomic_uint_fast64_t syscalls;		/* backing reads */
-	atomic_uint_fast64_t csum_failures, errors;
-};
-
-/* New counters that also add to @parent (NULL for none). */
-struct bfs_counters *bfs_counters_new(struct bfs_counters *parent);
-
-/* Add @n to @field of @c and of its parent. */
-#define BFS_COUNT(c, field, n)							\
-	do {									\
-		atomic_fetch_add_explicit(&(c)->field, (n), memory_order_relaxed);	\
-		if ((c)->parent)						\
-			atomic_fetch_add_explicit(&(c)->parent->field, (n),	\
-						  memory_order_relaxed);	\
-	} while (0)
-
-struct bfs_counters *bfs_counters_get(struct bfs_counters *c);
-void bfs_counters_put(struct bfs_counters *c);	/* NULL is a no-op */
 
 enum bfs_block_state { BFS_BLOCK_LOADING, BFS_BLOCK_READY, BFS_BLOCK_FAILED };
 

@@ -12,10 +12,9 @@
 #include <stdio.h>
 
 #include "blockfs/common.h"
+#include "blockfs/vocab.h"
 
 struct fuse_args;
-
-enum bfs_readpath { BFS_READPATH_PREAD, BFS_READPATH_MMAP, BFS_READPATH_AUTO };
 
 #define BFS_DEFAULT_CACHE_SIZE (128ull << 20)
 #define BFS_DEFAULT_READAHEAD (8ull << 20)
@@ -64,11 +63,5 @@ BFS_MUST_CHECK int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen);
 void bfs_opts_release(struct bfs_opts *o);
 /* One line per blockfs option, in man page order. */
 void bfs_opts_help(FILE *out);
-
-/**
- * bfs_parse_size() - "4096", "64K", "256M", "1G" (powers of 1024).
- * Return: 0, or -EINVAL (malformed) / -ERANGE (does not fit 64 bits).
- */
-BFS_MUST_CHECK int bfs_parse_size(const char *s, uint64_t *out);
 
 #endif

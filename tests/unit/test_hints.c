@@ -324,24 +324,26 @@ static void test_stats_file(void **state)
 static void test_stats_root_and_short_buffer(void **state)
 {
 	struct bfs_counters *m = bfs_counters_new(NULL), max;
+	struct bfs_stats_cache sc;
 	struct bfs_cache *cache;
 	char buf[BFS_STATS_MAX];
 	int n;
 
 	(void)state;
 	assert_int_equal(bfs_cache_new(&cache, 1 << 20), 0);
-	n = bfs_stats_format(m, cache, buf, sizeof(buf));
+	sc = (struct bfs_stats_cache){ bfs_cache_bytes(cache), bfs_cache_limit(cache) };
+	n = bfs_stats_format(m, &sc, buf, sizeof(buf));
 	assert_true(n > 0);
 	assert_non_null(strstr(buf, "reads 0\n"));
 	assert_non_null(strstr(buf, "\ncache_bytes 0\ncache_limit 1048576\n"));
 	assert_int_equal(buf[n - 1], '\n');
 	/* Short buffers: never a truncated value. */
 	for (size_t len = 0; len <= (size_t)n; len++)
-		assert_int_equal(bfs_stats_format(m, cache, buf, len), -ERANGE);
-	assert_int_equal(bfs_stats_format(m, cache, buf, (size_t)n + 1), n);
+		assert_int_equal(bfs_stats_format(m, &sc, buf, len), -ERANGE);
+	assert_int_equal(bfs_stats_format(m, &sc, buf, (size_t)n + 1), n);
 	/* Every counter at its widest still fits BFS_STATS_MAX. */
 	memset(&max, 0xff, sizeof(max));
-	n = bfs_stats_format(&max, cache, buf, sizeof(buf));
+	n = bfs_stats_format(&max, &sc, buf, sizeof(buf));
 	assert_true(n > 0 && n < BFS_STATS_MAX);
 	bfs_cache_free(cache);
 	bfs_counters_put(m);
