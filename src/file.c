@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -229,12 +230,57 @@ void bfs_file_unuse(struct bfs_file *f)
 		close(fd);
 }
 
-void bfs_file_fadvise(struct bfs_file *f, uint64_t off, uint64_t len, int advice)
+/*
+ * The backing bytes behind decompressed [@off, @off + @len) of @f, as far
+ * as the exact part of the index knows them: only a hint follows, so an
+ * unknown end runs to the end of the backing file.
+ */
+static void backing_span(struct bfs_file *f, uint64_t off, uint64_t len, uint64_t *coff,
+			 uint64_t *clen)
 {
+	uint64_t csize = (uint64_t)f->st.st_size, cend = csize;
+	size_t a, b;
+
+	if (!f->codec) {
+		*coff = off < csize ? off : csize;
+		*clen = bfs_range_ok(off, len, csize) ? len : csize - *coff;
+		return;
+	}
+	if (bfs_index_find(&f->idx, off, &a) < 0) {
+		*coff = 0;		/* not settled that far: the whole file */
+		*clen = csize;
+		return;
+	}
+	*coff = f->idx.blk[a].coff;
+	if (bfs_index_find(&f->idx, off + len - 1, &b) == 0)
+		cend = f->idx.blk[b].coff + f->idx.blk[b].clen;
+	*clen = cend > *coff ? cend - *coff : 0;
+}
+
+void bfs_file_advise(struct bfs_file *f, int advice, uint64_t off, uint64_t len)
+{
+	uint64_t coff = 0, clen = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	const uint8_t *base;
+
+	if (len)
+		backing_span(f, off, len, &coff, &clen);
+	else
+		clen = (uint64_t)f->st.st_size;
+	if (!clen)
+		return;
 	pthread_mutex_lock(&f->fd_lock);	/* so the number cannot be reused meanwhile */
 	if (f->fd >= 0)
-		(void)posix_fadvise(f->fd, (off_t)off, (off_t)len, advice);
+		(void)posix_fadvise(f->fd, (off_t)coff, (off_t)(len ? clen : 0),
+				    bfs_advice_fadv(advice));
 	pthread_mutex_unlock(&f->fd_lock);
+	/* only a live mapping: a hint is no reason to map a file */
+	base = bfs_advice_madv(advice) >= 0 ? bfs_file_map_enter(f, false) : NULL;
+	if (base) {
+		uint64_t start = coff & ~(page - 1);	/* madvise wants a page-aligned start */
+
+		(void)madvise((void *)(base + start), clen + coff - start, bfs_advice_madv(advice));
+		bfs_file_map_exit(f);
+	}
 }
 
 void bfs_file_supersede(struct bfs_file *f)

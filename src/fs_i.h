@@ -137,6 +137,19 @@ int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *
  */
 int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *f);
 
+/**
+ * bfs_inode_reapply_hints() - a hint changed: file versions take it now.
+ * @dir: NULL when the hint is @in's own (@in a regular file); else the
+ *       directory's backing path, and every current version below it is
+ *       given its effective hints again. Each version's value is computed
+ *       and stored under its inode lock, so that of two concurrent changes
+ *       the last computation (which sees both) wins. Regular files known
+ *       now are pinned with a lookup reference under fs->lock, then visited
+ *       without it: an inode lock may be held across a scan, and lookups
+ *       must not wait for that.
+ */
+void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char *dir);
+
 int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out);
 void bfs_dir_free(struct bfs_dir *d);
 

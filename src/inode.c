@@ -28,7 +28,6 @@
 #include "blockfs/names.h"
 #include "blockfs/workq.h"
 #include "fs_i.h"
-#include "xattr.h"
 
 /* Large enough that coreutils and stdio read a mounted file in big chunks. */
 #define BFS_BLKSIZE (1u << 20)
@@ -634,6 +633,78 @@ static int open_sidecar(struct bfs_fs *fs, struct bfs_inode *in, const struct st
 	return fd;
 }
 
+/* Give version @f of the file at @rpath the hints that apply there now. */
+static void apply_hints(struct bfs_fs *fs, const char *rpath, struct bfs_file *f)
+{
+	int adv = bfs_hints_effective(&fs->hints, rpath, BFS_HINT_ADVICE, fs->env.advice);
+
+	atomic_store(&f->advice, adv);
+	atomic_store(&f->readpath,
+		     bfs_hints_effective(&fs->hints, rpath, BFS_HINT_READPATH, fs->env.readpath));
+	bfs_file_advise(f, adv, 0, 0);
+}
+
+/* Is @path @dir itself or below it? ("." holds everything.) */
+static bool below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, ".") == 0)
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* The current version of regular file @in takes its hints again, if it is below @dir. */
+static void reapply_one(struct bfs_fs *fs, struct bfs_inode *in, const char *dir)
+{
+	struct bfs_file *f = NULL;
+	int adv = 0;
+
+	pthread_mutex_lock(&in->lock);
+	if (in->file && in->rpath && (!dir || below(in->rpath, dir))) {
+		adv = bfs_hints_effective(&fs->hints, in->rpath, BFS_HINT_ADVICE, fs->env.advice);
+		atomic_store(&in->file->advice, adv);
+		atomic_store(&in->file->readpath, bfs_hints_effective(&fs->hints, in->rpath,
+								      BFS_HINT_READPATH,
+								      fs->env.readpath));
+		f = bfs_file_get(in->file);
+	}
+	pthread_mutex_unlock(&in->lock);
+	if (f) {
+		bfs_file_advise(f, adv, 0, 0);
+		bfs_file_put(f);
+	}
+	/* Never built: apply_hints() reads the store when it is. */
+}
+
+void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char *dir)
+{
+	struct bfs_inode **pin = NULL;
+	size_t n = 0;
+
+	if (!dir) {
+		reapply_one(fs, in, NULL);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	if (fs->count)
+		pin = malloc(fs->count * sizeof(*pin));
+	for (size_t i = 0; pin && i < fs->nbuckets; i++) {
+		for (struct bfs_inode *p = fs->table[i]; p; p = p->hnext) {
+			if (p->type != S_IFREG)
+				continue;
+			p->nlookup++;		/* dropped by bfs_inode_forget() below */
+			pin[n++] = p;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	for (size_t i = 0; i < n; i++) {
+		reapply_one(fs, pin[i], dir);
+		bfs_inode_forget(fs, pin[i], 1);
+	}
+	free(pin);
+}
+
 /*
  * Current version given the backing file's stat @now; inode->lock held,
  * @opath: @in's pinned descriptor. A new version comes back with its
@@ -665,7 +736,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		bfs_err("%s: cannot index: %s", in->rpath ? in->rpath : "?", strerror(-rc));
 		return rc;
 	}
-	bfs_xattr_apply(fs, in->rpath ? in->rpath : "", f);	/* its advice, before anyone reads */
+	apply_hints(fs, in->rpath ? in->rpath : "", f);	/* its advice, before anyone reads */
 	bfs_file_unuse(f);		/* its descriptor, until someone reads */
 	if (old)
 		bfs_file_supersede(old);	/* its pushes end before the kernel drops its pages */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "blockfs/file.h"
+#include "blockfs/push.h"
 #include "blockfs/stream.h"
 #include "blockfs/workq.h"
 #include "fs_i.h"
@@ -528,17 +529,26 @@ static void bfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, co
 			    size_t size, int flags)
 {
 	struct bfs_fs *fs = fs_of(req);
-	struct bfs_xattr_inval inval;
-	int rc = bfs_xattr_set(fs, inode_of(req, ino), name, value, size, flags, &inval);
+	struct bfs_xattr_act act;
+	int rc = bfs_xattr_set(fs, inode_of(req, ino), name, value, size, flags, &act);
 
-	fuse_reply_err(req, -rc);
-	if (rc == 0 && inval.set && fs->se)
-		queue_inval(fs, ino, inval.off, inval.len);
+	fuse_reply_err(req, bfs_kernel_errno(rc));
+	if (rc < 0)
+		return;
+	if (act.kind == BFS_XATTR_DROP_PAGES && fs->se)
+		queue_inval(fs, ino, act.off, act.len);
+	if (act.kind == BFS_XATTR_WILLNEED) {
+		(void)bfs_push_willneed(fs->env.workq, act.f,
+					fs->opts->willneed_kernel && fs->se ? ino : 0, act.off,
+					act.len);
+		bfs_file_unuse(act.f);	/* the queued jobs hold their own */
+		bfs_file_put(act.f);
+	}
 }
 
 static void bfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	fuse_reply_err(req, -bfs_xattr_remove(fs_of(req), inode_of(req, ino), name));
+	fuse_reply_err(req, bfs_kernel_errno(bfs_xattr_remove(fs_of(req), inode_of(req, ino), name)));
 }
 
 /* Everything that would change the tree: blockfs serves data read-only. */

@@ -25,7 +25,6 @@
 #include "blockfs/file.h"
 #include "blockfs/mmap.h"
 #include "blockfs/hints.h"
-#include "blockfs/push.h"
 #include "fs_i.h"
 #include "xattr.h"
 
@@ -53,7 +52,7 @@ struct xctx {
  */
 typedef int (*get_fn)(struct xctx *x, char *out);
 typedef int (*set_fn)(struct xctx *x, const char *val, size_t len, int flags,
-		      struct bfs_xattr_inval *inval);
+		      struct bfs_xattr_act *act);
 typedef int (*del_fn)(struct xctx *x);
 
 /* --- read-only facts ------------------------------------------------------ */
@@ -104,61 +103,6 @@ static int get_stats(struct xctx *x, char *out)
 /* --- hints: applying them ------------------------------------------------- */
 
 
-/*
- * The backing bytes behind decompressed [@off, @off + @len) of @f, as far
- * as the exact part of the index knows them: only a hint follows, so an
- * unknown end runs to the end of the backing file.
- */
-static void backing_span(struct bfs_file *f, uint64_t off, uint64_t len, uint64_t *coff,
-			 uint64_t *clen)
-{
-	uint64_t csize = (uint64_t)f->st.st_size, cend = csize;
-	size_t a, b;
-
-	if (!f->codec) {
-		*coff = off < csize ? off : csize;
-		*clen = bfs_range_ok(off, len, csize) ? len : csize - *coff;
-		return;
-	}
-	if (bfs_index_find(&f->idx, off, &a) < 0) {
-		*coff = 0;		/* not settled that far: the whole file */
-		*clen = csize;
-		return;
-	}
-	*coff = f->idx.blk[a].coff;
-	if (bfs_index_find(&f->idx, off + len - 1, &b) == 0)
-		cend = f->idx.blk[b].coff + f->idx.blk[b].clen;
-	*clen = cend > *coff ? cend - *coff : 0;
-}
-
-
-/*
- * Pass a hint to the kernel's cache of the backing file: posix_fadvise(2)
- * on the file, and madvise(2) on its mapping when one is live. Failure is
- * harmless: the hint only tunes the kernel's page cache.
- */
-static void advise_backing(struct bfs_file *f, int advice, uint64_t off, uint64_t len)
-{
-	uint64_t coff = 0, clen = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
-	const uint8_t *base;
-
-	if (len)
-		backing_span(f, off, len, &coff, &clen);
-	else
-		clen = (uint64_t)f->st.st_size;
-	if (!clen)
-		return;
-	bfs_file_fadvise(f, coff, len ? clen : 0, bfs_advice_fadv(advice));
-	/* only a live mapping: a hint is no reason to map a file */
-	base = bfs_advice_madv(advice) >= 0 ? bfs_file_map_enter(f, false) : NULL;
-	if (base) {
-		uint64_t start = coff & ~(page - 1);	/* madvise wants a page-aligned start */
-
-		(void)madvise((void *)(base + start), clen + coff - start, bfs_advice_madv(advice));
-		bfs_file_map_exit(f);
-	}
-}
-
 /* The advice that applies to @rpath now. Takes the hints lock only. */
 static int effective_advice(struct bfs_fs *fs, const char *rpath)
 {
@@ -171,80 +115,10 @@ static int effective_readpath(struct bfs_fs *fs, const char *rpath)
 	return bfs_hints_effective(&fs->hints, rpath, BFS_HINT_READPATH, fs->env.readpath);
 }
 
-void bfs_xattr_apply(struct bfs_fs *fs, const char *rpath, struct bfs_file *f)
-{
-	int adv = effective_advice(fs, rpath);
-
-	atomic_store(&f->advice, adv);
-	atomic_store(&f->readpath, effective_readpath(fs, rpath));
-	advise_backing(f, adv, 0, 0);
-}
-
-/* Is @path @dir itself or below it? ("." holds everything.) */
-static bool below(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	if (strcmp(dir, ".") == 0)
-		return true;
-	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
-/* Give the current version of regular file @in its effective advice again. */
-static void reapply_one(struct bfs_fs *fs, struct bfs_inode *in, const char *dir)
-{
-	struct bfs_file *f = NULL;
-
-	pthread_mutex_lock(&in->lock);
-	if (in->file && in->rpath && (!dir || below(in->rpath, dir))) {
-		atomic_store(&in->file->advice, effective_advice(fs, in->rpath));
-		atomic_store(&in->file->readpath, effective_readpath(fs, in->rpath));
-		f = bfs_file_get(in->file);
-	}
-	pthread_mutex_unlock(&in->lock);
-	if (f) {
-		advise_backing(f, atomic_load(&f->advice), 0, 0);
-		bfs_file_put(f);
-	}
-	/* Never built: bfs_xattr_apply() will read the store when it is. */
-}
-
-/*
- * A hint changed on @x's path: give every current file version it may
- * reach its effective advice again. Each version's advice is computed and
- * stored under its inode lock, so that of two concurrent changes the last
- * computation (which sees both) wins. For a directory, the regular files
- * known now are pinned with a lookup reference under fs->lock, then visited
- * without it: an inode lock may be held across a scan, and lookups must
- * not wait for that.
- */
+/* A hint changed on @x's path: every file version it reaches takes it now. */
 static void reapply(struct xctx *x)
 {
-	struct bfs_fs *fs = x->fs;
-	struct bfs_inode **pin = NULL;
-	size_t n = 0;
-
-	if (x->in->type == S_IFREG) {
-		reapply_one(fs, x->in, NULL);
-		return;
-	}
-	pthread_mutex_lock(&fs->lock);
-	if (fs->count)
-		pin = malloc(fs->count * sizeof(*pin));
-	for (size_t i = 0; pin && i < fs->nbuckets; i++) {
-		for (struct bfs_inode *in = fs->table[i]; in; in = in->hnext) {
-			if (in->type != S_IFREG)
-				continue;
-			in->nlookup++;		/* dropped by bfs_inode_forget() below */
-			pin[n++] = in;
-		}
-	}
-	pthread_mutex_unlock(&fs->lock);
-	for (size_t i = 0; i < n; i++) {
-		reapply_one(fs, pin[i], x->rpath);
-		bfs_inode_forget(fs, pin[i], 1);
-	}
-	free(pin);
+	bfs_inode_reapply_hints(x->fs, x->in, x->in->type == S_IFREG ? NULL : x->rpath);
 }
 
 /* --- hints: the attributes ------------------------------------------------ */
@@ -268,7 +142,7 @@ static int get_advice(struct xctx *x, char *out)
 }
 
 /* willneed / dontneed on a file: act on the range now; nothing is stored. */
-static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_inval *inval)
+static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_act *act)
 {
 	uint64_t size, off = r->ranged ? r->off : 0, len;
 	bool changed;
@@ -282,26 +156,25 @@ static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_
 		return 0;		/* past the end: nothing to do, as posix_fadvise */
 	len = r->ranged && r->len < size - off ? r->len : size - off;
 	if (r->advice == BFS_ADV_WILLNEED) {
-		/* the jobs read the file: they need its descriptor open */
+		/* the decoding reads the file: it needs its descriptor open */
 		rc = bfs_inode_use(x->fs, x->in, x->f);
 		if (rc < 0)
 			return rc;
-		advise_backing(x->f, BFS_ADV_WILLNEED, off, len);
-		/* the FUSE inode number is the inode's address (ops.c) */
-		(void)bfs_push_willneed(x->fs->env.workq, x->f,
-					x->fs->opts->willneed_kernel ? (uintptr_t)x->in : 0, off, len);
-		bfs_file_unuse(x->f);	/* the queued jobs hold their own */
+		bfs_file_advise(x->f, BFS_ADV_WILLNEED, off, len);
+		/* ops.c decodes ahead: it knows the FUSE inode to push to */
+		*act = (struct bfs_xattr_act){ .kind = BFS_XATTR_WILLNEED, .off = off, .len = len,
+					       .f = bfs_file_get(x->f) };
 		return 0;
 	}
 	bfs_file_drop_range(x->f, off, len);
-	advise_backing(x->f, BFS_ADV_DONTNEED, off, len);
-	*inval = (struct bfs_xattr_inval){ .set = true, .off = off,
-					   .len = off + len >= size ? 0 : len };
+	bfs_file_advise(x->f, BFS_ADV_DONTNEED, off, len);
+	*act = (struct bfs_xattr_act){ .kind = BFS_XATTR_DROP_PAGES, .off = off,
+				       .len = off + len >= size ? 0 : len };
 	return 0;
 }
 
 static int set_advice(struct xctx *x, const char *val, size_t len, int flags,
-		      struct bfs_xattr_inval *inval)
+		      struct bfs_xattr_act *out)
 {
 	struct bfs_advice_req r;
 	bool dir = x->in->type == S_IFDIR;
@@ -313,7 +186,7 @@ static int set_advice(struct xctx *x, const char *val, size_t len, int flags,
 		/* An action on a file's bytes; a directory has none. */
 		if (dir)
 			return -EINVAL;
-		return act(x, &r, inval);
+		return act(x, &r, out);
 	}
 	/* A state: normal, sequential, random, noreuse; willneed as a directory's default. */
 	rc = check_flags(x, BFS_HINT_ADVICE, flags);
@@ -341,12 +214,12 @@ static int get_readpath(struct xctx *x, char *out)
 }
 
 static int set_readpath(struct xctx *x, const char *val, size_t len, int flags,
-			struct bfs_xattr_inval *inval)
+			struct bfs_xattr_act *out)
 {
 	enum bfs_readpath rp;
 	int rc = bfs_readpath_parse(val, len, &rp);
 
-	(void)inval;
+	(void)out;
 	if (rc < 0)
 		return rc;
 	rc = check_flags(x, BFS_HINT_READPATH, flags);
@@ -670,13 +543,13 @@ static int writable(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 }
 
 int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, const char *value,
-		  size_t size, int flags, struct bfs_xattr_inval *inval)
+		  size_t size, int flags, struct bfs_xattr_act *act)
 {
 	const struct attr *a = NULL;
 	struct xctx x;
 	int rc = writable(fs, in, name, &a);
 
-	*inval = (struct bfs_xattr_inval){ 0 };
+	*act = (struct bfs_xattr_act){ .kind = BFS_XATTR_NONE };
 	if (rc < 0)
 		return rc;
 	if (size > BFS_HINT_VALUE_MAX)
@@ -684,7 +557,7 @@ int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, con
 	rc = ctx_init(&x, fs, in, false);
 	if (rc < 0)
 		return rc;
-	rc = a->set(&x, value ? value : "", size, flags, inval);
+	rc = a->set(&x, value ? value : "", size, flags, act);
 	ctx_release(&x);
 	return rc;
 }

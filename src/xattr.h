@@ -20,12 +20,15 @@ struct bfs_file;
 
 /*
  * What a set asks ops.c to do once it has replied: drop the kernel's
- * cached pages of [off, off + len) of the inode (len 0: to the end).
- * Notifying before the reply could deadlock against the request itself.
+ * cached pages of [off, off + len) of the inode (len 0: to the end), or
+ * decode that range of version @f ahead (willneed). ops.c, which alone
+ * knows the FUSE inode, does it, then lets go of @f: one reference and
+ * one use of its descriptor.
  */
-struct bfs_xattr_inval {
-	bool set;
+struct bfs_xattr_act {
+	enum { BFS_XATTR_NONE, BFS_XATTR_DROP_PAGES, BFS_XATTR_WILLNEED } kind;
 	uint64_t off, len;
+	struct bfs_file *f;		/* BFS_XATTR_WILLNEED */
 };
 
 /**
@@ -43,22 +46,15 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size);
 /**
  * bfs_xattr_set() - set a hint, or act on one (willneed, dontneed).
- * @inval: filled when the kernel's page cache must be dropped after the reply.
+ * @act: what ops.c must do after the reply (struct bfs_xattr_act).
  * Return: 0 or -errno: -EROFS outside user.blockfs.*, -ENOTSUP for a name
  * blockfs does not know, -EPERM for a read-only one, -EINVAL for a bad
  * value, -E2BIG for one longer than any valid value, -EEXIST/-ENODATA for
  * XATTR_CREATE/XATTR_REPLACE.
  */
 int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, const char *value,
-		  size_t size, int flags, struct bfs_xattr_inval *inval);
+		  size_t size, int flags, struct bfs_xattr_act *act);
 /* Return: 0 or -errno: -ENODATA when the hint is not set here, else as set. */
 int bfs_xattr_remove(struct bfs_fs *fs, struct bfs_inode *in, const char *name);
-
-/**
- * bfs_xattr_apply() - give a newly built version @f of the file at @rpath
- * its effective advice (f->advice) and pass it to the backing file.
- * Context: inode lock held (takes only the hints lock).
- */
-void bfs_xattr_apply(struct bfs_fs *fs, const char *rpath, struct bfs_file *f);
 
 #endif

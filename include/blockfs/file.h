@@ -120,8 +120,13 @@ void bfs_file_use_fd(struct bfs_file *f, int fd);
 /* Drop a use; the last one closes the descriptor. NULL is a no-op. */
 void bfs_file_unuse(struct bfs_file *f);
 
-/* posix_fadvise(2) on the backing file if its descriptor is open; a hint, so no errors. */
-void bfs_file_fadvise(struct bfs_file *f, uint64_t off, uint64_t len, int advice);
+/*
+ * Pass @advice (enum bfs_advice) for decompressed [@off, @off + @len) of
+ * @f (len 0: all of it) to the kernel's cache of its backing bytes:
+ * posix_fadvise(2) on the file if its descriptor is open, madvise(2) on
+ * its mapping if live. A hint, so no errors.
+ */
+void bfs_file_advise(struct bfs_file *f, int advice, uint64_t off, uint64_t len);
 
 /*
  * The backing file mapped (bfs_file_map_exit() after), if @f's mapping is
