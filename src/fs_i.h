@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to inode.c, xattr.c and ops.c: the mounted filesystem and its
+ * Private to the mount's modules (fs.c, backing.c, inode.c, dir.c,
+ * xattr.c, ops.c, main.c): the mounted filesystem and its
  * inodes. An inode is one backing object shown one way (decoded by a
  * codec, or unchanged), known by its identity (device, inode number) and
  * the path below SOURCE it was last looked up at.
@@ -30,6 +31,7 @@
 
 struct bfs_codec;
 struct bfs_file;
+struct bfs_stream;
 struct fuse_session;
 
 struct bfs_inode {
@@ -47,6 +49,20 @@ struct bfs_inode {
 	char *rpath;			/* backing path below SOURCE, as last looked up */
 };
 
+/*
+ * An open file handle (fi->fh): a reader's stream of the version it reads,
+ * and a use of that version's descriptor. Listed, so that the handles the
+ * kernel never releases (a lazy unmount, SIGTERM with files open) are
+ * closed at the end instead of leaking.
+ */
+struct bfs_handle {
+	struct bfs_stream *s;		/* holds the version */
+	struct bfs_handle *prev, *next;	/* protected by fs->handles_lock */
+};
+
+/* The hook that pushes decoded pages to the kernel (file.h, env->push). */
+typedef int (*bfs_push_fn)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
+
 struct bfs_fs {
 	const struct bfs_opts *opts;
 	struct bfs_file_env env;	/* the cache and the mount's counters */
@@ -60,6 +76,8 @@ struct bfs_fs {
 	pthread_mutex_t fd_lock;	/* protects the descriptor cache: */
 	struct bfs_inode *fd_mru, *fd_lru;	/* inodes with an open fd, newest first */
 	size_t nfds, max_fds;		/* open inode descriptors, and their bound */
+	pthread_mutex_t handles_lock;	/* a leaf: protects the list of open handles */
+	struct bfs_handle *handles;
 };
 
 /* A directory listing as shown: one snapshot per opendir. */
@@ -76,10 +94,64 @@ struct bfs_dir {
 	size_t n;
 };
 
-int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *opts);
-/* Start the read-ahead workers: after fuse_daemonize(), whose fork threads would not survive. */
-int bfs_fs_start(struct bfs_fs *fs);
+/* --- fs.c: the mount -------------------------------------------------------- */
+
+/**
+ * bfs_fs_init() - everything the mount shares, from SOURCE and @opts.
+ * @se, @push: the session notifications go to, and the hook that pushes
+ *             pages (NULL for no session: tools and tests).
+ * Return: 0 or -errno (SOURCE cannot be opened; memory).
+ */
+BFS_MUST_CHECK int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *opts,
+			       struct fuse_session *se, bfs_push_fn push);
+/* Start the workers: after fuse_daemonize(), whose fork threads would not survive. */
+BFS_MUST_CHECK int bfs_fs_start(struct bfs_fs *fs);
+/* Close what is left open, stop the workers, free it all. After the session ends. */
 void bfs_fs_destroy(struct bfs_fs *fs);
+
+/* A handle reading version @f (taking its own reference) shown as FUSE inode @ino. */
+BFS_MUST_CHECK int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino,
+				   struct bfs_handle **out);
+/* Release it: its use of the version's descriptor, its stream. */
+void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h);
+
+/* --- backing.c: backing-file access ------------------------------------------ */
+
+/* openat(2) below @dirfd, trying once more after shedding cached descriptors. */
+int bfs_backing_openat(struct bfs_fs *fs, int dirfd, const char *name, int flags);
+/* Open @rpath below @root without following any link, so none leads out of SOURCE. */
+int bfs_backing_open_beneath(int root, const char *rpath, int flags);
+/* A real descriptor for the object behind O_PATH @opath, shedding on EMFILE once. */
+int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags);
+/* The codec that claims the file open as @fd (consumed), or NULL. */
+const struct bfs_codec *bfs_backing_sniff_fd(int fd);
+/* The codec that claims regular file @name in @dirfd, or NULL. */
+const struct bfs_codec *bfs_backing_sniff(struct bfs_fs *fs, int dirfd, const char *name);
+/* How many inode descriptors to keep open: a quarter of RLIMIT_NOFILE. */
+size_t bfs_backing_fd_budget(void);
+/* Give @in descriptor @fd (consumed unless kept), pinned if @pin; trims the cache. */
+void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool pin);
+/* @in is going: close its cached descriptor. */
+void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in);
+/*
+ * Does the path @in was last found at still name it? 0 and *@st when it
+ * does (its stat, which open then needs anyway), 1 when that cannot be
+ * told (the root; an error other than a mismatch), -ESTALE when another
+ * object or nothing is there now. The descriptor it opened to tell goes
+ * into the cache: the open that follows needs one.
+ */
+int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
+
+/* --- inode.c: the table, lookups, versions ----------------------------------- */
+
+/*
+ * The st_ino a view of backing inode @ino shows: the raw view its own, the
+ * decoded one (@codec) another, stable one (stat and readdir agree).
+ */
+ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec);
+
+/* Free every inode and the table (the mount is ending: nobody looks up). */
+void bfs_inode_table_free(struct bfs_fs *fs);
 
 /**
  * bfs_inode_lookup() - the inode shown as @name in @dir, with its attributes.

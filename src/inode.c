@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Inodes, lookups and listings: the bridge between backing directories
- * and what the mount shows. Inodes follow passthrough_ll, counted by
- * lookup/forget and found again by identity, except that their O_PATH
- * descriptors are a bounded cache rather than one pinned per inode (see
- * "descriptors" below). No FUSE types here; ops.c translates.
+ * The inode table, lookups and file versions: the bridge between backing
+ * objects and what the mount shows. Inodes follow passthrough_ll, counted
+ * by lookup/forget and found again by identity, except that their O_PATH
+ * descriptors are a bounded cache rather than one pinned per inode
+ * (backing.c). Listings are dir.c's, the mount's set-up fs.c's. No FUSE
+ * types here; ops.c translates.
  */
 #include "config.h"
 
@@ -32,75 +33,6 @@
 /* Large enough that coreutils and stdio read a mounted file in big chunks. */
 #define BFS_BLKSIZE (1u << 20)
 
-/* --- opening backing files ------------------------------------------------ */
-
-/* A real descriptor for the object behind an O_PATH one. */
-static int reopen(int opath_fd, int flags)
-{
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", opath_fd);
-	return open(path, flags | O_CLOEXEC);
-}
-
-/*
- * Open @rpath below @root without following any symbolic link, so a link
- * in SOURCE can never lead blockfs itself outside SOURCE.
- */
-static int open_beneath(int root, const char *rpath, int flags)
-{
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-
-	return (int)syscall(SYS_openat2, root, rpath, &how, sizeof(how));
-}
-
-static void fd_shed(struct bfs_fs *fs);
-
-/* Out of descriptors? Then close every idle cached one: 1 to try again. */
-static bool shed_on_emfile(struct bfs_fs *fs)
-{
-	if (errno != EMFILE && errno != ENFILE)
-		return false;
-	fd_shed(fs);
-	return true;
-}
-
-/* openat(2), trying once more after shedding cached descriptors. */
-static int openat_fs(struct bfs_fs *fs, int dirfd, const char *name, int flags)
-{
-	int fd = openat(dirfd, name, flags | O_CLOEXEC);
-
-	if (fd < 0 && shed_on_emfile(fs))
-		fd = openat(dirfd, name, flags | O_CLOEXEC);
-	return fd;
-}
-
-/* The codec that claims the file open as @fd (consumed), or NULL. */
-static const struct bfs_codec *sniff_fd(int fd)
-{
-	const struct bfs_codec *c = NULL;
-	struct bfs_io io;
-	struct stat st;
-
-	if (fd < 0)
-		return NULL;		/* unreadable: shown unchanged, reads say why */
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-		bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
-		c = bfs_codec_sniff(&io);
-	}
-	close(fd);
-	return c;
-}
-
-/* The codec that claims regular file @name in @dirfd, or NULL. */
-static const struct bfs_codec *sniff(struct bfs_fs *fs, int dirfd, const char *name)
-{
-	return sniff_fd(openat_fs(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-}
-
 /* --- name questions answered with syscalls (lookup) ----------------------- */
 
 struct sysdir {
@@ -119,173 +51,10 @@ static bool sys_claims(void *ctx, const char *name, const struct bfs_codec *code
 {
 	struct sysdir *d = ctx;
 
-	return sniff(d->fs, d->fd, name) == codec;
+	return bfs_backing_sniff(d->fs, d->fd, name) == codec;
 }
 
 static const struct bfs_name_ops sys_name_ops = { .exists = sys_exists, .claims = sys_claims };
-
-/* --- descriptors ---------------------------------------------------------- */
-
-/*
- * passthrough_ll pins an O_PATH descriptor per inode, and the kernel may
- * hold lookups of every file of a tree (ls -lR): a tree larger than the
- * descriptor limit then fails with EMFILE. Here at most fs->max_fds stay
- * open, least recently used closed first; a closed one is opened again
- * by path below SOURCE and must still be the same object. What that
- * costs: an inode whose path no longer names it (its backing file was
- * renamed or deleted) can be reached only while its descriptor stays
- * open; afterwards it is -ESTALE, and the VFS looks the name up again.
- * Pinned descriptors (in use by an operation) are never closed, so the
- * bound may be overshot by the operations in flight.
- */
-
-/* A quarter of the limit: the rest is for open files and transients. */
-static size_t fd_budget(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-		return 4096;
-	return rl.rlim_cur / 4 > 16 ? (size_t)rl.rlim_cur / 4 : 16;
-}
-
-/* Unlink @in from the LRU list; fs->fd_lock held. */
-static void fd_unlink(struct bfs_fs *fs, struct bfs_inode *in)
-{
-	*(in->fd_prev ? &in->fd_prev->fd_next : &fs->fd_mru) = in->fd_next;
-	*(in->fd_next ? &in->fd_next->fd_prev : &fs->fd_lru) = in->fd_prev;
-	in->fd_prev = in->fd_next = NULL;
-}
-
-/* Make @in the most recently used; fs->fd_lock held. */
-static void fd_push(struct bfs_fs *fs, struct bfs_inode *in)
-{
-	in->fd_prev = NULL;
-	in->fd_next = fs->fd_mru;
-	*(fs->fd_mru ? &fs->fd_mru->fd_prev : &fs->fd_lru) = in;
-	fs->fd_mru = in;
-}
-
-/* Close unpinned descriptors, oldest first, down to @keep; fs->fd_lock held. */
-static void fd_trim_to(struct bfs_fs *fs, size_t keep)
-{
-	struct bfs_inode *in = fs->fd_lru, *prev;
-
-	for (; in && fs->nfds > keep; in = prev) {
-		prev = in->fd_prev;
-		if (in->fd_pins)
-			continue;
-		fd_unlink(fs, in);
-		close(in->fd);
-		in->fd = -1;
-		fs->nfds--;
-	}
-}
-
-static void fd_trim(struct bfs_fs *fs)
-{
-	fd_trim_to(fs, fs->max_fds);
-}
-
-/* The process ran out of descriptors: give back every idle one we cache. */
-static void fd_shed(struct bfs_fs *fs)
-{
-	pthread_mutex_lock(&fs->fd_lock);
-	fd_trim_to(fs, 0);
-	pthread_mutex_unlock(&fs->fd_lock);
-}
-
-/* Give @in descriptor @fd (consumed), unless it has one; fs->fd_lock held. */
-static void fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd)
-{
-	if (in->fd >= 0) {
-		close(fd);
-		return;
-	}
-	in->fd = fd;
-	fs->nfds++;
-	fd_push(fs, in);
-}
-
-static char *rpath_dup(struct bfs_inode *in)
-{
-	char *p;
-
-	pthread_mutex_lock(&in->lock);
-	p = in->rpath ? strdup(in->rpath) : NULL;
-	pthread_mutex_unlock(&in->lock);
-	return p;
-}
-
-/*
- * An O_PATH descriptor for what @in's path below SOURCE names now, if that
- * is still @in (its stat in *@st). openat2, so that not even this follows
- * a symbolic link out of SOURCE.
- * Return: the descriptor; -ESTALE when the path names another object or
- * nothing, or @in was never named; other -errno from openat2 or fstat.
- */
-static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
-{
-	char *path = rpath_dup(in);
-	int fd, rc;
-
-	if (!path)
-		return -ESTALE;		/* never named: nothing to find it by */
-	fd = open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
-	if (fd < 0 && shed_on_emfile(fs))
-		fd = open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
-	free(path);
-	if (fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : -errno;
-	rc = fstat(fd, st) < 0 ? -errno : 0;
-	if (rc == 0 && (st->st_ino != in->ino || st->st_dev != in->dev))
-		rc = -ESTALE;
-	if (rc < 0) {
-		close(fd);
-		return rc;
-	}
-	return fd;
-}
-
-int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
-{
-	struct stat st;
-	int fd;
-
-	if (in == &fs->root)
-		return fs->root_fd;
-	pthread_mutex_lock(&fs->fd_lock);
-	if (in->fd >= 0) {
-		in->fd_pins++;
-		fd_unlink(fs, in);
-		fd_push(fs, in);
-		fd = in->fd;
-		pthread_mutex_unlock(&fs->fd_lock);
-		return fd;
-	}
-	pthread_mutex_unlock(&fs->fd_lock);
-	fd = open_by_name(fs, in, &st);
-	if (fd < 0)
-		return fd;
-	pthread_mutex_lock(&fs->fd_lock);
-	fd_adopt(fs, in, fd);
-	in->fd_pins++;
-	fd_trim(fs);
-	fd = in->fd;
-	pthread_mutex_unlock(&fs->fd_lock);
-	return fd;
-}
-
-void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
-{
-	if (in == &fs->root)
-		return;
-	pthread_mutex_lock(&fs->fd_lock);
-	in->fd_pins--;
-	if (fs->nfds > fs->max_fds)
-		fd_trim(fs);	/* over the bound while pins held it: give back now */
-	pthread_mutex_unlock(&fs->fd_lock);
-}
 
 /* --- the inode table ------------------------------------------------------ */
 
@@ -323,111 +92,15 @@ static void maybe_grow(struct bfs_fs *fs)
 
 static void inode_free(struct bfs_fs *fs, struct bfs_inode *in)
 {
-	pthread_mutex_lock(&fs->fd_lock);
-	if (in->fd >= 0) {
-		fd_unlink(fs, in);
-		close(in->fd);
-		fs->nfds--;
-	}
-	pthread_mutex_unlock(&fs->fd_lock);
+	bfs_inode_fd_release(fs, in);
 	bfs_file_put(in->file);
 	free(in->rpath);
 	pthread_mutex_destroy(&in->lock);
 	free(in);
 }
 
-int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *opts)
+void bfs_inode_table_free(struct bfs_fs *fs)
 {
-	struct stat st;
-
-	memset(fs, 0, sizeof(*fs));
-	fs->opts = opts;
-	fs->env.verify = opts->verify;
-	fs->env.readahead = opts->readahead;
-	fs->env.kernel_readahead = opts->kernel_readahead;
-	fs->env.advice = opts->advice;
-	fs->root_fd = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fs->root_fd < 0)
-		return -errno;
-	if (fstat(fs->root_fd, &st) < 0)
-		goto out_close;
-	errno = ENOMEM;
-	fs->env.mount = bfs_counters_new(NULL);
-	if (!fs->env.mount || bfs_cache_new(&fs->env.cache, opts->cache_size) < 0)
-		goto out_close;
-	fs->nbuckets = 1024;
-	fs->table = calloc(fs->nbuckets, sizeof(*fs->table));
-	fs->root.rpath = strdup(".");
-	if (!fs->table || !fs->root.rpath) {
-		errno = ENOMEM;
-		goto out_close;
-	}
-	fs->root.fd = fs->root_fd;
-	fs->root.dev = st.st_dev;
-	fs->root.ino = st.st_ino;
-	fs->root.type = S_IFDIR;
-	fs->root.nlookup = 1;
-	bfs_hints_init(&fs->hints);
-	pthread_mutex_init(&fs->root.lock, NULL);
-	pthread_mutex_init(&fs->lock, NULL);
-	pthread_mutex_init(&fs->fd_lock, NULL);
-	fs->max_fds = fd_budget();
-	return 0;
-
-out_close:
-	bfs_cache_free(fs->env.cache);
-	bfs_counters_put(fs->env.mount);
-	free(fs->table);
-	free(fs->root.rpath);
-	close(fs->root_fd);
-	return -errno;
-}
-
-/* Queued read-ahead jobs per worker: enough to keep a few streams fed. */
-#define QUEUE_PER_WORKER 128
-
-/*
- * Two pools of the same work queue. Decoding ahead of a reader runs at
- * SCHED_IDLE: it takes a core the reader leaves idle and never one from
- * it, and a reader that catches up sends a READ, served at normal
- * priority, so nothing ever waits for it (md5sum of 512 MiB through the
- * mount, stat done first: 0.84-0.88 s with idle workers, 0.92-0.95 s at
- * nice 0, 0.83 s for the plain file). What someone waits for or asked for
- * (measuring at the first stat, helping a READ decode, willneed,
- * populate, dropping pages) runs at nice 10: under a CPU-bound load beside
- * it an idle-class thread would never run at all.
- */
-#define WORKER_NICE 10
-
-static void worker_start(void)
-{
-	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), WORKER_NICE);	/* a hint: may fail */
-}
-
-static void ahead_start(void)
-{
-	struct sched_param sp = { 0 };
-
-	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);	/* a hint: may fail */
-}
-
-int bfs_fs_start(struct bfs_fs *fs)
-{
-	unsigned int n = fs->opts->workers;
-	int rc;
-
-	if (n == 0)
-		return 0;
-	rc = bfs_workq_new(&fs->env.workq, n, (size_t)n * QUEUE_PER_WORKER, worker_start);
-	if (rc == 0)
-		rc = bfs_workq_new(&fs->env.aheadq, n, (size_t)n * QUEUE_PER_WORKER, ahead_start);
-	return rc;
-}
-
-void bfs_fs_destroy(struct bfs_fs *fs)
-{
-	bfs_workq_free(fs->env.aheadq);		/* first: jobs hold file versions */
-	bfs_workq_free(fs->env.workq);
 	for (size_t i = 0; i < fs->nbuckets; i++) {
 		for (struct bfs_inode *in = fs->table[i], *next; in; in = next) {
 			next = in->hnext;
@@ -435,14 +108,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 		}
 	}
 	free(fs->table);
-	free(fs->root.rpath);
-	pthread_mutex_destroy(&fs->root.lock);
-	pthread_mutex_destroy(&fs->lock);
-	pthread_mutex_destroy(&fs->fd_lock);
-	close(fs->root_fd);
-	bfs_cache_free(fs->env.cache);	/* after every version: no block is held */
-	bfs_counters_put(fs->env.mount);
-	bfs_hints_destroy(&fs->hints);
+	fs->table = NULL;
 }
 
 /*
@@ -471,10 +137,7 @@ static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
 			break;
 	if (in) {
 		in->nlookup++;
-		pthread_mutex_lock(&fs->fd_lock);
-		fd_adopt(fs, in, fd);	/* a closed one is worth reviving */
-		in->fd_pins++;
-		pthread_mutex_unlock(&fs->fd_lock);
+		bfs_inode_fd_adopt(fs, in, fd, true);
 		pthread_mutex_unlock(&fs->lock);
 		*out = in;
 		return 0;
@@ -496,11 +159,7 @@ static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
 	fs->table[b] = in;
 	fs->count++;
 	maybe_grow(fs);
-	pthread_mutex_lock(&fs->fd_lock);
-	fd_adopt(fs, in, fd);
-	in->fd_pins++;
-	fd_trim(fs);
-	pthread_mutex_unlock(&fs->fd_lock);
+	bfs_inode_fd_adopt(fs, in, fd, true);
 	pthread_mutex_unlock(&fs->lock);
 	*out = in;
 	return 0;
@@ -562,7 +221,7 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, const char *
 	fd = bfs_inode_fd(fs, dir);
 	if (fd < 0)
 		return fd;
-	fd = openat_fs(fs, fd, backing, O_PATH | O_NOFOLLOW);
+	fd = bfs_backing_openat(fs, fd, backing, O_PATH | O_NOFOLLOW);
 	rc = fd < 0 ? -errno : 0;
 	bfs_inode_fd_put(fs, dir);
 	if (rc < 0)
@@ -619,7 +278,7 @@ static int open_sidecar(struct bfs_fs *fs, struct bfs_inode *in, const struct st
 
 	if (!in->codec->sidecar || asprintf(&path, "%s%s", in->rpath, in->codec->sidecar) < 0)
 		return -1;
-	fd = open_beneath(fs->root_fd, path, O_RDONLY | O_NONBLOCK);
+	fd = bfs_backing_open_beneath(fs->root_fd, path, O_RDONLY | O_NONBLOCK);
 	free(path);
 	if (fd < 0)
 		return -1;
@@ -721,9 +380,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		*out = bfs_file_get(old);
 		return 0;
 	}
-	fd = reopen(opath, O_RDONLY);
-	if (fd < 0 && shed_on_emfile(fs))
-		fd = reopen(opath, O_RDONLY);
+	fd = bfs_backing_reopen(fs, opath, O_RDONLY);
 	if (fd < 0)
 		return -errno;
 	if (in->codec)
@@ -763,7 +420,7 @@ static int stat_fd(int opath, struct stat *st)
  */
 #define DECODED_INO_BIT (1ull << 63)
 
-static ino_t shown_ino(ino_t ino, const struct bfs_codec *codec)
+ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec)
 {
 	return codec ? (ino_t)((uint64_t)ino ^ DECODED_INO_BIT) : ino;
 }
@@ -779,23 +436,23 @@ static ino_t shown_ino(ino_t ino, const struct bfs_codec *codec)
  * bytes (one small read, only for regular files with several names);
  * otherwise 1.
  */
-static void shown_links(const struct bfs_fs *fs, int opath, const struct bfs_inode *in,
+static void shown_links(struct bfs_fs *fs, int opath, const struct bfs_inode *in,
 			struct stat *st)
 {
 	if (!S_ISREG(st->st_mode) || st->st_nlink <= 1)
 		return;
 	/* keep_compressed shows every name raw, the decoded ones as well: all count */
 	if (in->codec || (!fs->opts->keep_compressed &&
-			  sniff_fd(reopen(opath, O_RDONLY | O_NONBLOCK))))
+			  bfs_backing_sniff_fd(bfs_backing_reopen(fs, opath, O_RDONLY | O_NONBLOCK))))
 		st->st_nlink = 1;
 }
 
 /* The backing object's stat @st made what the view @in shows, but the size. */
-static void shown_attrs(const struct bfs_fs *fs, int opath, const struct bfs_inode *in,
+static void shown_attrs(struct bfs_fs *fs, int opath, const struct bfs_inode *in,
 			struct stat *st)
 {
 	st->st_blksize = BFS_BLKSIZE;
-	st->st_ino = shown_ino(st->st_ino, in->codec);
+	st->st_ino = bfs_inode_shown_ino(st->st_ino, in->codec);
 	shown_links(fs, opath, in, st);
 }
 
@@ -837,9 +494,7 @@ int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f)
 	opath = bfs_inode_fd(fs, in);
 	if (opath < 0)
 		return opath;
-	fd = reopen(opath, O_RDONLY);
-	if (fd < 0 && shed_on_emfile(fs))
-		fd = reopen(opath, O_RDONLY);
+	fd = bfs_backing_reopen(fs, opath, O_RDONLY);
 	if (fd < 0)
 		rc = -errno;
 	else if (fstat(fd, &st) < 0)
@@ -911,34 +566,11 @@ int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct
 	return rc;
 }
 
-/*
- * Does the path @in was last found at still name it? 0 and *@st when it
- * does (its stat, which open then needs anyway), 1 when that cannot be
- * told (the root; an error other than a mismatch), -ESTALE when another
- * object or nothing is there now. The descriptor it opened to tell goes
- * into the cache: the open that follows needs one.
- */
-static int check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
-{
-	int fd;
-
-	if (in == &fs->root)
-		return 1;
-	fd = open_by_name(fs, in, st);
-	if (fd < 0)
-		return fd == -ESTALE ? -ESTALE : 1;
-	pthread_mutex_lock(&fs->fd_lock);
-	fd_adopt(fs, in, fd);
-	fd_trim(fs);
-	pthread_mutex_unlock(&fs->fd_lock);
-	return 0;
-}
-
 int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out,
 		   bool *changed)
 {
 	struct stat now;
-	int rc = check_name(fs, in, &now);
+	int rc = bfs_inode_check_name(fs, in, &now);
 
 	if (rc >= 0)
 		rc = file_of(fs, in, &now, rc > 0, out, changed);
@@ -950,159 +582,3 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 	return rc;
 }
 
-/* --- listings ------------------------------------------------------------- */
-
-struct lent {
-	char *name;
-	ino_t ino;
-	unsigned char type;
-	bool probed;			/* codec is known */
-	const struct bfs_codec *codec;	/* what claims it, when probed */
-};
-
-struct listing {
-	struct bfs_fs *fs;
-	int dirfd;
-	struct lent *e;			/* sorted by name */
-	size_t n;
-};
-
-static int lent_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct lent *)a)->name, ((const struct lent *)b)->name);
-}
-
-static struct lent *list_find(struct listing *l, const char *name)
-{
-	struct lent key = { .name = (char *)name };
-
-	return bsearch(&key, l->e, l->n, sizeof(*l->e), lent_cmp);
-}
-
-static bool list_exists(void *ctx, const char *name)
-{
-	return list_find(ctx, name) != NULL;
-}
-
-static bool list_claims(void *ctx, const char *name, const struct bfs_codec *codec)
-{
-	struct listing *l = ctx;
-	struct lent *e = list_find(l, name);
-
-	if (!e || (e->type != DT_REG && e->type != DT_UNKNOWN))
-		return false;
-	if (!e->probed) {
-		e->codec = sniff(l->fs, l->dirfd, name);
-		e->probed = true;
-	}
-	return e->codec == codec;
-}
-
-static const struct bfs_name_ops list_name_ops = { .exists = list_exists, .claims = list_claims };
-
-static int read_listing(struct listing *l)
-{
-	struct dirent *d;
-	size_t cap = 0;
-	DIR *dp;
-	int fd;
-
-	fd = openat_fs(l->fs, l->dirfd, ".", O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return -errno;
-	dp = fdopendir(fd);
-	if (!dp) {
-		close(fd);
-		return -errno;
-	}
-	while ((errno = 0, d = readdir(dp))) {
-		if (l->n == cap) {
-			struct lent *ne = realloc(l->e, (cap = cap ? cap * 2 : 64) * sizeof(*ne));
-
-			if (!ne)
-				goto out_nomem;
-			l->e = ne;
-		}
-		l->e[l->n] = (struct lent){ .name = strdup(d->d_name), .ino = d->d_ino,
-					    .type = d->d_type };
-		if (!l->e[l->n].name)
-			goto out_nomem;
-		l->n++;
-	}
-	closedir(dp);
-	qsort(l->e, l->n, sizeof(*l->e), lent_cmp);
-	return 0;
-
-out_nomem:
-	closedir(dp);
-	return -ENOMEM;
-}
-
-void bfs_dir_free(struct bfs_dir *d)
-{
-	if (!d)
-		return;
-	for (size_t i = 0; i < d->n; i++) {
-		free(d->ent[i].name);
-		free(d->ent[i].backing);
-	}
-	free(d->ent);
-	free(d);
-}
-
-/* Append backing entry @e, shown as @name with @codec, to @d (room for it is made). */
-static int add_dirent(struct bfs_dir *d, const char *name, const struct lent *e,
-		      const struct bfs_codec *codec)
-{
-	struct bfs_dirent *de = &d->ent[d->n++];
-
-	de->name = strdup(name);
-	de->backing = strdup(e->name);
-	de->codec = codec;
-	de->ino = shown_ino(e->ino, codec);	/* as stat says */
-	de->type = e->type;
-	return de->name && de->backing ? 0 : -ENOMEM;
-}
-
-int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
-{
-	struct listing l = { .fs = fs, .dirfd = -1 };
-	bool keep = fs->opts->keep_compressed;
-	struct bfs_dir *d;
-	int rc;
-
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	l.dirfd = bfs_inode_fd(fs, dir);
-	rc = l.dirfd < 0 ? l.dirfd : read_listing(&l);
-	if (rc == 0 && l.n > 0) {
-		/* keep_compressed: a decoded entry is listed twice, decoded and raw */
-		d->ent = calloc(keep ? 2 * l.n : l.n, sizeof(*d->ent));
-		if (!d->ent)
-			rc = -ENOMEM;
-	}
-	for (size_t i = 0; rc == 0 && i < l.n; i++) {
-		const struct bfs_codec *codec = NULL;
-		char shown[NAME_MAX + 1];
-
-		if (strcmp(l.e[i].name, ".") == 0 || strcmp(l.e[i].name, "..") == 0)
-			snprintf(shown, sizeof(shown), "%s", l.e[i].name);
-		else if (!bfs_name_shown(&list_name_ops, &l, l.e[i].name, shown, &codec, keep))
-			continue;	/* a sidecar of a file shown decoded */
-		rc = add_dirent(d, shown, &l.e[i], codec);
-		if (rc == 0 && codec && keep)
-			rc = add_dirent(d, l.e[i].name, &l.e[i], NULL);
-	}
-	if (l.dirfd >= 0)
-		bfs_inode_fd_put(fs, dir);
-	for (size_t i = 0; i < l.n; i++)
-		free(l.e[i].name);
-	free(l.e);
-	if (rc < 0) {
-		bfs_dir_free(d);
-		return rc;
-	}
-	*out = d;
-	return 0;
-}

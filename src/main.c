@@ -604,21 +604,12 @@ int main(int argc, char **argv)
 	raise_nofile();
 	preload_unwinder();
 	one_arena();
-	rc = bfs_fs_init(&fs, opts.source, &opts);
+	rc = bfs_fs_init(&fs, opts.source, &opts, se, bfs_ops_push);
 	if (rc < 0) {
 		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));
 		goto out_session;
 	}
 	fs_up = true;
-	/*
-	 * Mappings exist whatever the mount's read path: a file or directory
-	 * hint may choose mmap on a pread mount.
-	 */
-	fs.env.readpath = opts.readpath;
-	if (bfs_sigbus_init() < 0 ||
-	    bfs_maps_new(&fs.env.maps, BFS_MAX_LIVE_MAPS, opts.populate) < 0)
-		goto out_session;
-	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)
@@ -639,12 +630,10 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
-	/* Before the fs: its destroy op closes the handles that hold file versions. */
+	/* Before the fs: no request may come once it is gone. */
 	fuse_session_destroy(se);
-	if (fs_up) {
+	if (fs_up)
 		bfs_fs_destroy(&fs);
-		bfs_maps_free(fs.env.maps);	/* after every file version is gone */
-	}
 out_opts:
 	free(mnt);
 	free(cl.mountpoint);

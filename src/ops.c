@@ -62,11 +62,7 @@ int bfs_kernel_errno(int rc)
 	}
 }
 
-/*
- * Decoded bytes into the kernel's page cache of @ino (push.h): one buffer,
- * which libfuse sends without copying it. Called from workers only.
- */
-static int push_page_cache(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len)
+int bfs_ops_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len)
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
 
@@ -78,8 +74,6 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct bfs_fs *fs = userdata;
 
-	fs->env.push_ctx = fs->se;
-	fs->env.push = push_page_cache;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
@@ -136,69 +130,14 @@ static void bfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget
 	fuse_reply_none(req);
 }
 
-/*
- * An open file handle (fi->fh): a reader's stream of the version it reads,
- * and a use of that version's descriptor. Handles are listed so that the
- * ones the kernel never releases (a lazy unmount, SIGTERM with files open)
- * are closed at exit instead of leaking. One mount per process, so the
- * list is static.
- */
-struct handle {
-	struct bfs_stream *s;		/* holds the version */
-	struct handle *prev, *next;	/* protected by handles_lock */
-};
-
-static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct handle *handles;
-
-static struct handle *handle_new(struct bfs_file *f, fuse_ino_t ino)
+static struct bfs_handle *handle_of(const struct fuse_file_info *fi)
 {
-	struct handle *h = malloc(sizeof(*h));
-
-	if (!h)
-		return NULL;
-	*h = (struct handle){ 0 };
-	if (bfs_stream_new(&h->s, f, ino) < 0) {
-		free(h);
-		return NULL;
-	}
-	pthread_mutex_lock(&handles_lock);
-	h->next = handles;
-	if (handles)
-		handles->prev = h;
-	handles = h;
-	pthread_mutex_unlock(&handles_lock);
-	return h;
-}
-
-static void close_handle(struct handle *h)
-{
-	pthread_mutex_lock(&handles_lock);
-	*(h->prev ? &h->prev->next : &handles) = h->next;
-	if (h->next)
-		h->next->prev = h->prev;
-	pthread_mutex_unlock(&handles_lock);
-	bfs_file_unuse(bfs_stream_file(h->s));
-	bfs_stream_free(h->s);
-	free(h);
-}
-
-static struct handle *handle_of(const struct fuse_file_info *fi)
-{
-	return (struct handle *)(uintptr_t)fi->fh;
+	return (struct bfs_handle *)(uintptr_t)fi->fh;
 }
 
 static struct bfs_file *file_of(const struct fuse_file_info *fi)
 {
 	return bfs_stream_file(handle_of(fi)->s);
-}
-
-/* The session ends: no request will come, so no release either. */
-static void bfs_op_destroy(void *userdata)
-{
-	(void)userdata;
-	while (handles)
-		close_handle(handles);
 }
 
 static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -248,8 +187,8 @@ static void bfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct bfs_fs *fs = fs_of(req);
+	struct bfs_handle *h;
 	struct bfs_file *f;
-	struct handle *h;
 	bool changed;
 	int rc;
 
@@ -262,13 +201,14 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;
 	}
-	h = handle_new(f, ino);
-	bfs_file_put(f);		/* the stream holds its own */
-	if (!h) {
+	rc = bfs_handle_open(fs, f, ino, &h);
+	if (rc < 0) {
 		bfs_file_unuse(f);
-		fuse_reply_err(req, ENOMEM);
+		bfs_file_put(f);
+		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;
 	}
+	bfs_file_put(f);		/* the handle's stream holds its own */
 	/*
 	 * A changed backing file: the kernel drops the pages it holds when
 	 * keep_cache is off, and the attributes once we say so, so that a
@@ -279,7 +219,7 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0)
-		close_handle(h);	/* the open was interrupted: no release will come */
+		bfs_handle_close(fs, h);	/* the open was interrupted: no release will come */
 }
 
 static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -334,7 +274,7 @@ static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	close_handle(handle_of(fi));
+	bfs_handle_close(fs_of(req), handle_of(fi));
 	fuse_reply_err(req, 0);
 }
 
@@ -620,7 +560,6 @@ static void erofs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offs
 
 const struct fuse_lowlevel_ops bfs_ops = {
 	.init = bfs_op_init,
-	.destroy = bfs_op_destroy,
 	.lookup = bfs_op_lookup,
 	.forget = bfs_op_forget,
 	.forget_multi = bfs_op_forget_multi,

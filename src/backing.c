@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Backing-file access (contract in fs_i.h): opening below SOURCE without
+ * following a link out of it, reopening an O_PATH descriptor for reading,
+ * telling which codec claims a file, and the bounded cache of the inodes'
+ * O_PATH descriptors. Knows inodes only as holders of a descriptor and a
+ * path; the table, lookups and versions are inode.c's.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "blockfs/codec.h"
+#include "blockfs/io.h"
+#include "fs_i.h"
+
+/* --- opening backing files ------------------------------------------------ */
+
+/* A real descriptor for the object behind an O_PATH one. */
+static int reopen_once(int opath_fd, int flags)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", opath_fd);
+	return open(path, flags | O_CLOEXEC);
+}
+
+/*
+ * Open @rpath below @root without following any symbolic link, so a link
+ * in SOURCE can never lead blockfs itself outside SOURCE.
+ */
+int bfs_backing_open_beneath(int root, const char *rpath, int flags)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+
+	return (int)syscall(SYS_openat2, root, rpath, &how, sizeof(how));
+}
+
+static void fd_shed(struct bfs_fs *fs);
+
+/* Out of descriptors? Then close every idle cached one: 1 to try again. */
+static bool shed_on_emfile(struct bfs_fs *fs)
+{
+	if (errno != EMFILE && errno != ENFILE)
+		return false;
+	fd_shed(fs);
+	return true;
+}
+
+int bfs_backing_openat(struct bfs_fs *fs, int dirfd, const char *name, int flags)
+{
+	int fd = openat(dirfd, name, flags | O_CLOEXEC);
+
+	if (fd < 0 && shed_on_emfile(fs))
+		fd = openat(dirfd, name, flags | O_CLOEXEC);
+	return fd;
+}
+
+const struct bfs_codec *bfs_backing_sniff_fd(int fd)
+{
+	const struct bfs_codec *c = NULL;
+	struct bfs_io io;
+	struct stat st;
+
+	if (fd < 0)
+		return NULL;		/* unreadable: shown unchanged, reads say why */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
+		c = bfs_codec_sniff(&io);
+	}
+	close(fd);
+	return c;
+}
+
+const struct bfs_codec *bfs_backing_sniff(struct bfs_fs *fs, int dirfd, const char *name)
+{
+	return bfs_backing_sniff_fd(bfs_backing_openat(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+}
+
+int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags)
+{
+	int fd = reopen_once(opath, flags);
+
+	if (fd < 0 && shed_on_emfile(fs))
+		fd = reopen_once(opath, flags);
+	return fd;
+}
+
+/* --- descriptors ---------------------------------------------------------- */
+
+/*
+ * passthrough_ll pins an O_PATH descriptor per inode, and the kernel may
+ * hold lookups of every file of a tree (ls -lR): a tree larger than the
+ * descriptor limit then fails with EMFILE. Here at most fs->max_fds stay
+ * open, least recently used closed first; a closed one is opened again
+ * by path below SOURCE and must still be the same object. What that
+ * costs: an inode whose path no longer names it (its backing file was
+ * renamed or deleted) can be reached only while its descriptor stays
+ * open; afterwards it is -ESTALE, and the VFS looks the name up again.
+ * Pinned descriptors (in use by an operation) are never closed, so the
+ * bound may be overshot by the operations in flight.
+ */
+
+size_t bfs_backing_fd_budget(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 4096;
+	return rl.rlim_cur / 4 > 16 ? (size_t)rl.rlim_cur / 4 : 16;
+}
+
+/* Unlink @in from the LRU list; fs->fd_lock held. */
+static void fd_unlink(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	*(in->fd_prev ? &in->fd_prev->fd_next : &fs->fd_mru) = in->fd_next;
+	*(in->fd_next ? &in->fd_next->fd_prev : &fs->fd_lru) = in->fd_prev;
+	in->fd_prev = in->fd_next = NULL;
+}
+
+/* Make @in the most recently used; fs->fd_lock held. */
+static void fd_push(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	in->fd_prev = NULL;
+	in->fd_next = fs->fd_mru;
+	*(fs->fd_mru ? &fs->fd_mru->fd_prev : &fs->fd_lru) = in;
+	fs->fd_mru = in;
+}
+
+/* Close unpinned descriptors, oldest first, down to @keep; fs->fd_lock held. */
+static void fd_trim_to(struct bfs_fs *fs, size_t keep)
+{
+	struct bfs_inode *in = fs->fd_lru, *prev;
+
+	for (; in && fs->nfds > keep; in = prev) {
+		prev = in->fd_prev;
+		if (in->fd_pins)
+			continue;
+		fd_unlink(fs, in);
+		close(in->fd);
+		in->fd = -1;
+		fs->nfds--;
+	}
+}
+
+static void fd_trim(struct bfs_fs *fs)
+{
+	fd_trim_to(fs, fs->max_fds);
+}
+
+/* The process ran out of descriptors: give back every idle one we cache. */
+static void fd_shed(struct bfs_fs *fs)
+{
+	pthread_mutex_lock(&fs->fd_lock);
+	fd_trim_to(fs, 0);
+	pthread_mutex_unlock(&fs->fd_lock);
+}
+
+/* Give @in descriptor @fd (consumed), unless it has one; fs->fd_lock held. */
+static void fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd)
+{
+	if (in->fd >= 0) {
+		close(fd);
+		return;
+	}
+	in->fd = fd;
+	fs->nfds++;
+	fd_push(fs, in);
+}
+
+static char *rpath_dup(struct bfs_inode *in)
+{
+	char *p;
+
+	pthread_mutex_lock(&in->lock);
+	p = in->rpath ? strdup(in->rpath) : NULL;
+	pthread_mutex_unlock(&in->lock);
+	return p;
+}
+
+/*
+ * An O_PATH descriptor for what @in's path below SOURCE names now, if that
+ * is still @in (its stat in *@st). openat2, so that not even this follows
+ * a symbolic link out of SOURCE.
+ * Return: the descriptor; -ESTALE when the path names another object or
+ * nothing, or @in was never named; other -errno from openat2 or fstat.
+ */
+static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
+{
+	char *path = rpath_dup(in);
+	int fd, rc;
+
+	if (!path)
+		return -ESTALE;		/* never named: nothing to find it by */
+	fd = bfs_backing_open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
+	if (fd < 0 && shed_on_emfile(fs))
+		fd = bfs_backing_open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
+	free(path);
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : -errno;
+	rc = fstat(fd, st) < 0 ? -errno : 0;
+	if (rc == 0 && (st->st_ino != in->ino || st->st_dev != in->dev))
+		rc = -ESTALE;
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	struct stat st;
+	int fd;
+
+	if (in == &fs->root)
+		return fs->root_fd;
+	pthread_mutex_lock(&fs->fd_lock);
+	if (in->fd >= 0) {
+		in->fd_pins++;
+		fd_unlink(fs, in);
+		fd_push(fs, in);
+		fd = in->fd;
+		pthread_mutex_unlock(&fs->fd_lock);
+		return fd;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+	fd = open_by_name(fs, in, &st);
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&fs->fd_lock);
+	fd_adopt(fs, in, fd);
+	in->fd_pins++;
+	fd_trim(fs);
+	fd = in->fd;
+	pthread_mutex_unlock(&fs->fd_lock);
+	return fd;
+}
+
+void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	if (in == &fs->root)
+		return;
+	pthread_mutex_lock(&fs->fd_lock);
+	in->fd_pins--;
+	if (fs->nfds > fs->max_fds)
+		fd_trim(fs);	/* over the bound while pins held it: give back now */
+	pthread_mutex_unlock(&fs->fd_lock);
+}
+
+void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool pin)
+{
+	pthread_mutex_lock(&fs->fd_lock);
+	fd_adopt(fs, in, fd);	/* a closed one is worth reviving */
+	if (pin)
+		in->fd_pins++;
+	fd_trim(fs);
+	pthread_mutex_unlock(&fs->fd_lock);
+}
+
+void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	pthread_mutex_lock(&fs->fd_lock);
+	if (in->fd >= 0) {
+		fd_unlink(fs, in);
+		close(in->fd);
+		in->fd = -1;
+		fs->nfds--;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+}
+
+int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
+{
+	int fd;
+
+	if (in == &fs->root)
+		return 1;
+	fd = open_by_name(fs, in, st);
+	if (fd < 0)
+		return fd == -ESTALE ? -ESTALE : 1;
+	pthread_mutex_lock(&fs->fd_lock);
+	fd_adopt(fs, in, fd);
+	fd_trim(fs);
+	pthread_mutex_unlock(&fs->fd_lock);
+	return 0;
+}
