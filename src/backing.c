@@ -162,9 +162,9 @@ static void fd_trim(struct bfs_fs *fs)
 /* The process ran out of descriptors: give back every idle one we cache. */
 static void fd_shed(struct bfs_fs *fs)
 {
-	pthread_mutex_lock(&fs->fd_lock);
+	bfs_mutex_lock(&fs->fd_lock);
 	fd_trim_to(fs, 0);
-	pthread_mutex_unlock(&fs->fd_lock);
+	bfs_mutex_unlock(&fs->fd_lock);
 }
 
 /* Give @in descriptor @fd (consumed), unless it has one; fs->fd_lock held. */
@@ -183,9 +183,9 @@ static char *rpath_dup(struct bfs_inode *in)
 {
 	char *p;
 
-	pthread_mutex_lock(&in->lock);
+	bfs_mutex_lock(&in->lock);
 	p = in->rpath ? strdup(in->rpath) : NULL;
-	pthread_mutex_unlock(&in->lock);
+	bfs_mutex_unlock(&in->lock);
 	return p;
 }
 
@@ -226,25 +226,25 @@ int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
 
 	if (in == &fs->root)
 		return fs->root_fd;
-	pthread_mutex_lock(&fs->fd_lock);
+	bfs_mutex_lock(&fs->fd_lock);
 	if (in->fd >= 0) {
 		in->fd_pins++;
 		fd_unlink(fs, in);
 		fd_push(fs, in);
 		fd = in->fd;
-		pthread_mutex_unlock(&fs->fd_lock);
+		bfs_mutex_unlock(&fs->fd_lock);
 		return fd;
 	}
-	pthread_mutex_unlock(&fs->fd_lock);
+	bfs_mutex_unlock(&fs->fd_lock);
 	fd = open_by_name(fs, in, &st);
 	if (fd < 0)
 		return fd;
-	pthread_mutex_lock(&fs->fd_lock);
+	bfs_mutex_lock(&fs->fd_lock);
 	fd_adopt(fs, in, fd);
 	in->fd_pins++;
 	fd_trim(fs);
 	fd = in->fd;
-	pthread_mutex_unlock(&fs->fd_lock);
+	bfs_mutex_unlock(&fs->fd_lock);
 	return fd;
 }
 
@@ -252,33 +252,33 @@ void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	if (in == &fs->root)
 		return;
-	pthread_mutex_lock(&fs->fd_lock);
+	bfs_mutex_lock(&fs->fd_lock);
 	in->fd_pins--;
 	if (fs->nfds > fs->max_fds)
 		fd_trim(fs);	/* over the bound while pins held it: give back now */
-	pthread_mutex_unlock(&fs->fd_lock);
+	bfs_mutex_unlock(&fs->fd_lock);
 }
 
 void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool pin)
 {
-	pthread_mutex_lock(&fs->fd_lock);
+	bfs_mutex_lock(&fs->fd_lock);
 	fd_adopt(fs, in, fd);	/* a closed one is worth reviving */
 	if (pin)
 		in->fd_pins++;
 	fd_trim(fs);
-	pthread_mutex_unlock(&fs->fd_lock);
+	bfs_mutex_unlock(&fs->fd_lock);
 }
 
 void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in)
 {
-	pthread_mutex_lock(&fs->fd_lock);
+	bfs_mutex_lock(&fs->fd_lock);
 	if (in->fd >= 0) {
 		fd_unlink(fs, in);
 		close(in->fd);
 		in->fd = -1;
 		fs->nfds--;
 	}
-	pthread_mutex_unlock(&fs->fd_lock);
+	bfs_mutex_unlock(&fs->fd_lock);
 }
 
 int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
@@ -290,9 +290,9 @@ int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *s
 	fd = open_by_name(fs, in, st);
 	if (fd < 0)
 		return fd == -ESTALE ? -ESTALE : 1;
-	pthread_mutex_lock(&fs->fd_lock);
+	bfs_mutex_lock(&fs->fd_lock);
 	fd_adopt(fs, in, fd);
 	fd_trim(fs);
-	pthread_mutex_unlock(&fs->fd_lock);
+	bfs_mutex_unlock(&fs->fd_lock);
 	return 0;
 }

@@ -13,6 +13,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -61,7 +62,13 @@ static struct bfs_block *block_new(uint64_t fid, size_t blkno, uint32_t len,
 
 void bfs_block_put(struct bfs_block *b)
 {
-	if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+	unsigned int was;
+
+	if (!b)
+		return;
+	was = atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel);
+	assert(was > 0);		/* a put without a get */
+	if (was != 1)
 		return;
 	bfs_counters_put(b->acct);
 	free(b);
@@ -161,7 +168,7 @@ int bfs_cache_new(struct bfs_cache **out, uint64_t max_bytes)
 	atomic_init(&c->bytes, 0);
 	atomic_init(&c->tick, 1);	/* 0 is older than any use: demoted blocks */
 	for (int i = 0; i < NSHARDS; i++) {
-		pthread_mutex_init(&c->shard[i].lock, NULL);
+		bfs_mutex_init(&c->shard[i].lock);
 		pthread_cond_init(&c->shard[i].loaded, NULL);
 	}
 	*out = c;
@@ -225,21 +232,21 @@ static bool make_room(struct bfs_cache *c, uint64_t len)
 		for (int i = 0; i < NSHARDS; i++) {
 			struct shard *s = &c->shard[i];
 
-			pthread_mutex_lock(&s->lock);
+			bfs_mutex_lock(&s->lock);
 			b = victim(s);
 			if (b && b->used < oldest) {
 				oldest = b->used;
 				pick = s;
 			}
-			pthread_mutex_unlock(&s->lock);
+			bfs_mutex_unlock(&s->lock);
 		}
 		if (!pick)
 			return false;	/* everything is held or loading */
-		pthread_mutex_lock(&pick->lock);
+		bfs_mutex_lock(&pick->lock);
 		b = victim(pick);	/* may have changed meanwhile: still a fair pick */
 		if (b)
 			unhash(c, pick, b);
-		pthread_mutex_unlock(&pick->lock);
+		bfs_mutex_unlock(&pick->lock);
 		bfs_block_put(b);
 	}
 	return true;
@@ -296,11 +303,11 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 		return *out ? 1 : -ENOMEM;
 	}
 	for (;;) {
-		pthread_mutex_lock(&s->lock);
+		bfs_mutex_lock(&s->lock);
 		b = find(s, h, fid, blkno);
 		if (b || nb)
 			break;
-		pthread_mutex_unlock(&s->lock);
+		bfs_mutex_unlock(&s->lock);
 		/* Allocate and make room unlocked; then look again. */
 		make_room(c, len);
 		nb = block_new(fid, blkno, len, acct);
@@ -309,12 +316,12 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 	}
 	if (!b) {
 		*out = insert(c, s, h, nb);
-		pthread_mutex_unlock(&s->lock);
+		bfs_mutex_unlock(&s->lock);
 		return 1;
 	}
 	atomic_fetch_add(&b->refs, 1);
 	rc = wait_ready(c, s, b);
-	pthread_mutex_unlock(&s->lock);
+	bfs_mutex_unlock(&s->lock);
 	bfs_block_put(nb);		/* lost the race: never inserted */
 	if (rc < 0) {
 		bfs_block_put(b);
@@ -334,15 +341,15 @@ int bfs_cache_lookup(struct bfs_cache *c, uint64_t fid, size_t blkno, struct bfs
 	*out = NULL;
 	if (c->limit == 0)
 		return -ENOENT;
-	pthread_mutex_lock(&s->lock);
+	bfs_mutex_lock(&s->lock);
 	b = find(s, h, fid, blkno);
 	if (!b) {
-		pthread_mutex_unlock(&s->lock);
+		bfs_mutex_unlock(&s->lock);
 		return -ENOENT;
 	}
 	atomic_fetch_add(&b->refs, 1);
 	rc = wait_ready(c, s, b);
-	pthread_mutex_unlock(&s->lock);
+	bfs_mutex_unlock(&s->lock);
 	if (rc < 0) {
 		bfs_block_put(b);
 		return rc;
@@ -362,23 +369,23 @@ int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t 
 	if (c->limit == 0)
 		return 0;
 	/* Already there (a reader may be decoding it): evict nothing for it. */
-	pthread_mutex_lock(&s->lock);
+	bfs_mutex_lock(&s->lock);
 	nb = find(s, h, fid, blkno);
-	pthread_mutex_unlock(&s->lock);
+	bfs_mutex_unlock(&s->lock);
 	if (nb || !make_room(c, len))
 		return 0;
 	nb = block_new(fid, blkno, len, acct);
 	if (!nb)
 		return 0;
-	pthread_mutex_lock(&s->lock);
+	bfs_mutex_lock(&s->lock);
 	if (find(s, h, fid, blkno)) {
-		pthread_mutex_unlock(&s->lock);
+		bfs_mutex_unlock(&s->lock);
 		bfs_block_put(nb);
 		return 0;
 	}
 	nb->prefetched = true;
 	*out = insert(c, s, h, nb);
-	pthread_mutex_unlock(&s->lock);
+	bfs_mutex_unlock(&s->lock);
 	return 1;
 }
 
@@ -393,7 +400,7 @@ void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
 		return;
 	}
 	s = shard_of(c, hash(b->fid, b->blkno));
-	pthread_mutex_lock(&s->lock);
+	bfs_mutex_lock(&s->lock);
 	if (err) {
 		b->state = BFS_BLOCK_FAILED;
 		b->err = err;
@@ -404,7 +411,7 @@ void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
 		lru_push(c, s, b);
 	}
 	pthread_cond_broadcast(&s->loaded);
-	pthread_mutex_unlock(&s->lock);
+	bfs_mutex_unlock(&s->lock);
 	if (drop)
 		bfs_block_put(b);	/* the cache's reference */
 }
@@ -421,7 +428,7 @@ static struct bfs_block *find_ready(struct bfs_cache *c, uint64_t fid, size_t bl
 	struct bfs_block *b;
 
 	*sp = shard_of(c, h);
-	pthread_mutex_lock(&(*sp)->lock);
+	bfs_mutex_lock(&(*sp)->lock);
 	b = find(*sp, h, fid, blkno);
 	return b && b->state == BFS_BLOCK_READY ? b : NULL;
 }
@@ -434,7 +441,7 @@ bool bfs_cache_contains(struct bfs_cache *c, uint64_t fid, size_t blkno)
 	if (c->limit == 0)
 		return false;
 	b = find_ready(c, fid, blkno, &s);
-	pthread_mutex_unlock(&s->lock);
+	bfs_mutex_unlock(&s->lock);
 	return b != NULL;
 }
 
@@ -448,7 +455,7 @@ void bfs_cache_demote(struct bfs_cache *c, uint64_t fid, size_t blkno)
 	b = find_ready(c, fid, blkno, &s);
 	if (b)
 		lru_demote(s, b);
-	pthread_mutex_unlock(&s->lock);
+	bfs_mutex_unlock(&s->lock);
 }
 
 void bfs_cache_drop(struct bfs_cache *c, uint64_t fid, size_t blkno)
@@ -461,6 +468,6 @@ void bfs_cache_drop(struct bfs_cache *c, uint64_t fid, size_t blkno)
 	b = find_ready(c, fid, blkno, &s);	/* a loading one is its loader's until done */
 	if (b)
 		unhash(c, s, b);
-	pthread_mutex_unlock(&s->lock);
+	bfs_mutex_unlock(&s->lock);
 	bfs_block_put(b);
 }

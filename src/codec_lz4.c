@@ -690,7 +690,7 @@ broken:
  * Return: 0 when so, 1 when not, -errno from a read.
  */
 static int check_gap(struct bfs_io *io, uint64_t pos, uint64_t end, struct frame *f, bool close,
-		     const struct bfs_st_entry *next)
+		     const struct bfs_seektable_entry *next)
 {
 	uint8_t h[HDR_MAX];
 	int rc;
@@ -739,20 +739,20 @@ static int check_gap(struct bfs_io *io, uint64_t pos, uint64_t end, struct frame
 }
 
 /*
- * A table can pass every check of bfs_st_decode() and still leave blocks
+ * A table can pass every check of bfs_seektable_decode() and still leave blocks
  * out, whose bytes would then vanish from the file: check that only frame
  * boundaries lie between its entries, before the first and after the
  * last, and that frames declaring their content size hold that much.
  * Return: 0, 1 when the table lies, -errno.
  */
-static int check_coverage(struct bfs_io *io, const struct bfs_st_table *t)
+static int check_coverage(struct bfs_io *io, const struct bfs_seektable *t)
 {
 	struct frame f = { 0 };
 	uint64_t pos = 0, sum = 0;
 	int rc;
 
 	for (size_t i = 0; i <= t->n; i++) {
-		const struct bfs_st_entry *e = i < t->n ? &t->e[i] : NULL;
+		const struct bfs_seektable_entry *e = i < t->n ? &t->e[i] : NULL;
 		uint64_t end = e ? e->coff : t->table_off;
 
 		if (i == 0 || pos != end) {
@@ -777,12 +777,12 @@ static int check_coverage(struct bfs_io *io, const struct bfs_st_table *t)
  */
 static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 {
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 	uint32_t bmax = 0;
 	const char *why;
 	int rc;
 
-	rc = bfs_st_load(io, idx->max_blocks, &t, &why);
+	rc = bfs_seektable_load(io, idx->max_blocks, &t, &why);
 	if (rc == 1 || rc == -EBADMSG)
 		return 1;		/* stale, foreign or damaged: the frames say it all */
 	if (rc < 0)
@@ -793,7 +793,7 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 		return rc;		/* 1: a table that lies is no table */
 	}
 	for (size_t i = 0; i < t.n; i++) {
-		const struct bfs_st_entry *e = &t.e[i];
+		const struct bfs_seektable_entry *e = &t.e[i];
 
 		rc = bfs_index_add(idx, e->coff, e->clen, e->usize, e->csum ? BFS_BLK_CSUM : 0);
 		if (rc < 0)

@@ -11,8 +11,10 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -139,7 +141,7 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 	f->id = atomic_fetch_add(&next_id, 1);
 	f->fd = fd;
 	f->uses = 1;
-	pthread_mutex_init(&f->fd_lock, NULL);
+	bfs_mutex_init(&f->fd_lock);
 	f->codec = codec;
 	f->env = env;
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
@@ -156,6 +158,9 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		if (rc < 0)
 			goto out_destroy;
+		bfs_dbg("%s: %s, %zu blocks, %" PRIu64 " bytes, %" PRIu64 " backing reads to index",
+			name, codec->name, f->idx.n, (uint64_t)atomic_load(&f->idx.usize),
+			(uint64_t)atomic_load(&f->io.nread));
 		if (f->idx.broken)
 			bfs_warn("%s: %s", name, f->idx.why);
 	}
@@ -174,7 +179,13 @@ out_free:
 
 void bfs_file_put(struct bfs_file *f)
 {
-	if (!f || atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) != 1)
+	unsigned int was;
+
+	if (!f)
+		return;
+	was = atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel);
+	assert(was > 0);		/* a put without a get */
+	if (was != 1)
 		return;
 	bfs_map_drop(f->env->maps, &f->map);
 	if (f->fd >= 0)
@@ -191,24 +202,24 @@ bool bfs_file_use(struct bfs_file *f)
 {
 	bool open;
 
-	pthread_mutex_lock(&f->fd_lock);
+	bfs_mutex_lock(&f->fd_lock);
 	open = f->fd >= 0;
 	if (open)
 		f->uses++;
-	pthread_mutex_unlock(&f->fd_lock);
+	bfs_mutex_unlock(&f->fd_lock);
 	return open;
 }
 
 void bfs_file_use_fd(struct bfs_file *f, int fd)
 {
-	pthread_mutex_lock(&f->fd_lock);
+	bfs_mutex_lock(&f->fd_lock);
 	if (f->fd < 0) {
 		f->fd = fd;
 		f->io.fd = fd;
 		fd = -1;
 	}
 	f->uses++;
-	pthread_mutex_unlock(&f->fd_lock);
+	bfs_mutex_unlock(&f->fd_lock);
 	if (fd >= 0)
 		close(fd);		/* another opener got there first */
 }
@@ -219,13 +230,14 @@ void bfs_file_unuse(struct bfs_file *f)
 
 	if (!f)
 		return;
-	pthread_mutex_lock(&f->fd_lock);
+	bfs_mutex_lock(&f->fd_lock);
+	assert(f->uses > 0);		/* an unuse without a use */
 	if (--f->uses == 0) {
 		fd = f->fd;
 		f->fd = -1;
 		f->io.fd = -1;
 	}
-	pthread_mutex_unlock(&f->fd_lock);
+	bfs_mutex_unlock(&f->fd_lock);
 	if (fd >= 0)
 		close(fd);
 }
@@ -268,11 +280,11 @@ void bfs_file_advise(struct bfs_file *f, int advice, uint64_t off, uint64_t len)
 		clen = (uint64_t)f->st.st_size;
 	if (!clen)
 		return;
-	pthread_mutex_lock(&f->fd_lock);	/* so the number cannot be reused meanwhile */
+	bfs_mutex_lock(&f->fd_lock);	/* so the number cannot be reused meanwhile */
 	if (f->fd >= 0)
 		(void)posix_fadvise(f->fd, (off_t)coff, (off_t)(len ? clen : 0),
 				    bfs_advice_fadv(advice));
-	pthread_mutex_unlock(&f->fd_lock);
+	bfs_mutex_unlock(&f->fd_lock);
 	/* only a live mapping: a hint is no reason to map a file */
 	base = bfs_advice_madv(advice) >= 0 ? bfs_file_map_enter(f, false) : NULL;
 	if (base) {
@@ -353,9 +365,9 @@ static int poisoned(struct bfs_file *f, size_t k)
 {
 	char reason[sizeof(f->idx.why)];
 
-	pthread_mutex_lock(&f->idx.settle_lock);	/* settling writes it */
+	bfs_mutex_lock(&f->idx.settle_lock);	/* settling writes it */
 	memcpy(reason, f->idx.why, sizeof(reason));
-	pthread_mutex_unlock(&f->idx.settle_lock);
+	bfs_mutex_unlock(&f->idx.settle_lock);
 	return block_failed(f, k, -EBADMSG, reason);
 }
 

@@ -71,10 +71,10 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 		goto out_close;
 	}
 	bfs_hints_init(&fs->hints);
-	pthread_mutex_init(&fs->root.lock, NULL);
-	pthread_mutex_init(&fs->lock, NULL);
-	pthread_mutex_init(&fs->fd_lock, NULL);
-	pthread_mutex_init(&fs->handles_lock, NULL);
+	bfs_mutex_init(&fs->root.lock);
+	bfs_mutex_init(&fs->lock);
+	bfs_mutex_init(&fs->fd_lock);
+	bfs_mutex_init(&fs->handles_lock);
 	fs->max_fds = bfs_backing_fd_budget();
 	return 0;
 
@@ -163,23 +163,23 @@ int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino, struct 
 		free(h);
 		return rc;
 	}
-	pthread_mutex_lock(&fs->handles_lock);
+	bfs_mutex_lock(&fs->handles_lock);
 	h->next = fs->handles;
 	if (fs->handles)
 		fs->handles->prev = h;
 	fs->handles = h;
-	pthread_mutex_unlock(&fs->handles_lock);
+	bfs_mutex_unlock(&fs->handles_lock);
 	*out = h;
 	return 0;
 }
 
 void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h)
 {
-	pthread_mutex_lock(&fs->handles_lock);
+	bfs_mutex_lock(&fs->handles_lock);
 	*(h->prev ? &h->prev->next : &fs->handles) = h->next;
 	if (h->next)
 		h->next->prev = h->prev;
-	pthread_mutex_unlock(&fs->handles_lock);
+	bfs_mutex_unlock(&fs->handles_lock);
 	bfs_file_unuse(bfs_stream_file(h->s));
 	bfs_stream_free(h->s);
 	free(h);

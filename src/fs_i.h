@@ -11,11 +11,28 @@
  * (and checked to be the same object) when it was closed; see
  * bfs_inode_fd(). File versions lease theirs (file.h).
  *
- * Lock order: fs->lock before inode->lock before fs->fd_lock. None is
- * held across a scan, a decode or a FUSE reply, except that inode->lock
- * is held while a new file version is built, so that concurrent first
- * opens scan once. bfs_inode_fd() takes inode->lock when it must reopen:
- * never call it with that lock held.
+ * Every lock of the daemon, in the order they may be taken: a thread
+ * holding one takes only locks below it. None is held across a decode or a
+ * FUSE reply; the exceptions for I/O are named.
+ *
+ *   fs->lock            the inode table, counts and every nlookup (inode.c)
+ *   inode->lock         its current version and rpath; held while a new
+ *                       version is built (scan, measure on the work queue,
+ *                       hints applied), so that concurrent first opens scan
+ *                       once. bfs_inode_fd() takes it when it must reopen:
+ *                       never call that with it held.
+ *   fs->fd_lock         the descriptor cache (backing.c)
+ *   index settle_lock   settling claimed sizes; held across the backing
+ *                       reads settling does (index.c), takes nothing else
+ *   --- leaves: nothing is taken while one is held ---
+ *   file fd_lock        a version's leased descriptor and its uses (file.c)
+ *   hints lock          the hint store (hints.c)
+ *   fs->handles_lock    the list of open handles (fs.c)
+ *   stream lock         a reader's window (stream.c)
+ *   cache shard lock    one shard; never two at once (cache.c)
+ *   maps lock           the live mappings; held across mmap/munmap (mmap.c)
+ *   work queue lock     its FIFO (workq.c); a parallel for's own lock
+ *   xattr memo lock     the size-query memo (xattr.c)
  */
 #ifndef BLOCKFS_FS_I_H
 #define BLOCKFS_FS_I_H
@@ -118,11 +135,11 @@ void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h);
 /* --- backing.c: backing-file access ------------------------------------------ */
 
 /* openat(2) below @dirfd, trying once more after shedding cached descriptors. */
-int bfs_backing_openat(struct bfs_fs *fs, int dirfd, const char *name, int flags);
+BFS_MUST_CHECK int bfs_backing_openat(struct bfs_fs *fs, int dirfd, const char *name, int flags);
 /* Open @rpath below @root without following any link, so none leads out of SOURCE. */
-int bfs_backing_open_beneath(int root, const char *rpath, int flags);
+BFS_MUST_CHECK int bfs_backing_open_beneath(int root, const char *rpath, int flags);
 /* A real descriptor for the object behind O_PATH @opath, shedding on EMFILE once. */
-int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags);
+BFS_MUST_CHECK int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags);
 /* The codec that claims the file open as @fd (consumed), or NULL. */
 const struct bfs_codec *bfs_backing_sniff_fd(int fd);
 /* The codec that claims regular file @name in @dirfd, or NULL. */
@@ -140,7 +157,7 @@ void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in);
  * object or nothing is there now. The descriptor it opened to tell goes
  * into the cache: the open that follows needs one.
  */
-int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
+BFS_MUST_CHECK int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
 
 /* --- inode.c: the table, lookups, versions ----------------------------------- */
 
@@ -158,10 +175,10 @@ void bfs_inode_table_free(struct bfs_fs *fs);
  * @out: gains one lookup reference (bfs_inode_forget() drops it).
  * Return: 0 or -errno (-ENOENT when nothing is shown as @name).
  */
-int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
+BFS_MUST_CHECK int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 		     struct bfs_inode **out, struct stat *st);
 /* Like lookup, for an entry already resolved by a listing (readdirplus). */
-int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir,
+BFS_MUST_CHECK int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir,
 			   const struct bfs_dirent *de, struct bfs_inode **out, struct stat *st);
 void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlookup);
 
@@ -172,13 +189,13 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlook
  * the object (the VFS then looks the name up again), -ENOENT when it names
  * nothing. Context: never with @inode->lock held.
  */
-int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *inode);
+BFS_MUST_CHECK int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *inode);
 void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *inode);
 
 /* Attributes as shown: the backing file's, with the decompressed size. */
-int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st);
+BFS_MUST_CHECK int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st);
 /* The same, with the size of version @f that an open handle reads. */
-int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *inode, const struct bfs_file *f,
+BFS_MUST_CHECK int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *inode, const struct bfs_file *f,
 			   struct stat *st);
 
 /**
@@ -190,7 +207,7 @@ int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *inode, const str
  * Return: as bfs_inode_file(), or -ESTALE, which makes the VFS walk the
  * path again with LOOKUP_REVAL, so that the open finds the new file.
  */
-int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
+BFS_MUST_CHECK int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
 		   bool *changed);
 
 /**
@@ -199,7 +216,7 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *
  * @out: one reference for the caller (bfs_file_put()).
  * @changed: set when an older version existed and was replaced.
  */
-int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
+BFS_MUST_CHECK int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
 		   bool *changed);
 
 /*
@@ -207,7 +224,7 @@ int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *
  * backing file again if it was closed. -ESTALE if the file changed since
  * @f was built.
  */
-int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *f);
+BFS_MUST_CHECK int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *f);
 
 /**
  * bfs_inode_reapply_hints() - a hint changed: file versions take it now.
@@ -222,7 +239,7 @@ int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *f
  */
 void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char *dir);
 
-int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out);
+BFS_MUST_CHECK int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out);
 void bfs_dir_free(struct bfs_dir *d);
 
 #endif

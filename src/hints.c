@@ -31,7 +31,7 @@ struct bfs_hint_ent {
 void bfs_hints_init(struct bfs_hints *h)
 {
 	memset(h, 0, sizeof(*h));
-	pthread_mutex_init(&h->lock, NULL);
+	bfs_mutex_init(&h->lock);
 }
 
 void bfs_hints_destroy(struct bfs_hints *h)
@@ -98,7 +98,7 @@ int bfs_hints_set(struct bfs_hints *h, const char *path, enum bfs_hint_kind kind
 	struct bfs_hint_ent *e;
 	int rc = 0;
 
-	pthread_mutex_lock(&h->lock);
+	bfs_mutex_lock(&h->lock);
 	e = find(h, path, n);
 	if (!e) {
 		grow(h);
@@ -116,7 +116,7 @@ int bfs_hints_set(struct bfs_hints *h, const char *path, enum bfs_hint_kind kind
 	e->has[kind] = true;
 	e->val[kind] = value;
 out:
-	pthread_mutex_unlock(&h->lock);
+	bfs_mutex_unlock(&h->lock);
 	return rc;
 }
 
@@ -126,7 +126,7 @@ int bfs_hints_clear(struct bfs_hints *h, const char *path, enum bfs_hint_kind ki
 	struct bfs_hint_ent *e, **pp;
 	int rc = -ENODATA;
 
-	pthread_mutex_lock(&h->lock);
+	bfs_mutex_lock(&h->lock);
 	e = find(h, path, n);
 	if (!e || !e->has[kind])
 		goto out;
@@ -142,7 +142,7 @@ int bfs_hints_clear(struct bfs_hints *h, const char *path, enum bfs_hint_kind ki
 	h->count--;
 	free(e);
 out:
-	pthread_mutex_unlock(&h->lock);
+	bfs_mutex_unlock(&h->lock);
 	return rc;
 }
 
@@ -151,13 +151,13 @@ bool bfs_hints_own(struct bfs_hints *h, const char *path, enum bfs_hint_kind kin
 	struct bfs_hint_ent *e;
 	bool has = false;
 
-	pthread_mutex_lock(&h->lock);
+	bfs_mutex_lock(&h->lock);
 	e = find(h, path, strlen(path));
 	if (e && e->has[kind]) {
 		*value = e->val[kind];
 		has = true;
 	}
-	pthread_mutex_unlock(&h->lock);
+	bfs_mutex_unlock(&h->lock);
 	return has;
 }
 
@@ -166,7 +166,7 @@ int bfs_hints_effective(struct bfs_hints *h, const char *path, enum bfs_hint_kin
 	size_t n = strlen(path);
 	int v = dflt;
 
-	pthread_mutex_lock(&h->lock);
+	bfs_mutex_lock(&h->lock);
 	if (!h->tab)
 		goto out;		/* nothing was ever set: the common case */
 	/* The path, then each prefix ending before a '/', then "." (SOURCE). */
@@ -194,7 +194,7 @@ int bfs_hints_effective(struct bfs_hints *h, const char *path, enum bfs_hint_kin
 		}
 	}
 out:
-	pthread_mutex_unlock(&h->lock);
+	bfs_mutex_unlock(&h->lock);
 	return v;
 }
 

@@ -27,7 +27,7 @@ void bfs_index_init(struct bfs_index *idx, uint64_t file_size)
 	memset(idx, 0, sizeof(*idx));
 	idx->max_blocks = max < BFS_INDEX_MAX_BLOCKS ? (size_t)max : BFS_INDEX_MAX_BLOCKS;
 	atomic_init(&idx->nexact, 0);
-	pthread_mutex_init(&idx->settle_lock, NULL);
+	bfs_mutex_init(&idx->settle_lock);
 }
 
 void bfs_index_destroy(struct bfs_index *idx)
@@ -182,7 +182,7 @@ int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_
 
 	if (k > 0 && uoff < idx->blk[k - 1].uoff + idx->blk[k - 1].usize)
 		return 0;			/* published entries never change */
-	pthread_mutex_lock(&idx->settle_lock);
+	bfs_mutex_lock(&idx->settle_lock);
 	for (k = atomic_load(&idx->nexact); k < idx->n; k++) {
 		struct bfs_blk *b = &idx->blk[k];
 		const char *why = "corrupt block";
@@ -238,7 +238,7 @@ int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_
 		}
 		atomic_store_explicit(&idx->nexact, k + 1, memory_order_release);
 	}
-	pthread_mutex_unlock(&idx->settle_lock);
+	bfs_mutex_unlock(&idx->settle_lock);
 	free(buf);
 	return rc;
 }
@@ -279,9 +279,9 @@ static void measure_one(struct measure *m, size_t k, const uint8_t *src)
 	uint32_t exact;
 
 	if (m->codec->measure(b, src, &exact, &why) < 0) {
-		pthread_mutex_lock(&m->why_lock);
+		bfs_mutex_lock(&m->why_lock);
 		poison_guess(m->idx, k, why);
-		pthread_mutex_unlock(&m->why_lock);
+		bfs_mutex_unlock(&m->why_lock);
 		return;
 	}
 	b->usize = exact;
@@ -413,7 +413,7 @@ int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io, const struct bfs
 		rc = plan_items(&m);
 		if (rc == 0) {
 			atomic_init(&m.err, 0);
-			pthread_mutex_init(&m.why_lock, NULL);
+			bfs_mutex_init(&m.why_lock);
 			bfs_workq_for(wq, m.nitems, measure_item, &m);
 			pthread_mutex_destroy(&m.why_lock);
 			rc = atomic_load(&m.err);

@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -130,7 +131,7 @@ static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
 	}
 	if (!S_ISREG(st.st_mode))
 		codec = NULL;
-	pthread_mutex_lock(&fs->lock);
+	bfs_mutex_lock(&fs->lock);
 	b = bucket(fs, st.st_dev, st.st_ino, codec);
 	for (in = fs->table[b]; in; in = in->hnext)
 		if (in->ino == st.st_ino && in->dev == st.st_dev && in->codec == codec)
@@ -138,13 +139,13 @@ static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
 	if (in) {
 		in->nlookup++;
 		bfs_inode_fd_adopt(fs, in, fd, true);
-		pthread_mutex_unlock(&fs->lock);
+		bfs_mutex_unlock(&fs->lock);
 		*out = in;
 		return 0;
 	}
 	in = calloc(1, sizeof(*in));
 	if (!in) {
-		pthread_mutex_unlock(&fs->lock);
+		bfs_mutex_unlock(&fs->lock);
 		close(fd);
 		return -ENOMEM;
 	}
@@ -154,13 +155,13 @@ static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
 	in->type = st.st_mode & S_IFMT;
 	in->fd = -1;
 	in->nlookup = 1;
-	pthread_mutex_init(&in->lock, NULL);
+	bfs_mutex_init(&in->lock);
 	in->hnext = fs->table[b];
 	fs->table[b] = in;
 	fs->count++;
 	maybe_grow(fs);
 	bfs_inode_fd_adopt(fs, in, fd, true);
-	pthread_mutex_unlock(&fs->lock);
+	bfs_mutex_unlock(&fs->lock);
 	*out = in;
 	return 0;
 }
@@ -171,10 +172,11 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *in, uint64_t nlookup)
 
 	if (in == &fs->root)
 		return;
-	pthread_mutex_lock(&fs->lock);
+	bfs_mutex_lock(&fs->lock);
+	assert(in->nlookup >= nlookup);	/* the kernel forgets no more than it looked up */
 	if (in->nlookup > nlookup) {
 		in->nlookup -= nlookup;
-		pthread_mutex_unlock(&fs->lock);
+		bfs_mutex_unlock(&fs->lock);
 		return;
 	}
 	for (pp = &fs->table[bucket(fs, in->dev, in->ino, in->codec)]; *pp; pp = &(*pp)->hnext) {
@@ -184,7 +186,7 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *in, uint64_t nlookup)
 		}
 	}
 	fs->count--;
-	pthread_mutex_unlock(&fs->lock);
+	bfs_mutex_unlock(&fs->lock);
 	inode_free(fs, in);
 }
 
@@ -194,21 +196,21 @@ static void set_rpath(struct bfs_inode *dir, struct bfs_inode *in, const char *b
 	char *p;
 	int n;
 
-	pthread_mutex_lock(&dir->lock);
+	bfs_mutex_lock(&dir->lock);
 	if (strcmp(dir->rpath, ".") == 0)
 		n = asprintf(&p, "%s", backing);
 	else
 		n = asprintf(&p, "%s/%s", dir->rpath, backing);
-	pthread_mutex_unlock(&dir->lock);
+	bfs_mutex_unlock(&dir->lock);
 	if (n < 0)
 		return;			/* keep the old path: it only names things */
-	pthread_mutex_lock(&in->lock);
+	bfs_mutex_lock(&in->lock);
 	if (!in->rpath || strcmp(in->rpath, p) != 0) {
 		free(in->rpath);
 		in->rpath = p;
 		p = NULL;
 	}
-	pthread_mutex_unlock(&in->lock);
+	bfs_mutex_unlock(&in->lock);
 	free(p);
 }
 
@@ -319,7 +321,7 @@ static void reapply_one(struct bfs_fs *fs, struct bfs_inode *in, const char *dir
 	struct bfs_file *f = NULL;
 	int adv = 0;
 
-	pthread_mutex_lock(&in->lock);
+	bfs_mutex_lock(&in->lock);
 	if (in->file && in->rpath && (!dir || below(in->rpath, dir))) {
 		adv = bfs_hints_effective(&fs->hints, in->rpath, BFS_HINT_ADVICE, fs->env.advice);
 		atomic_store(&in->file->advice, adv);
@@ -328,7 +330,7 @@ static void reapply_one(struct bfs_fs *fs, struct bfs_inode *in, const char *dir
 								      fs->env.readpath));
 		f = bfs_file_get(in->file);
 	}
-	pthread_mutex_unlock(&in->lock);
+	bfs_mutex_unlock(&in->lock);
 	if (f) {
 		bfs_file_advise(f, adv, 0, 0);
 		bfs_file_put(f);
@@ -345,7 +347,7 @@ void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char
 		reapply_one(fs, in, NULL);
 		return;
 	}
-	pthread_mutex_lock(&fs->lock);
+	bfs_mutex_lock(&fs->lock);
 	if (fs->count)
 		pin = malloc(fs->count * sizeof(*pin));
 	for (size_t i = 0; pin && i < fs->nbuckets; i++) {
@@ -356,7 +358,7 @@ void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char
 			pin[n++] = p;
 		}
 	}
-	pthread_mutex_unlock(&fs->lock);
+	bfs_mutex_unlock(&fs->lock);
 	for (size_t i = 0; i < n; i++) {
 		reapply_one(fs, pin[i], dir);
 		bfs_inode_forget(fs, pin[i], 1);
@@ -468,9 +470,9 @@ static int file_of(struct bfs_fs *fs, struct bfs_inode *in, struct stat *now, bo
 	if (rc == 0 && !S_ISREG(now->st_mode))
 		rc = -EINVAL;
 	if (rc == 0) {
-		pthread_mutex_lock(&in->lock);
+		bfs_mutex_lock(&in->lock);
 		rc = current_locked(fs, in, fd, now, out, changed);
-		pthread_mutex_unlock(&in->lock);
+		bfs_mutex_unlock(&in->lock);
 	}
 	bfs_inode_fd_put(fs, in);
 	return rc;
@@ -527,7 +529,7 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 		bfs_inode_fd_put(fs, in);
 		return rc;
 	}
-	pthread_mutex_lock(&in->lock);
+	bfs_mutex_lock(&in->lock);
 	/*
 	 * While open readers hold the current version, keep showing it: the
 	 * kernel's one i_size serves them too, and a reader whose backing
@@ -538,7 +540,7 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 		f = bfs_file_get(in->file);
 	else
 		rc = current_locked(fs, in, fd, st, &f, &changed);
-	pthread_mutex_unlock(&in->lock);
+	bfs_mutex_unlock(&in->lock);
 	/* current_locked() needs the backing stat as it is: the view's after */
 	if (rc == 0)
 		shown_attrs(fs, fd, in, st);

@@ -202,10 +202,10 @@ static void drop_mount_fuse_defaults(int argc, char **argv)
 }
 
 /*
- * Each inode holds a descriptor, and each file version another, so a tree
- * stat'ed once pins two per file. Allow as many as the kernel does
- * (fs.nr_open) when we may raise the hard limit (root), else the hard
- * limit. Bounding them is better still; until then, this.
+ * Inode descriptors are a bounded cache (backing.c: a quarter of the soft
+ * limit) and file versions lease theirs, but every open file holds one:
+ * allow as many as the kernel does (fs.nr_open) when we may raise the
+ * hard limit (root), else the hard limit.
  */
 static void raise_nofile(void)
 {
@@ -582,6 +582,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		goto out_opts;
 	}
+	/* -d: libfuse prints every request; blockfs says what it decides (bfs_dbg) */
+	if (cl.debug)
+		bfs_log_set_level(LOG_DEBUG);
 	/*
 	 * The daemon usually runs as root and opens backing files with its
 	 * own rights: without the kernel checking the modes it shows, any

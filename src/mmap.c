@@ -68,7 +68,7 @@ int bfs_maps_new(struct bfs_maps **out, size_t max_live, int populate)
 
 	if (!m)
 		return -ENOMEM;
-	pthread_mutex_init(&m->lock, NULL);
+	bfs_mutex_init(&m->lock);
 	m->max_live = max_live ? max_live : 1;
 	m->populate = populate;
 	atomic_init(&m->tick, 0);
@@ -93,9 +93,9 @@ size_t bfs_maps_live(struct bfs_maps *m)
 {
 	size_t n;
 
-	pthread_mutex_lock(&m->lock);
+	bfs_mutex_lock(&m->lock);
 	n = m->count;
-	pthread_mutex_unlock(&m->lock);
+	bfs_mutex_unlock(&m->lock);
 	return n;
 }
 
@@ -204,13 +204,13 @@ const uint8_t *bfs_map_enter(struct bfs_maps *m, struct bfs_map *map, int fd, in
 	}
 	atomic_fetch_sub(&map->users, 1);
 
-	pthread_mutex_lock(&m->lock);	/* slow path: map it, or wait out an unmap */
+	bfs_mutex_lock(&m->lock);	/* slow path: map it, or wait out an unmap */
 	base = atomic_load(&map->base);
 	if (!base && !atomic_load(&map->failed))
 		base = map_locked(m, map, fd, advice, made);
 	if (base)
 		atomic_fetch_add(&map->users, 1);
-	pthread_mutex_unlock(&m->lock);
+	bfs_mutex_unlock(&m->lock);
 	if (!base)
 		return NULL;
 entered:
@@ -232,9 +232,9 @@ void bfs_map_drop(struct bfs_maps *m, struct bfs_map *map)
 {
 	if (!m || !atomic_load(&map->base))
 		return;
-	pthread_mutex_lock(&m->lock);
+	bfs_mutex_lock(&m->lock);
 	unmap_locked(m, map);
-	pthread_mutex_unlock(&m->lock);
+	bfs_mutex_unlock(&m->lock);
 }
 
 int bfs_map_populate(struct bfs_map *map, const uint8_t *base)

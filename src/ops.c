@@ -491,67 +491,71 @@ static void bfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	fuse_reply_err(req, bfs_kernel_errno(bfs_xattr_remove(fs_of(req), inode_of(req, ino), name)));
 }
 
-/* Everything that would change the tree: blockfs serves data read-only. */
-static void erofs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+/*
+ * Everything that would change the tree is refused with EROFS: blockfs
+ * serves data read-only, without the VFS ro flag (which would refuse
+ * setxattr hints too).
+ */
+static void refuse_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 			  struct fuse_file_info *fi)
 {
 	(void)ino, (void)attr, (void)to_set, (void)fi;
 	fuse_reply_err(req, EROFS);
 }
 
-static void erofs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+static void refuse_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			dev_t rdev)
 {
 	(void)parent, (void)name, (void)mode, (void)rdev;
 	fuse_reply_err(req, EROFS);
 }
 
-static void erofs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+static void refuse_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	(void)parent, (void)name, (void)mode;
 	fuse_reply_err(req, EROFS);
 }
 
-static void erofs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void refuse_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	(void)parent, (void)name;
 	fuse_reply_err(req, EROFS);
 }
 
-static void erofs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+static void refuse_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	(void)link, (void)parent, (void)name;
 	fuse_reply_err(req, EROFS);
 }
 
-static void erofs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+static void refuse_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
 	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
 	fuse_reply_err(req, EROFS);
 }
 
-static void erofs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+static void refuse_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	(void)ino, (void)newparent, (void)newname;
 	fuse_reply_err(req, EROFS);
 }
 
-static void erofs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+static void refuse_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			 struct fuse_file_info *fi)
 {
 	(void)parent, (void)name, (void)mode, (void)fi;
 	fuse_reply_err(req, EROFS);
 }
 
-static void erofs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+static void refuse_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
 	(void)ino, (void)buf, (void)size, (void)off, (void)fi;
 	fuse_reply_err(req, EROFS);
 }
 
-static void erofs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+static void refuse_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			    struct fuse_file_info *fi)
 {
 	(void)ino, (void)mode, (void)offset, (void)length, (void)fi;
@@ -579,15 +583,15 @@ const struct fuse_lowlevel_ops bfs_ops = {
 	.listxattr = bfs_op_listxattr,
 	.setxattr = bfs_op_setxattr,
 	.removexattr = bfs_op_removexattr,
-	.setattr = erofs_setattr,
-	.mknod = erofs_mknod,
-	.mkdir = erofs_mkdir,
-	.unlink = erofs_unlink,
-	.rmdir = erofs_unlink,
-	.symlink = erofs_symlink,
-	.rename = erofs_rename,
-	.link = erofs_link,
-	.create = erofs_create,
-	.write = erofs_write,
-	.fallocate = erofs_fallocate,
+	.setattr = refuse_setattr,
+	.mknod = refuse_mknod,
+	.mkdir = refuse_mkdir,
+	.unlink = refuse_unlink,
+	.rmdir = refuse_unlink,
+	.symlink = refuse_symlink,
+	.rename = refuse_rename,
+	.link = refuse_link,
+	.create = refuse_create,
+	.write = refuse_write,
+	.fallocate = refuse_fallocate,
 };

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The -o table, the checks, and --help. Options that name a feature not
- * built yet are refused by name rather than silently ignored: a user who
- * asks for mmap must not get pread and believe the numbers.
+ * The -o table, the checks, and --help. Every value is checked before
+ * anything is mounted, and a bad one is refused naming the option and the
+ * values it takes, rather than ignored: a user who asks for mmap must not
+ * get pread and believe the numbers.
  */
 #include "config.h"
 

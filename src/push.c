@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,13 @@ struct bfs_push_window *bfs_push_window_new(void)
 
 void bfs_push_window_put(struct bfs_push_window *w)
 {
-	if (w && atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) == 1)
+	unsigned int was;
+
+	if (!w)
+		return;
+	was = atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel);
+	assert(was > 0);
+	if (was == 1)
 		free(w);
 }
 

@@ -55,7 +55,7 @@ static int bmax_id(uint32_t bmax)
 }
 
 /* The limits every entry must respect, on both sides of the format. */
-static bool entry_ok(const struct bfs_st_entry *e)
+static bool entry_ok(const struct bfs_seektable_entry *e)
 {
 	uint32_t over = BLK_HDR_LEN + (e->csum ? BLK_CSUM_LEN : 0);
 
@@ -68,7 +68,7 @@ static bool entry_ok(const struct bfs_st_entry *e)
  * least an EndMark and the next frame's header. Blocks whose frame
  * properties differ cannot share a frame.
  */
-static bool follows(const struct bfs_st_entry *prev, const struct bfs_st_entry *e)
+static bool follows(const struct bfs_seektable_entry *prev, const struct bfs_seektable_entry *e)
 {
 	uint64_t end = prev->coff + prev->clen;
 
@@ -79,7 +79,7 @@ static bool follows(const struct bfs_st_entry *prev, const struct bfs_st_entry *
 	return true;
 }
 
-int bfs_st_writer_add(struct bfs_st_writer *w, const struct bfs_st_entry *e)
+int bfs_seektable_writer_add(struct bfs_seektable_writer *w, const struct bfs_seektable_entry *e)
 {
 	uint8_t *p;
 
@@ -89,11 +89,11 @@ int bfs_st_writer_add(struct bfs_st_writer *w, const struct bfs_st_entry *e)
 		w->err = -EINVAL;
 		return w->err;
 	}
-	if (w->n >= (UINT32_MAX - BFS_ST_OVERHEAD) / BFS_ST_ENTRY_LEN) {
+	if (w->n >= (UINT32_MAX - BFS_SEEK_OVERHEAD) / BFS_SEEK_ENTRY_LEN) {
 		w->err = -EFBIG;	/* the frame size word would overflow */
 		return w->err;
 	}
-	if (BFS_ST_HDR_LEN + (w->n + 1) * BFS_ST_ENTRY_LEN + BFS_ST_FOOTER_LEN > w->cap) {
+	if (BFS_SEEK_HDR_LEN + (w->n + 1) * BFS_SEEK_ENTRY_LEN + BFS_SEEK_FOOTER_LEN > w->cap) {
 		size_t cap = w->cap ? w->cap * 2 : 4096;
 		uint8_t *nb = realloc(w->buf, cap);
 
@@ -104,7 +104,7 @@ int bfs_st_writer_add(struct bfs_st_writer *w, const struct bfs_st_entry *e)
 		w->buf = nb;
 		w->cap = cap;
 	}
-	p = w->buf + BFS_ST_HDR_LEN + w->n * BFS_ST_ENTRY_LEN;
+	p = w->buf + BFS_SEEK_HDR_LEN + w->n * BFS_SEEK_ENTRY_LEN;
 	bfs_put_le64(p, e->coff);
 	bfs_put_le32(p + 8, e->clen);
 	bfs_put_le32(p + 12, e->usize | (uint32_t)bmax_id(e->bmax) << INFO_BMAX_SHIFT |
@@ -115,10 +115,10 @@ int bfs_st_writer_add(struct bfs_st_writer *w, const struct bfs_st_entry *e)
 	return 0;
 }
 
-int bfs_st_writer_finish(struct bfs_st_writer *w, uint64_t table_off, uint32_t block_size,
-			 const uint8_t **out, size_t *len)
+int bfs_seektable_writer_finish(struct bfs_seektable_writer *w, uint64_t table_off,
+				uint32_t block_size, const uint8_t **out, size_t *len)
 {
-	size_t size = (size_t)bfs_st_size(w->n);
+	size_t size = (size_t)bfs_seektable_size(w->n);
 	uint8_t *f;
 
 	if (w->err)
@@ -133,22 +133,23 @@ int bfs_st_writer_finish(struct bfs_st_writer *w, uint64_t table_off, uint32_t b
 		w->buf = nb;
 		w->cap = size;
 	}
-	bfs_put_le32(w->buf, BFS_ST_MAGIC);
-	bfs_put_le32(w->buf + 4, (uint32_t)(size - BFS_ST_HDR_LEN));
-	f = w->buf + size - BFS_ST_FOOTER_LEN;
+	bfs_put_le32(w->buf, BFS_SEEK_MAGIC);
+	bfs_put_le32(w->buf + 4, (uint32_t)(size - BFS_SEEK_HDR_LEN));
+	f = w->buf + size - BFS_SEEK_FOOTER_LEN;
 	bfs_put_le64(f + F_TABLE_OFF, table_off);
 	bfs_put_le64(f + F_USIZE, w->usize);
 	bfs_put_le32(f + F_COUNT, (uint32_t)w->n);
 	bfs_put_le32(f + F_BLOCK_SIZE, block_size);
-	bfs_put_le32(f + F_VERSION, BFS_ST_VERSION);
-	bfs_put_le32(f + F_CSUM, bfs_xxh32(w->buf + BFS_ST_HDR_LEN, size - BFS_ST_HDR_LEN - 8, 0));
-	bfs_put_le32(f + F_MAGIC, BFS_ST_FOOTER_MAGIC);
+	bfs_put_le32(f + F_VERSION, BFS_SEEK_VERSION);
+	bfs_put_le32(f + F_CSUM,
+		     bfs_xxh32(w->buf + BFS_SEEK_HDR_LEN, size - BFS_SEEK_HDR_LEN - 8, 0));
+	bfs_put_le32(f + F_MAGIC, BFS_SEEK_FOOTER_MAGIC);
 	*out = w->buf;
 	*len = size;
 	return 0;
 }
 
-void bfs_st_writer_release(struct bfs_st_writer *w)
+void bfs_seektable_writer_release(struct bfs_seektable_writer *w)
 {
 	free(w->buf);
 	memset(w, 0, sizeof(*w));
@@ -160,24 +161,24 @@ static int bad(const char **why, const char *what)
 	return -EBADMSG;
 }
 
-int bfs_st_decode(const uint8_t *buf, size_t len, uint64_t file_size, size_t max_entries,
-		  struct bfs_st_table *t, size_t *need, const char **why)
+int bfs_seektable_decode(const uint8_t *buf, size_t len, uint64_t file_size, size_t max_entries,
+			 struct bfs_seektable *t, size_t *need, const char **why)
 {
 	const uint8_t *f, *tab;
 	uint64_t n, size, table_off, sum = 0;
-	struct bfs_st_entry *e;
+	struct bfs_seektable_entry *e;
 
-	if (len > file_size || len < BFS_ST_FOOTER_LEN)
+	if (len > file_size || len < BFS_SEEK_FOOTER_LEN)
 		return 1;
-	f = buf + len - BFS_ST_FOOTER_LEN;
-	if (bfs_le32(f + F_MAGIC) != BFS_ST_FOOTER_MAGIC)
+	f = buf + len - BFS_SEEK_FOOTER_LEN;
+	if (bfs_le32(f + F_MAGIC) != BFS_SEEK_FOOTER_MAGIC)
 		return 1;
-	if (bfs_le32(f + F_VERSION) != BFS_ST_VERSION)
+	if (bfs_le32(f + F_VERSION) != BFS_SEEK_VERSION)
 		return bad(why, "seek table of an unknown version");
 	n = bfs_le32(f + F_COUNT);
 	if (n > max_entries)
 		return bad(why, "seek table has more entries than the file can hold");
-	size = bfs_st_size(n);
+	size = bfs_seektable_size(n);
 	table_off = bfs_le64(f + F_TABLE_OFF);
 	if (size > file_size || table_off != file_size - size)
 		return bad(why, "seek table does not match the file's size (moved or truncated)");
@@ -186,9 +187,9 @@ int bfs_st_decode(const uint8_t *buf, size_t len, uint64_t file_size, size_t max
 		return -EAGAIN;
 	}
 	tab = buf + len - size;
-	if (bfs_le32(tab) != BFS_ST_MAGIC || bfs_le32(tab + 4) != size - BFS_ST_HDR_LEN)
+	if (bfs_le32(tab) != BFS_SEEK_MAGIC || bfs_le32(tab + 4) != size - BFS_SEEK_HDR_LEN)
 		return bad(why, "seek table frame header is wrong");
-	if (bfs_xxh32(tab + BFS_ST_HDR_LEN, (size_t)size - BFS_ST_HDR_LEN - 8, 0) !=
+	if (bfs_xxh32(tab + BFS_SEEK_HDR_LEN, (size_t)size - BFS_SEEK_HDR_LEN - 8, 0) !=
 	    bfs_le32(f + F_CSUM))
 		return bad(why, "seek table checksum mismatch");
 
@@ -196,10 +197,10 @@ int bfs_st_decode(const uint8_t *buf, size_t len, uint64_t file_size, size_t max
 	if (!e)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		const uint8_t *p = tab + BFS_ST_HDR_LEN + i * BFS_ST_ENTRY_LEN;
+		const uint8_t *p = tab + BFS_SEEK_HDR_LEN + i * BFS_SEEK_ENTRY_LEN;
 		uint32_t info = bfs_le32(p + 12);
 
-		e[i] = (struct bfs_st_entry){
+		e[i] = (struct bfs_seektable_entry){
 			.coff = bfs_le64(p),
 			.clen = bfs_le32(p + 8),
 			.usize = info & INFO_USIZE_MASK,
@@ -223,25 +224,26 @@ int bfs_st_decode(const uint8_t *buf, size_t len, uint64_t file_size, size_t max
 		free(e);
 		return bad(why, "seek table sizes do not add up");
 	}
-	*t = (struct bfs_st_table){
+	*t = (struct bfs_seektable){
 		.e = e, .n = (size_t)n, .table_off = table_off, .usize = sum,
 		.block_size = bfs_le32(f + F_BLOCK_SIZE),
 	};
 	return 0;
 }
 
-int bfs_st_load(struct bfs_io *io, size_t max_entries, struct bfs_st_table *t, const char **why)
+int bfs_seektable_load(struct bfs_io *io, size_t max_entries, struct bfs_seektable *t,
+		       const char **why)
 {
-	uint8_t tail[BFS_ST_TAIL_LEN], *big;
+	uint8_t tail[BFS_SEEK_TAIL_LEN], *big;
 	size_t len = io->size < sizeof(tail) ? (size_t)io->size : sizeof(tail), need = 0;
 	int rc;
 
-	if (len < BFS_ST_FOOTER_LEN)
+	if (len < BFS_SEEK_FOOTER_LEN)
 		return 1;
 	rc = bfs_io_read(io, tail, len, io->size - len);
 	if (rc < 0)
 		return rc;
-	rc = bfs_st_decode(tail, len, io->size, max_entries, t, &need, why);
+	rc = bfs_seektable_decode(tail, len, io->size, max_entries, t, &need, why);
 	if (rc != -EAGAIN)
 		return rc;
 	/* need <= file size and <= 16 * max_entries + 44: checked by decode */
@@ -250,7 +252,7 @@ int bfs_st_load(struct bfs_io *io, size_t max_entries, struct bfs_st_table *t, c
 		return -ENOMEM;
 	rc = bfs_io_read(io, big, need, io->size - need);
 	if (rc == 0)
-		rc = bfs_st_decode(big, need, io->size, max_entries, t, &need, why);
+		rc = bfs_seektable_decode(big, need, io->size, max_entries, t, &need, why);
 	if (rc == -EAGAIN)
 		rc = bad(why, "seek table changed while read");
 	free(big);

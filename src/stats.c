@@ -2,6 +2,7 @@
 /* Counters and their text (contract in stats.h). */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -30,7 +31,13 @@ struct bfs_counters *bfs_counters_get(struct bfs_counters *c)
 
 void bfs_counters_put(struct bfs_counters *c)
 {
-	if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) {
+	unsigned int was;
+
+	if (!c)
+		return;
+	was = atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel);
+	assert(was > 0);
+	if (was == 1) {
 		bfs_counters_put(c->parent);
 		free(c);
 	}

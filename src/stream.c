@@ -8,11 +8,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "blockfs/cache.h"
 #include "blockfs/file.h"
+#include "blockfs/log.h"
 #include "blockfs/vocab.h"
 #include "blockfs/push.h"
 #include "blockfs/stream.h"
@@ -118,7 +120,7 @@ int bfs_stream_new(struct bfs_stream **out, struct bfs_file *f, uint64_t ino)
 	}
 	s->f = bfs_file_get(f);
 	s->ino = ino;
-	pthread_mutex_init(&s->lock, NULL);
+	bfs_mutex_init(&s->lock);
 	bfs_window_init(&s->win);
 	*out = s;
 	return 0;
@@ -228,14 +230,17 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	}
 	if (!bfs_workq_threads(ahead_q(env)))
 		cfg.size = 0;
-	pthread_mutex_lock(&s->lock);
+	bfs_mutex_lock(&s->lock);
 	gen = s->win.gen;
 	go = bfs_window_step(&s->win, &cfg, off, end, &plan);
 	run = s->win.run;
 	ngen = s->win.gen;
 	if (ngen != gen)		/* a jump: the old window's jobs stop */
 		atomic_store(&s->pw->gen, ngen);
-	pthread_mutex_unlock(&s->lock);
+	bfs_mutex_unlock(&s->lock);
+	if (go)
+		bfs_dbg("%s: reader at %" PRIu64 ": pushing [%" PRIu64 ", %" PRIu64 "), tripwire %"
+			PRIu64, f->name, off, plan.from, plan.to, plan.trip);
 	atomic_store_explicit(&f->streaming, run >= SEQ_RUN_MIN, memory_order_relaxed);
 	/*
 	 * Queued as the READ arrives, not once it is served: the kernel sends
@@ -244,9 +249,9 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	if (go) {
 		stop = queue_plan(s, &plan, ngen);
 		if (stop < plan.to) {
-			pthread_mutex_lock(&s->lock);
+			bfs_mutex_lock(&s->lock);
 			bfs_window_retreat(&s->win, stop);
-			pthread_mutex_unlock(&s->lock);
+			bfs_mutex_unlock(&s->lock);
 		}
 	}
 	/* a reader that is not (yet) sequential may want only a little of a block */

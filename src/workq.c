@@ -31,7 +31,7 @@ static void *worker(void *arg)
 
 	if (wq->on_start)
 		wq->on_start();
-	pthread_mutex_lock(&wq->lock);
+	bfs_mutex_lock(&wq->lock);
 	for (;;) {
 		while (!wq->head && !wq->stop)
 			pthread_cond_wait(&wq->work, &wq->lock);
@@ -42,11 +42,11 @@ static void *worker(void *arg)
 		if (!wq->head)
 			wq->tail = &wq->head;
 		wq->count--;
-		pthread_mutex_unlock(&wq->lock);
+		bfs_mutex_unlock(&wq->lock);
 		w->fn(w);			/* may free w */
-		pthread_mutex_lock(&wq->lock);
+		bfs_mutex_lock(&wq->lock);
 	}
-	pthread_mutex_unlock(&wq->lock);
+	bfs_mutex_unlock(&wq->lock);
 	return NULL;
 }
 
@@ -58,7 +58,7 @@ int bfs_workq_new(struct bfs_workq **out, unsigned int nthreads, size_t cap,
 
 	if (!wq)
 		return -ENOMEM;
-	pthread_mutex_init(&wq->lock, NULL);
+	bfs_mutex_init(&wq->lock);
 	pthread_cond_init(&wq->work, NULL);
 	wq->tail = &wq->head;
 	wq->cap = cap ? cap : 1;
@@ -84,10 +84,10 @@ void bfs_workq_free(struct bfs_workq *wq)
 {
 	if (!wq)
 		return;
-	pthread_mutex_lock(&wq->lock);
+	bfs_mutex_lock(&wq->lock);
 	wq->stop = true;
 	pthread_cond_broadcast(&wq->work);
-	pthread_mutex_unlock(&wq->lock);
+	bfs_mutex_unlock(&wq->lock);
 	for (unsigned int i = 0; i < wq->nthreads; i++)
 		pthread_join(wq->threads[i], NULL);
 	pthread_cond_destroy(&wq->work);
@@ -102,7 +102,7 @@ bool bfs_workq_try(struct bfs_workq *wq, struct bfs_work *w)
 
 	if (!wq)
 		return false;
-	pthread_mutex_lock(&wq->lock);
+	bfs_mutex_lock(&wq->lock);
 	if (!wq->stop && wq->nthreads && wq->count < wq->cap) {
 		w->next = NULL;
 		*wq->tail = w;
@@ -111,7 +111,7 @@ bool bfs_workq_try(struct bfs_workq *wq, struct bfs_work *w)
 		pthread_cond_signal(&wq->work);
 		queued = true;
 	}
-	pthread_mutex_unlock(&wq->lock);
+	bfs_mutex_unlock(&wq->lock);
 	return queued;
 }
 
@@ -122,7 +122,7 @@ bool bfs_workq_cancel(struct bfs_workq *wq, struct bfs_work *w)
 
 	if (!wq)
 		return false;
-	pthread_mutex_lock(&wq->lock);
+	bfs_mutex_lock(&wq->lock);
 	for (pp = &wq->head; *pp; pp = &(*pp)->next) {
 		if (*pp == w) {
 			*pp = w->next;
@@ -133,7 +133,7 @@ bool bfs_workq_cancel(struct bfs_workq *wq, struct bfs_work *w)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&wq->lock);
+	bfs_mutex_unlock(&wq->lock);
 	return found;
 }
 
@@ -178,10 +178,10 @@ static void helper_run(struct bfs_work *w)
 	struct par_for *pf = ((struct par_helper *)w)->pf;
 
 	take_items(pf);
-	pthread_mutex_lock(&pf->lock);
+	bfs_mutex_lock(&pf->lock);
 	pf->running--;
 	pthread_cond_signal(&pf->idle);
-	pthread_mutex_unlock(&pf->lock);
+	bfs_mutex_unlock(&pf->lock);
 }
 
 void bfs_workq_for(struct bfs_workq *wq, size_t n, void (*fn)(void *arg, size_t i), void *arg)
@@ -196,7 +196,7 @@ void bfs_workq_for(struct bfs_workq *wq, size_t n, void (*fn)(void *arg, size_t 
 	else if (offered > n - 1)
 		offered = (unsigned int)(n - 1);	/* the caller takes one too */
 	atomic_init(&pf.next, 0);
-	pthread_mutex_init(&pf.lock, NULL);
+	bfs_mutex_init(&pf.lock);
 	pthread_cond_init(&pf.idle, NULL);
 	/*
 	 * running counts a helper from before it is queued, so that one that
@@ -204,13 +204,13 @@ void bfs_workq_for(struct bfs_workq *wq, size_t n, void (*fn)(void *arg, size_t 
 	 */
 	for (unsigned int h = 0; h < offered; h++) {
 		pf.helper[h] = (struct par_helper){ .work.fn = helper_run, .pf = &pf };
-		pthread_mutex_lock(&pf.lock);
+		bfs_mutex_lock(&pf.lock);
 		pf.running++;
-		pthread_mutex_unlock(&pf.lock);
+		bfs_mutex_unlock(&pf.lock);
 		if (!bfs_workq_try(wq, &pf.helper[h].work)) {
-			pthread_mutex_lock(&pf.lock);
+			bfs_mutex_lock(&pf.lock);
 			pf.running--;
-			pthread_mutex_unlock(&pf.lock);
+			bfs_mutex_unlock(&pf.lock);
 			offered = h;
 			break;
 		}
@@ -218,15 +218,15 @@ void bfs_workq_for(struct bfs_workq *wq, size_t n, void (*fn)(void *arg, size_t 
 	take_items(&pf);
 	for (unsigned int h = 0; h < offered; h++) {
 		if (bfs_workq_cancel(wq, &pf.helper[h].work)) {
-			pthread_mutex_lock(&pf.lock);
+			bfs_mutex_lock(&pf.lock);
 			pf.running--;
-			pthread_mutex_unlock(&pf.lock);
+			bfs_mutex_unlock(&pf.lock);
 		}
 	}
-	pthread_mutex_lock(&pf.lock);
+	bfs_mutex_lock(&pf.lock);
 	while (pf.running)
 		pthread_cond_wait(&pf.idle, &pf.lock);
-	pthread_mutex_unlock(&pf.lock);
+	bfs_mutex_unlock(&pf.lock);
 	pthread_cond_destroy(&pf.idle);
 	pthread_mutex_destroy(&pf.lock);
 }

@@ -292,9 +292,9 @@ static int ctx_init(struct xctx *x, struct bfs_fs *fs, struct bfs_inode *in, boo
 	int rc;
 
 	*x = (struct xctx){ .fs = fs, .in = in };
-	pthread_mutex_lock(&in->lock);
+	bfs_mutex_lock(&in->lock);
 	x->rpath = strdup(in->rpath ? in->rpath : "");
-	pthread_mutex_unlock(&in->lock);
+	bfs_mutex_unlock(&in->lock);
 	if (!x->rpath)
 		return -ENOMEM;
 	if (file && in->type == S_IFREG) {
@@ -382,7 +382,7 @@ static void memo_keep(const struct bfs_inode *in, const struct attr *a, pid_t wh
 	int64_t now = now_ns();
 	struct memo *m = &memos[0];
 
-	pthread_mutex_lock(&memo_lock);
+	bfs_mutex_lock(&memo_lock);
 	for (size_t i = 0; i < MEMO_SLOTS; i++) {
 		if (memo_is(&memos[i], in, a, who, now)) {
 			m = &memos[i];
@@ -394,7 +394,7 @@ static void memo_keep(const struct bfs_inode *in, const struct attr *a, pid_t wh
 	*m = (struct memo){ .in = in, .dev = in->dev, .ino = in->ino, .a = a, .who = who,
 			    .at = now, .len = len };
 	memcpy(m->val, val, len);
-	pthread_mutex_unlock(&memo_lock);
+	bfs_mutex_unlock(&memo_lock);
 }
 
 /* The value kept for @who, used up: its length if it fits @size, else -ERANGE; -ENOENT: none. */
@@ -404,7 +404,7 @@ static ssize_t memo_take(const struct bfs_inode *in, const struct attr *a, pid_t
 	int64_t now = now_ns();
 	ssize_t n = -ENOENT;
 
-	pthread_mutex_lock(&memo_lock);
+	bfs_mutex_lock(&memo_lock);
 	for (size_t i = 0; i < MEMO_SLOTS; i++) {
 		if (!memo_is(&memos[i], in, a, who, now))
 			continue;
@@ -416,7 +416,7 @@ static ssize_t memo_take(const struct bfs_inode *in, const struct attr *a, pid_t
 		}
 		break;
 	}
-	pthread_mutex_unlock(&memo_lock);
+	bfs_mutex_unlock(&memo_lock);
 	return n;
 }
 

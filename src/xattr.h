@@ -40,10 +40,10 @@ struct bfs_xattr_act {
  * Return: value length, or -ENODATA, -ERANGE (the value does not fit
  * @size), -errno.
  */
-ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name, char *buf,
+BFS_MUST_CHECK ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name, char *buf,
 		      size_t size, pid_t who);
 /* Return: length of the NUL-separated list, or -ERANGE, -errno. */
-ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size);
+BFS_MUST_CHECK ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size);
 /**
  * bfs_xattr_set() - set a hint, or act on one (willneed, dontneed).
  * @act: what ops.c must do after the reply (struct bfs_xattr_act).
@@ -52,9 +52,9 @@ ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_
  * value, -E2BIG for one longer than any valid value, -EEXIST/-ENODATA for
  * XATTR_CREATE/XATTR_REPLACE.
  */
-int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, const char *value,
+BFS_MUST_CHECK int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, const char *value,
 		  size_t size, int flags, struct bfs_xattr_act *act);
 /* Return: 0 or -errno: -ENODATA when the hint is not set here, else as set. */
-int bfs_xattr_remove(struct bfs_fs *fs, struct bfs_inode *in, const char *name);
+BFS_MUST_CHECK int bfs_xattr_remove(struct bfs_fs *fs, struct bfs_inode *in, const char *name);
 
 #endif

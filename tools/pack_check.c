@@ -185,14 +185,14 @@ out:
 
 static int check_lz4(const char *path, struct bfs_io *io)
 {
-	struct bfs_st_table t = { 0 };
+	struct bfs_seektable t = { 0 };
 	struct bfs_io walk = *io;
 	struct bfs_index idx;
 	struct digest dw, dl;
 	const char *why = NULL;
 	int rc;
 
-	rc = bfs_st_load(io, BFS_INDEX_MAX_BLOCKS, &t, &why);
+	rc = bfs_seektable_load(io, BFS_INDEX_MAX_BLOCKS, &t, &why);
 	if (rc == -EBADMSG)
 		return bad(path, "seek table unusable (blockfs ignores it): %s", why);
 	if (rc < 0)
@@ -207,7 +207,7 @@ static int check_lz4(const char *path, struct bfs_io *io)
 				 idx.n);
 		for (size_t k = 0; rc == 0 && k < t.n; k++) {
 			const struct bfs_blk *b = &idx.blk[k];
-			const struct bfs_st_entry *e = &t.e[k];
+			const struct bfs_seektable_entry *e = &t.e[k];
 
 			if (e->coff != b->coff || e->clen != b->clen || e->usize != b->usize ||
 			    e->bmax != b->aux || e->csum != !!(b->flags & BFS_BLK_CSUM))
@@ -439,7 +439,7 @@ int pk_output_current(const char *path, enum pk_codec codec, uint64_t usize)
 {
 	const struct bfs_codec *c = codec == PK_GZIP ? &bfs_codec_bgzf : &bfs_codec_lz4;
 	uint8_t head[BFS_PROBE_LEN], tail[sizeof(bgzf_eof)];
-	struct bfs_st_table t = { 0 };
+	struct bfs_seektable t = { 0 };
 	const char *why = NULL;
 	struct bfs_io io;
 	struct stat st;
@@ -466,7 +466,7 @@ int pk_output_current(const char *path, enum pk_codec codec, uint64_t usize)
 	} else {
 		/* The seek table is written last and states the size; past the
 		 * index's limit blockfs-pack writes none, and the frames are walked. */
-		rc = bfs_st_load(&io, BFS_INDEX_MAX_BLOCKS, &t, &why);
+		rc = bfs_seektable_load(&io, BFS_INDEX_MAX_BLOCKS, &t, &why);
 		if (rc == 0)
 			got = t.usize;
 		else if (rc == 1)
@@ -481,15 +481,15 @@ int pk_output_current(const char *path, enum pk_codec codec, uint64_t usize)
 
 static int index_lz4(const char *path, int fd, struct bfs_io *io, const struct pk_opts *o)
 {
-	struct bfs_st_writer w = { 0 };
-	struct bfs_st_table t;
+	struct bfs_seektable_writer w = { 0 };
+	struct bfs_seektable t;
 	struct bfs_index idx;
 	const char *why = NULL;
 	const uint8_t *tab;
 	size_t len;
 	int rc;
 
-	rc = bfs_st_load(io, BFS_INDEX_MAX_BLOCKS, &t, &why);
+	rc = bfs_seektable_load(io, BFS_INDEX_MAX_BLOCKS, &t, &why);
 	if (rc == 0) {
 		free(t.e);
 		if (!o->quiet)
@@ -510,20 +510,21 @@ static int index_lz4(const char *path, int fd, struct bfs_io *io, const struct p
 	}
 	for (size_t k = 0; k < idx.n; k++) {
 		const struct bfs_blk *b = &idx.blk[k];
-		struct bfs_st_entry e = { .coff = b->coff, .clen = b->clen, .usize = b->usize,
-					  .bmax = b->aux, .csum = b->flags & BFS_BLK_CSUM };
+		struct bfs_seektable_entry e = { .coff = b->coff, .clen = b->clen,
+						 .usize = b->usize, .bmax = b->aux,
+						 .csum = b->flags & BFS_BLK_CSUM };
 
 		if (b->flags & BFS_BLK_BAD) {
 			rc = bad(path, "damaged, not indexed: %s", idx.why);
 			goto out;
 		}
-		if (bfs_st_writer_add(&w, &e) < 0) {
+		if (bfs_seektable_writer_add(&w, &e) < 0) {
 			rc = bad(path, "block %zu at byte %llu cannot be described by a seek table",
 				 k, (unsigned long long)b->coff);
 			goto out;
 		}
 	}
-	if (bfs_st_writer_finish(&w, io->size, 0, &tab, &len) < 0) {
+	if (bfs_seektable_writer_finish(&w, io->size, 0, &tab, &len) < 0) {
 		rc = bad(path, "cannot build a seek table (%zu blocks)", idx.n);
 		goto out;
 	}
@@ -548,7 +549,7 @@ static int index_lz4(const char *path, int fd, struct bfs_io *io, const struct p
 			len);
 	rc = 0;
 out:
-	bfs_st_writer_release(&w);
+	bfs_seektable_writer_release(&w);
 	bfs_index_destroy(&idx);
 	return rc;
 }

@@ -459,7 +459,7 @@ struct run {
 	struct pk_pool *p;
 	int out;
 	uint64_t coff, uoff;
-	struct bfs_st_writer st;
+	struct bfs_seektable_writer st;
 	struct gzi gzi;
 	struct pk_result *res;
 };
@@ -477,11 +477,12 @@ static int emit(struct run *r, struct slot *s)
 			if (r->res->blocks > 0)
 				gzi_add(&r->gzi, r->coff, r->uoff);
 		} else if (r->res->blocks < BFS_INDEX_MAX_BLOCKS) {
-			struct bfs_st_entry e = { .coff = r->coff, .clen = s->clen[i],
+			struct bfs_seektable_entry e = { .coff = r->coff, .clen = s->clen[i],
 						  .usize = s->usize[i], .bmax = p->bmax,
 						  .csum = p->o.csum };
 
-			(void)bfs_st_writer_add(&r->st, &e);	/* sticky; checked at the end */
+			/* sticky; checked at the end */
+			(void)bfs_seektable_writer_add(&r->st, &e);
 		}
 		r->coff += s->clen[i];
 		r->uoff += s->usize[i];
@@ -520,7 +521,7 @@ static int lz4_tail(struct run *r)
 	r->coff += sizeof(endmark);
 	/* Past the index's limit blockfs would refuse the table: write none. */
 	if (r->res->blocks > BFS_INDEX_MAX_BLOCKS ||
-	    bfs_st_writer_finish(&r->st, r->coff, r->p->o.block, &tab, &len) < 0) {
+	    bfs_seektable_writer_finish(&r->st, r->coff, r->p->o.block, &tab, &len) < 0) {
 		r->res->out_bytes = r->coff;
 		return 0;
 	}
@@ -634,7 +635,7 @@ drain:
 	while (written < submitted)
 		(void)take_done(p, written++);
 out:
-	bfs_st_writer_release(&r.st);
+	bfs_seektable_writer_release(&r.st);
 	free(r.gzi.buf);
 	return rc;
 }

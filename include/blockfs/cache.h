@@ -75,7 +75,7 @@ BFS_MUST_CHECK int bfs_cache_lookup(struct bfs_cache *c, uint64_t fid, size_t bl
  * hold: for read-ahead. Return: 1 (fill it), or 0 with *@out NULL when the
  * block is cached, loading, or there is no room.
  */
-int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
+BFS_MUST_CHECK int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 		      struct bfs_counters *acct, struct bfs_block **out);
 
 /* The caller of a 1 from get finished filling @b: @err 0 or -errno. Wakes waiters. */

@@ -6,6 +6,8 @@
 #ifndef BLOCKFS_COMMON_H
 #define BLOCKFS_COMMON_H
 
+#include <assert.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +44,42 @@ static inline void bfs_put_le64(uint8_t *p, uint64_t v)
 {
 	bfs_put_le32(p, (uint32_t)v);
 	bfs_put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+/*
+ * Mutexes: error-checking ones while assertions are on (every build but
+ * -Db_ndebug=true), so that a lock taken twice by one thread, or released
+ * by another, stops the process on the spot instead of deadlocking later
+ * or corrupting silently (squashfuse's debug builds do the same).
+ */
+static inline void bfs_mutex_init(pthread_mutex_t *m)
+{
+#ifdef NDEBUG
+	pthread_mutex_init(m, NULL);
+#else
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+#endif
+}
+
+static inline void bfs_mutex_lock(pthread_mutex_t *m)
+{
+	int rc = pthread_mutex_lock(m);
+
+	assert(rc == 0);
+	(void)rc;
+}
+
+static inline void bfs_mutex_unlock(pthread_mutex_t *m)
+{
+	int rc = pthread_mutex_unlock(m);
+
+	assert(rc == 0);
+	(void)rc;
 }
 
 /* True when [off, off + len) lies inside [0, size), without overflow. */

@@ -114,7 +114,7 @@ void bfs_file_put(struct bfs_file *f);
  * Return: true with a use held; false if it is closed (then reopen the
  * backing file, check it is still this version, and bfs_file_use_fd()).
  */
-bool bfs_file_use(struct bfs_file *f);
+BFS_MUST_CHECK bool bfs_file_use(struct bfs_file *f);
 /* Take a use, giving @f descriptor @fd (consumed; closed if @f has one already). */
 void bfs_file_use_fd(struct bfs_file *f, int fd);
 /* Drop a use; the last one closes the descriptor. NULL is a no-op. */
@@ -187,11 +187,11 @@ struct bfs_readv {
  * Context: any thread, concurrently on one @f; may wait for a block
  * another thread is decoding.
  */
-ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
+BFS_MUST_CHECK ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
 		       unsigned int flags);
 void bfs_readv_release(struct bfs_readv *rv);
 /* bfs_file_readv() for blockfs itself (decoding ahead): not counted as a reader's request. */
-ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
+BFS_MUST_CHECK ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
 
 /*
  * Drop the cached blocks of @f covering [@off, @off + @len) (dontneed);
@@ -200,6 +200,6 @@ ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs
 void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len);
 
 /* bfs_file_readv() into @buf (a copy), for tools and tests. */
-ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off);
+BFS_MUST_CHECK ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off);
 
 #endif

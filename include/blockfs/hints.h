@@ -45,7 +45,7 @@ void bfs_hints_destroy(struct bfs_hints *h);
 BFS_MUST_CHECK int bfs_hints_set(struct bfs_hints *h, const char *path, enum bfs_hint_kind kind,
 				 int value);
 /* Remove @path's own hint of @kind. Return: 0, or -ENODATA when it had none. */
-int bfs_hints_clear(struct bfs_hints *h, const char *path, enum bfs_hint_kind kind);
+BFS_MUST_CHECK int bfs_hints_clear(struct bfs_hints *h, const char *path, enum bfs_hint_kind kind);
 /* @path's own hint of @kind into *@value; false when it has none. */
 bool bfs_hints_own(struct bfs_hints *h, const char *path, enum bfs_hint_kind kind, int *value);
 

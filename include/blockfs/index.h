@@ -145,7 +145,7 @@ BFS_MUST_CHECK int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io,
  * Searches exact blocks only: call bfs_index_settle() first.
  * Return: 0 and *@blkno, or -ENXIO when @uoff is at or past the exact end.
  */
-int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno);
+BFS_MUST_CHECK int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno);
 
 /**
  * bfs_index_settle() - make sizes exact up to the block holding @uoff.

@@ -74,7 +74,7 @@ void bfs_map_drop(struct bfs_maps *m, struct bfs_map *map);
  * bfs_map_populate() - pre-fault the mapping at @base (entered) in order.
  * Return: 0, or -EIO when a page was lost (SIGBUS: the file shrank).
  */
-int bfs_map_populate(struct bfs_map *map, const uint8_t *base);
+BFS_MUST_CHECK int bfs_map_populate(struct bfs_map *map, const uint8_t *base);
 
 /* Live mappings now (for tests and stats). */
 size_t bfs_maps_live(struct bfs_maps *m);
@@ -88,6 +88,6 @@ struct bfs_guard {
 
 struct bfs_guard *bfs_guard_get(void);
 /* Install the SIGBUS handler once per process. 0 or -errno. */
-int bfs_sigbus_init(void);
+BFS_MUST_CHECK int bfs_sigbus_init(void);
 
 #endif

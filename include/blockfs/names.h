@@ -47,7 +47,7 @@ bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backi
  * Return: 0, or -ENOENT when nothing is shown as @name (a hidden sidecar,
  * or without @keep a backing file that is shown under a shorter name).
  */
-int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name,
+BFS_MUST_CHECK int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name,
 		     char *backing, const struct bfs_codec **codec, bool keep);
 
 #endif

@@ -69,7 +69,7 @@ BFS_MUST_CHECK bool bfs_push_try(struct bfs_workq *wq, const struct bfs_push_req
  * [@req->from, @req->to) and push it (or keep it cached).
  * Return: bytes pushed, or -errno from decoding or the push.
  */
-ssize_t bfs_push_run(const struct bfs_push_req *req);
+BFS_MUST_CHECK ssize_t bfs_push_run(const struct bfs_push_req *req);
 
 /**
  * bfs_push_block() - a random reader read blocks covering [@from, @to) of
@@ -105,7 +105,7 @@ uint64_t bfs_push_chunk(const struct bfs_file *f);
  * when it failed; the first failure stops the slicing.
  * Return: bytes pushed, or that failure.
  */
-ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64_t hole,
+BFS_MUST_CHECK ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64_t hole,
 		       uint64_t hole_to, uint8_t *bounce,
 		       int (*emit)(void *ctx, uint64_t off, const uint8_t *p, size_t len),
 		       void *ctx);

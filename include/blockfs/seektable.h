@@ -38,18 +38,18 @@
 
 struct bfs_io;
 
-#define BFS_ST_MAGIC		0x184D2A5Bu	/* skippable frame magic, nibble B */
-#define BFS_ST_FOOTER_MAGIC	0xB10C5EECu	/* "BLOC SEEC" */
-#define BFS_ST_VERSION		1u
-#define BFS_ST_HDR_LEN		8
-#define BFS_ST_ENTRY_LEN	16
-#define BFS_ST_FOOTER_LEN	36
-#define BFS_ST_OVERHEAD		(BFS_ST_HDR_LEN + BFS_ST_FOOTER_LEN)
+#define BFS_SEEK_MAGIC		0x184D2A5Bu	/* skippable frame magic, nibble B */
+#define BFS_SEEK_FOOTER_MAGIC	0xB10C5EECu	/* "BLOC SEEC" */
+#define BFS_SEEK_VERSION		1u
+#define BFS_SEEK_HDR_LEN		8
+#define BFS_SEEK_ENTRY_LEN	16
+#define BFS_SEEK_FOOTER_LEN	36
+#define BFS_SEEK_OVERHEAD		(BFS_SEEK_HDR_LEN + BFS_SEEK_FOOTER_LEN)
 /* Bytes the reader takes from the end of a file in its first read. */
-#define BFS_ST_TAIL_LEN		4096
+#define BFS_SEEK_TAIL_LEN		4096
 
 /* One LZ4 data block as the table records it. */
-struct bfs_st_entry {
+struct bfs_seektable_entry {
 	uint64_t coff;		/* the block's 4-byte size word */
 	uint32_t clen;		/* size word + data + block checksum */
 	uint32_t usize;		/* exact decompressed bytes, 1..bmax */
@@ -58,41 +58,42 @@ struct bfs_st_entry {
 };
 
 /* A table being built; zero-initialise, add in file order, finish, release. */
-struct bfs_st_writer {
+struct bfs_seektable_writer {
 	uint8_t *buf;		/* header room + entries, grown as needed */
 	size_t n, cap;
 	uint64_t usize;
-	struct bfs_st_entry last;	/* the last block added */
+	struct bfs_seektable_entry last;	/* the last block added */
 	int err;		/* sticky: -EINVAL (out of order, bad entry), -EFBIG, -ENOMEM */
 };
 
 /* Bytes of a table of @n entries, header to footer. */
-static inline uint64_t bfs_st_size(uint64_t n)
+static inline uint64_t bfs_seektable_size(uint64_t n)
 {
-	return BFS_ST_OVERHEAD + n * BFS_ST_ENTRY_LEN;
+	return BFS_SEEK_OVERHEAD + n * BFS_SEEK_ENTRY_LEN;
 }
 
 /**
- * bfs_st_writer_add() - record the next block. Blocks must come in file
+ * bfs_seektable_writer_add() - record the next block. Blocks must come in file
  * order without overlap; sizes within the format's limits.
  * Return: 0, or the writer's sticky error.
  */
-int bfs_st_writer_add(struct bfs_st_writer *w, const struct bfs_st_entry *e);
+int bfs_seektable_writer_add(struct bfs_seektable_writer *w, const struct bfs_seektable_entry *e);
 
 /**
- * bfs_st_writer_finish() - complete the table for a file whose table will
+ * bfs_seektable_writer_finish() - complete the table for a file whose table will
  * start at byte @table_off, nominal block size @block_size (0: unknown).
- * @out, @len: the table bytes, owned by @w until bfs_st_writer_release().
+ * @out, @len: the table bytes, owned by @w until bfs_seektable_writer_release().
  * Return: 0, or the sticky error (then nothing should be written).
  */
-BFS_MUST_CHECK int bfs_st_writer_finish(struct bfs_st_writer *w, uint64_t table_off,
-					uint32_t block_size, const uint8_t **out, size_t *len);
+BFS_MUST_CHECK int bfs_seektable_writer_finish(struct bfs_seektable_writer *w,
+					       uint64_t table_off, uint32_t block_size,
+					       const uint8_t **out, size_t *len);
 
-void bfs_st_writer_release(struct bfs_st_writer *w);
+void bfs_seektable_writer_release(struct bfs_seektable_writer *w);
 
 /* What a file's table says, after every check passed. */
-struct bfs_st_table {
-	struct bfs_st_entry *e;	/* n entries, caller frees */
+struct bfs_seektable {
+	struct bfs_seektable_entry *e;	/* n entries, caller frees */
 	size_t n;
 	uint64_t table_off;	/* where the table frame starts: the end of the frames */
 	uint64_t usize;
@@ -100,8 +101,8 @@ struct bfs_st_table {
 };
 
 /**
- * bfs_st_load() - find and check the seek table at the end of @io.
- * Reads the last min(size, BFS_ST_TAIL_LEN) bytes with one read, and the
+ * bfs_seektable_load() - find and check the seek table at the end of @io.
+ * Reads the last min(size, BFS_SEEK_TAIL_LEN) bytes with one read, and the
  * rest of the table with a second one only when it is bigger than that.
  * @max_entries: refuse tables with more entries (the index's limit).
  * Checks: footer magic and version, table offset == where the table
@@ -112,17 +113,17 @@ struct bfs_st_table {
  * magic); -EBADMSG when there is one but it fails a check (*@why says
  * which); -ENOMEM; or -errno from the read.
  */
-BFS_MUST_CHECK int bfs_st_load(struct bfs_io *io, size_t max_entries, struct bfs_st_table *t,
-			       const char **why);
+BFS_MUST_CHECK int bfs_seektable_load(struct bfs_io *io, size_t max_entries,
+				      struct bfs_seektable *t, const char **why);
 
 /**
- * bfs_st_decode() - the same checks on a table already in memory: @buf
+ * bfs_seektable_decode() - the same checks on a table already in memory: @buf
  * holds the last @len bytes of a file of @file_size bytes.
- * Return: as bfs_st_load(), plus -EAGAIN with *@need (bytes from the end)
+ * Return: as bfs_seektable_load(), plus -EAGAIN with *@need (bytes from the end)
  * when @buf does not hold the whole table.
  */
-BFS_MUST_CHECK int bfs_st_decode(const uint8_t *buf, size_t len, uint64_t file_size,
-				 size_t max_entries, struct bfs_st_table *t, size_t *need,
-				 const char **why);
+BFS_MUST_CHECK int bfs_seektable_decode(const uint8_t *buf, size_t len, uint64_t file_size,
+					size_t max_entries, struct bfs_seektable *t, size_t *need,
+					const char **why);
 
 #endif

@@ -63,7 +63,7 @@ struct bfs_stats_cache {
  * checksum_failures errors cached_bytes [cache_bytes cache_limit].
  * Return: length written (no NUL counted), or -ERANGE when @len is short.
  */
-int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache *cache,
+BFS_MUST_CHECK int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache *cache,
 		     char *buf, size_t len);
 
 /* A buffer this big holds any bfs_stats_format() output. */

@@ -43,7 +43,7 @@ struct bfs_file *bfs_stream_file(const struct bfs_stream *s);
  * semantics for @rv and the result), then move the read-ahead window.
  * Context: a FUSE thread; never waits for a push.
  */
-ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct bfs_readv *rv);
+BFS_MUST_CHECK ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct bfs_readv *rv);
 
 /* --- the window's arithmetic (stream.c; exposed for the unit tests) ------- */
 
@@ -75,7 +75,7 @@ void bfs_window_init(struct bfs_window *w);
  * (the window's pushed mark already covers it; bfs_window_retreat() if
  * some of it could not be queued).
  */
-bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uint64_t off,
+BFS_MUST_CHECK bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uint64_t off,
 		     uint64_t end, struct bfs_window_plan *plan);
 
 /* Queuing stopped at @at (a full queue): the next READ tries from there. */

@@ -54,7 +54,7 @@ BFS_MUST_CHECK bool bfs_workq_try(struct bfs_workq *wq, struct bfs_work *w);
  * Return: true when taken back (fn will not run); false when it has started
  * or run, or was never queued.
  */
-bool bfs_workq_cancel(struct bfs_workq *wq, struct bfs_work *w);
+BFS_MUST_CHECK bool bfs_workq_cancel(struct bfs_workq *wq, struct bfs_work *w);
 
 /* Workers in the pool (0 for a NULL queue). */
 unsigned int bfs_workq_threads(const struct bfs_workq *wq);

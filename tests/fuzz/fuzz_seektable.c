@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzzes the seek-table reader (bfs_st_load, bfs_st_decode) and the LZ4
+ * Fuzzes the seek-table reader (bfs_seektable_load, bfs_seektable_decode) and the LZ4
  * scan that trusts it. The input is the file whose end holds the table.
  * Each input runs twice: as given, and with the table frame's header,
  * offset and XXH32 repaired, so that the fuzzer reaches the entry checks
@@ -8,7 +8,7 @@
  *
  * Checks: load and decode of the tail agree; a table accepted has sound
  * entries (in order, inside the frames, sizes adding up, within the
- * count limit) and is exactly what bfs_st_writer writes for them, byte
+ * count limit) and is exactly what bfs_seektable_writer writes for them, byte
  * for byte; the LZ4 scan of the file then builds a sound index, and every
  * block decodes or fails cleanly inside its clen and usize buffers.
  */
@@ -30,17 +30,17 @@
 #define F_MAGIC 32
 
 static void check_accepted(const uint8_t *data, size_t size, size_t max,
-			   const struct bfs_st_table *t)
+			   const struct bfs_seektable *t)
 {
-	struct bfs_st_writer w = { 0 };
+	struct bfs_seektable_writer w = { 0 };
 	const uint8_t *out;
 	uint64_t sum = 0;
 	size_t len;
 
 	FZ_CHECK(t->n <= max);
-	FZ_CHECK(t->table_off + bfs_st_size(t->n) == size);
+	FZ_CHECK(t->table_off + bfs_seektable_size(t->n) == size);
 	for (size_t i = 0; i < t->n; i++) {
-		const struct bfs_st_entry *e = &t->e[i];
+		const struct bfs_seektable_entry *e = &t->e[i];
 
 		FZ_CHECK(e->usize >= 1 && e->usize <= e->bmax && e->bmax <= (4u << 20));
 		FZ_CHECK(bfs_range_ok(e->coff, e->clen, t->table_off));
@@ -50,32 +50,32 @@ static void check_accepted(const uint8_t *data, size_t size, size_t max,
 	FZ_CHECK(sum == t->usize);
 	/* what the reader accepts, the writer writes back identically */
 	for (size_t i = 0; i < t->n; i++)
-		FZ_CHECK(bfs_st_writer_add(&w, &t->e[i]) == 0);
-	FZ_CHECK(bfs_st_writer_finish(&w, t->table_off, t->block_size, &out, &len) == 0);
-	FZ_CHECK(len == bfs_st_size(t->n) && memcmp(out, data + t->table_off, len) == 0);
-	bfs_st_writer_release(&w);
+		FZ_CHECK(bfs_seektable_writer_add(&w, &t->e[i]) == 0);
+	FZ_CHECK(bfs_seektable_writer_finish(&w, t->table_off, t->block_size, &out, &len) == 0);
+	FZ_CHECK(len == bfs_seektable_size(t->n) && memcmp(out, data + t->table_off, len) == 0);
+	bfs_seektable_writer_release(&w);
 }
 
 static void check_file(const uint8_t *data, size_t size)
 {
-	size_t max = size / 4 + 1, tail = size < BFS_ST_TAIL_LEN ? size : BFS_ST_TAIL_LEN;
+	size_t max = size / 4 + 1, tail = size < BFS_SEEK_TAIL_LEN ? size : BFS_SEEK_TAIL_LEN;
 	size_t need = 0;
-	struct bfs_st_table t, t2;
+	struct bfs_seektable t, t2;
 	const char *why = NULL, *why2 = NULL;
 	struct bfs_index idx;
 	struct bfs_io io;
 	int rc, rc2;
 
 	bfs_io_init_mem(&io, data, size);
-	rc = bfs_st_load(&io, max, &t, &why);
+	rc = bfs_seektable_load(&io, max, &t, &why);
 	FZ_CHECK(rc == 0 || rc == 1 || rc == -EBADMSG || rc == -ENOMEM);
 	FZ_CHECK(rc != -EBADMSG || why != NULL);
 
 	/* the same checks on the bytes in memory, as blockfs-pack -t makes them */
-	rc2 = bfs_st_decode(data + size - tail, tail, size, max, &t2, &need, &why2);
+	rc2 = bfs_seektable_decode(data + size - tail, tail, size, max, &t2, &need, &why2);
 	if (rc2 == -EAGAIN) {
 		FZ_CHECK(need > tail && need <= size);
-		rc2 = bfs_st_decode(data + size - need, need, size, max, &t2, &need, &why2);
+		rc2 = bfs_seektable_decode(data + size - need, need, size, max, &t2, &need, &why2);
 	}
 	FZ_CHECK(rc2 == rc);
 	if (rc == 0) {
@@ -102,20 +102,21 @@ static void check_file(const uint8_t *data, size_t size)
 /* Make the table frame the footer describes well-formed; false if none. */
 static bool repair(uint8_t *p, size_t size)
 {
-	uint8_t *f = p + size - BFS_ST_FOOTER_LEN;
+	uint8_t *f = p + size - BFS_SEEK_FOOTER_LEN;
 	uint64_t tsize;
 	uint8_t *tab;
 
-	if (size < BFS_ST_OVERHEAD || bfs_le32(f + F_MAGIC) != BFS_ST_FOOTER_MAGIC)
+	if (size < BFS_SEEK_OVERHEAD || bfs_le32(f + F_MAGIC) != BFS_SEEK_FOOTER_MAGIC)
 		return false;
-	tsize = bfs_st_size(bfs_le32(f + F_COUNT));
+	tsize = bfs_seektable_size(bfs_le32(f + F_COUNT));
 	if (tsize > size)
 		return false;
 	tab = p + size - tsize;
-	bfs_put_le32(tab, BFS_ST_MAGIC);
-	bfs_put_le32(tab + 4, (uint32_t)(tsize - BFS_ST_HDR_LEN));
+	bfs_put_le32(tab, BFS_SEEK_MAGIC);
+	bfs_put_le32(tab + 4, (uint32_t)(tsize - BFS_SEEK_HDR_LEN));
 	bfs_put_le64(f, size - tsize);
-	bfs_put_le32(f + F_CSUM, bfs_xxh32(tab + BFS_ST_HDR_LEN, (size_t)tsize - BFS_ST_HDR_LEN - 8, 0));
+	bfs_put_le32(f + F_CSUM,
+		     bfs_xxh32(tab + BFS_SEEK_HDR_LEN, (size_t)tsize - BFS_SEEK_HDR_LEN - 8, 0));
 	return true;
 }
 

@@ -1443,7 +1443,7 @@ static void test_io_error_is_returned(void **state)
 /* Walk the file as it is, then append a table made from the settled index. */
 static void append_table(struct fx *f, uint32_t block_size)
 {
-	struct bfs_st_writer w = { 0 };
+	struct bfs_seektable_writer w = { 0 };
 	const uint8_t *tab;
 	size_t len;
 
@@ -1451,14 +1451,15 @@ static void append_table(struct fx *f, uint32_t block_size)
 	settle_all(f);
 	for (size_t i = 0; i < f->idx.n; i++) {
 		const struct bfs_blk *b = &f->idx.blk[i];
-		struct bfs_st_entry e = { .coff = b->coff, .clen = b->clen, .usize = b->usize,
-					  .bmax = b->aux, .csum = b->flags & BFS_BLK_CSUM };
+		struct bfs_seektable_entry e = { .coff = b->coff, .clen = b->clen,
+						 .usize = b->usize, .bmax = b->aux,
+						 .csum = b->flags & BFS_BLK_CSUM };
 
-		assert_int_equal(bfs_st_writer_add(&w, &e), 0);
+		assert_int_equal(bfs_seektable_writer_add(&w, &e), 0);
 	}
-	assert_int_equal(bfs_st_writer_finish(&w, f->file.len, block_size, &tab, &len), 0);
+	assert_int_equal(bfs_seektable_writer_finish(&w, f->file.len, block_size, &tab, &len), 0);
 	buf_put(&f->file, tab, len);
-	bfs_st_writer_release(&w);
+	bfs_seektable_writer_release(&w);
 }
 
 static int st_reads;
@@ -1625,7 +1626,7 @@ static void test_damaged_seek_table_is_walked(void **state)
 	f->n = 200 * KIB;
 	put_frame(&f->file, f->in, f->n, &p);
 	append_table(f, 64 * KIB);
-	f->file.p[f->file.len - BFS_ST_FOOTER_LEN - 3] ^= 0x40;	/* an entry byte */
+	f->file.p[f->file.len - BFS_SEEK_FOOTER_LEN - 3] ^= 0x40;	/* an entry byte */
 	assert_int_equal(counted_scan(f), 0);
 	assert_true(st_reads > 2);
 	assert_true(f->idx.blk[1].flags & BFS_BLK_GUESS);
@@ -1636,15 +1637,15 @@ static void test_damaged_seek_table_is_walked(void **state)
 /* Edit entry @i of the table at the end of @f and fix the checksum: a lie. */
 static uint8_t *lie_entry(struct fx *f, size_t nent, size_t i)
 {
-	return f->file.p + f->file.len - BFS_ST_FOOTER_LEN - (nent - i) * BFS_ST_ENTRY_LEN;
+	return f->file.p + f->file.len - BFS_SEEK_FOOTER_LEN - (nent - i) * BFS_SEEK_ENTRY_LEN;
 }
 
 static void reseal(struct fx *f, size_t nent)
 {
-	uint8_t *tab = f->file.p + f->file.len - bfs_st_size(nent);
+	uint8_t *tab = f->file.p + f->file.len - bfs_seektable_size(nent);
 
 	bfs_put_le32(f->file.p + f->file.len - 8,
-		     bfs_xxh32(tab + BFS_ST_HDR_LEN, (size_t)bfs_st_size(nent) - 16, 0));
+		     bfs_xxh32(tab + BFS_SEEK_HDR_LEN, (size_t)bfs_seektable_size(nent) - 16, 0));
 }
 
 static void decode_expect(struct fx *f, size_t k, int want)
@@ -1698,7 +1699,7 @@ static void test_lying_usize_of_stored_block_caught_by_decode(void **state)
 	append_table(f, 64 * KIB);
 	e = lie_entry(f, 2, 1);
 	bfs_put_le32(e + 12, bfs_le32(e + 12) - 1);
-	e = f->file.p + f->file.len - BFS_ST_FOOTER_LEN + 8;	/* the total, to match */
+	e = f->file.p + f->file.len - BFS_SEEK_FOOTER_LEN + 8;	/* the total, to match */
 	bfs_put_le64(e, bfs_le64(e) - 1);
 	reseal(f, 2);
 	assert_int_equal(scan(f), 0);
@@ -1769,7 +1770,7 @@ static void test_table_leaving_blocks_out_is_walked(void **state)
 	f->in = gen_text(200 * KIB, 50);
 	f->n = 200 * KIB;
 	for (size_t d = 0; d < BFS_ARRAY_SIZE(drop); d++) {
-		struct bfs_st_writer w = { 0 };
+		struct bfs_seektable_writer w = { 0 };
 		const uint8_t *tab;
 		size_t len, n;
 
@@ -1781,16 +1782,17 @@ static void test_table_leaving_blocks_out_is_walked(void **state)
 		assert_int_equal(n, 4);
 		for (size_t i = 0; i < n; i++) {
 			const struct bfs_blk *b = &f->idx.blk[i];
-			struct bfs_st_entry e = { .coff = b->coff, .clen = b->clen,
+			struct bfs_seektable_entry e = { .coff = b->coff, .clen = b->clen,
 						  .usize = b->usize, .bmax = b->aux,
 						  .csum = b->flags & BFS_BLK_CSUM };
 
 			if (i != drop[d] && drop[d] != SIZE_MAX)
-				assert_int_equal(bfs_st_writer_add(&w, &e), 0);
+				assert_int_equal(bfs_seektable_writer_add(&w, &e), 0);
 		}
-		assert_int_equal(bfs_st_writer_finish(&w, f->file.len, 64 * KIB, &tab, &len), 0);
+		assert_int_equal(bfs_seektable_writer_finish(&w, f->file.len, 64 * KIB, &tab, &len),
+				 0);
 		buf_put(&f->file, tab, len);
-		bfs_st_writer_release(&w);
+		bfs_seektable_writer_release(&w);
 		assert_int_equal(scan(f), 0);
 		assert_int_equal(f->idx.n, n);
 		assert_true(f->idx.blk[0].flags & BFS_BLK_GUESS);	/* walked */
@@ -1816,7 +1818,7 @@ static void test_lying_usize_does_not_move_later_blocks(void **state)
 	append_table(f, 64 * KIB);
 	e = lie_entry(f, 5, 1);
 	bfs_put_le32(e + 12, bfs_le32(e + 12) - 100);
-	e = f->file.p + f->file.len - BFS_ST_FOOTER_LEN + 8;	/* the total, to match */
+	e = f->file.p + f->file.len - BFS_SEEK_FOOTER_LEN + 8;	/* the total, to match */
 	bfs_put_le64(e, bfs_le64(e) - 100);
 	reseal(f, 5);
 	assert_int_equal(scan(f), 0);

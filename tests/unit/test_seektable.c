@@ -47,39 +47,39 @@ static void img_free(struct img *m)
 static void make(struct img *m, size_t n, uint32_t clen, uint32_t usize, uint32_t last,
 		 uint32_t bmax, bool csum)
 {
-	struct bfs_st_writer w = { 0 };
+	struct bfs_seektable_writer w = { 0 };
 	const uint8_t *tab;
 	size_t tlen;
 	uint64_t off = PREFIX;
 
 	for (size_t i = 0; i < n; i++) {
-		struct bfs_st_entry e = { .coff = off, .clen = clen,
+		struct bfs_seektable_entry e = { .coff = off, .clen = clen,
 					  .usize = i + 1 == n ? last : usize,
 					  .bmax = bmax, .csum = csum };
 
-		assert_int_equal(bfs_st_writer_add(&w, &e), 0);
+		assert_int_equal(bfs_seektable_writer_add(&w, &e), 0);
 		off += clen;
 	}
 	off += 4;					/* EndMark */
-	assert_int_equal(bfs_st_writer_finish(&w, off, usize, &tab, &tlen), 0);
-	assert_int_equal(tlen, bfs_st_size(n));
+	assert_int_equal(bfs_seektable_writer_finish(&w, off, usize, &tab, &tlen), 0);
+	assert_int_equal(tlen, bfs_seektable_size(n));
 	m->len = (size_t)off + tlen;
 	m->tab = (size_t)off;
 	m->p = calloc(1, m->len);
 	assert_non_null(m->p);
 	memset(m->p, 0x5A, (size_t)off);
 	memcpy(m->p + off, tab, tlen);
-	bfs_st_writer_release(&w);
+	bfs_seektable_writer_release(&w);
 }
 
-static int load(const uint8_t *p, size_t len, struct bfs_st_table *t)
+static int load(const uint8_t *p, size_t len, struct bfs_seektable *t)
 {
 	struct bfs_io io;
 	const char *why = NULL;
 	int rc;
 
 	bfs_io_init_mem(&io, p, len);
-	rc = bfs_st_load(&io, SIZE_MAX, t, &why);
+	rc = bfs_seektable_load(&io, SIZE_MAX, t, &why);
 	if (rc == -EBADMSG)
 		assert_non_null(why);
 	return rc;
@@ -91,17 +91,17 @@ static void reseal(struct img *m)
 	size_t size = m->len - m->tab;
 
 	bfs_put_le32(m->p + m->len - 8,
-		     bfs_xxh32(m->p + m->tab + BFS_ST_HDR_LEN, size - BFS_ST_HDR_LEN - 8, 0));
+		     bfs_xxh32(m->p + m->tab + BFS_SEEK_HDR_LEN, size - BFS_SEEK_HDR_LEN - 8, 0));
 }
 
 static uint8_t *entry(struct img *m, size_t i)
 {
-	return m->p + m->tab + BFS_ST_HDR_LEN + i * BFS_ST_ENTRY_LEN;
+	return m->p + m->tab + BFS_SEEK_HDR_LEN + i * BFS_SEEK_ENTRY_LEN;
 }
 
 static uint8_t *footer(struct img *m)
 {
-	return m->p + m->len - BFS_ST_FOOTER_LEN;
+	return m->p + m->len - BFS_SEEK_FOOTER_LEN;
 }
 
 /* ---- xxh32 ---- */
@@ -163,7 +163,7 @@ static void test_xxh32_streaming_matches_one_shot(void **state)
 static void test_roundtrip(void **state)
 {
 	struct img m;
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 
 	(void)state;
 	make(&m, 10, 3000, 64 * KIB, 1234, 64 * KIB, true);
@@ -186,7 +186,7 @@ static void test_roundtrip(void **state)
 static void test_roundtrip_largest_blocks(void **state)
 {
 	struct img m;
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 
 	(void)state;
 	make(&m, 3, 4 * MIB + 8, 4 * MIB, 4 * MIB, 4 * MIB, true);
@@ -201,7 +201,7 @@ static void test_roundtrip_largest_blocks(void **state)
 static void test_roundtrip_empty(void **state)
 {
 	struct img m;
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 
 	(void)state;
 	make(&m, 0, 0, 64 * KIB, 0, 64 * KIB, false);
@@ -215,19 +215,19 @@ static void test_roundtrip_empty(void **state)
 /* Blocks of two frames with different properties, a gap between them. */
 static void test_roundtrip_two_frames(void **state)
 {
-	struct bfs_st_writer w = { 0 };
-	struct bfs_st_entry a = { .coff = 7, .clen = 100, .usize = 500, .bmax = 64 * KIB },
+	struct bfs_seektable_writer w = { 0 };
+	struct bfs_seektable_entry a = { .coff = 7, .clen = 100, .usize = 500, .bmax = 64 * KIB },
 			    b = { .coff = 7 + 100 + 4 + 15, .clen = 200, .usize = 900,
 				  .bmax = 4 * MIB, .csum = true };
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 	const uint8_t *tab;
 	uint8_t *file;
 	size_t tlen, off = 7 + 100 + 4 + 15 + 200 + 4;
 
 	(void)state;
-	assert_int_equal(bfs_st_writer_add(&w, &a), 0);
-	assert_int_equal(bfs_st_writer_add(&w, &b), 0);
-	assert_int_equal(bfs_st_writer_finish(&w, off, 0, &tab, &tlen), 0);
+	assert_int_equal(bfs_seektable_writer_add(&w, &a), 0);
+	assert_int_equal(bfs_seektable_writer_add(&w, &b), 0);
+	assert_int_equal(bfs_seektable_writer_finish(&w, off, 0, &tab, &tlen), 0);
 	file = calloc(1, off + tlen);
 	assert_non_null(file);
 	memcpy(file + off, tab, tlen);
@@ -239,7 +239,7 @@ static void test_roundtrip_two_frames(void **state)
 	assert_int_equal(t.e[1].coff, b.coff);
 	free(t.e);
 	free(file);
-	bfs_st_writer_release(&w);
+	bfs_seektable_writer_release(&w);
 }
 
 /* ---- the reads the reader makes ---- */
@@ -255,7 +255,7 @@ static ssize_t counting_read(struct bfs_io *io, void *buf, size_t len, uint64_t 
 	return bfs_io_mem_ops.read(io, buf, len, off);
 }
 
-static int counted_load(struct img *m, struct bfs_st_table *t)
+static int counted_load(struct img *m, struct bfs_seektable *t)
 {
 	static const struct bfs_io_ops counting = { .name = "counting", .read = counting_read };
 	struct bfs_io io;
@@ -265,19 +265,19 @@ static int counted_load(struct img *m, struct bfs_st_table *t)
 	io.ops = &counting;
 	nreads = 0;
 	biggest = 0;
-	return bfs_st_load(&io, SIZE_MAX, t, &why);
+	return bfs_seektable_load(&io, SIZE_MAX, t, &why);
 }
 
 static void test_small_table_is_one_read(void **state)
 {
 	struct img m;
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 
 	(void)state;
 	make(&m, 200, 1000, 64 * KIB, 5, 64 * KIB, false);
 	assert_int_equal(counted_load(&m, &t), 0);
 	assert_int_equal(nreads, 1);
-	assert_int_equal(biggest, BFS_ST_TAIL_LEN);
+	assert_int_equal(biggest, BFS_SEEK_TAIL_LEN);
 	free(t.e);
 	img_free(&m);
 }
@@ -285,14 +285,14 @@ static void test_small_table_is_one_read(void **state)
 static void test_big_table_is_two_reads(void **state)
 {
 	struct img m;
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 
 	(void)state;
 	make(&m, 20000, 100, 64 * KIB, 64 * KIB, 64 * KIB, false);
 	assert_int_equal(counted_load(&m, &t), 0);
 	assert_int_equal(t.n, 20000);
 	assert_int_equal(nreads, 2);
-	assert_int_equal(biggest, bfs_st_size(20000));
+	assert_int_equal(biggest, bfs_seektable_size(20000));
 	free(t.e);
 	img_free(&m);
 }
@@ -302,7 +302,7 @@ static void test_big_table_is_two_reads(void **state)
 static void test_no_table(void **state)
 {
 	uint8_t junk[5000];
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 
 	(void)state;
 	memset(junk, 0, sizeof(junk));
@@ -315,7 +315,7 @@ static void test_no_table(void **state)
 static void test_truncated_at_every_length(void **state)
 {
 	struct img m;
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 
 	(void)state;
 	make(&m, 5, 500, 64 * KIB, 77, 64 * KIB, true);
@@ -332,7 +332,7 @@ static void test_truncated_at_every_length(void **state)
 static void test_moved_table_is_refused(void **state)
 {
 	struct img m;
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 	uint8_t *longer;
 
 	(void)state;
@@ -349,7 +349,7 @@ static void test_moved_table_is_refused(void **state)
 static void test_flipped_bit_anywhere_is_refused(void **state)
 {
 	struct img m;
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 
 	(void)state;
 	make(&m, 4, 500, 64 * KIB, 77, 64 * KIB, true);
@@ -371,7 +371,7 @@ static void test_flipped_bit_anywhere_is_refused(void **state)
 
 static void assert_lie_refused(struct img *m)
 {
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 
 	reseal(m);
 	assert_int_equal(load(m->p, m->len, &t), -EBADMSG);
@@ -448,7 +448,7 @@ static void test_lie_overlapping_entries(void **state)
 static void test_lie_entries_out_of_order(void **state)
 {
 	struct img m;
-	uint8_t tmp[BFS_ST_ENTRY_LEN];
+	uint8_t tmp[BFS_SEEK_ENTRY_LEN];
 
 	(void)state;
 	make(&m, 4, 500, 100, 100, 64 * KIB, false);
@@ -511,13 +511,13 @@ static void test_count_above_limit(void **state)
 {
 	struct img m;
 	struct bfs_io io;
-	struct bfs_st_table t;
+	struct bfs_seektable t;
 	const char *why;
 
 	(void)state;
 	make(&m, 4, 500, 100, 100, 64 * KIB, false);
 	bfs_io_init_mem(&io, m.p, m.len);
-	assert_int_equal(bfs_st_load(&io, 3, &t, &why), -EBADMSG);
+	assert_int_equal(bfs_seektable_load(&io, 3, &t, &why), -EBADMSG);
 	img_free(&m);
 }
 
@@ -547,8 +547,8 @@ static void test_wrong_frame_magic(void **state)
 
 static void test_writer_refuses_bad_entries(void **state)
 {
-	struct bfs_st_entry ok = { .coff = 7, .clen = 100, .usize = 200, .bmax = 64 * KIB };
-	struct bfs_st_entry bads[] = {
+	struct bfs_seektable_entry ok = { .coff = 7, .clen = 100, .usize = 200, .bmax = 64 * KIB };
+	struct bfs_seektable_entry bads[] = {
 		{ .coff = 7, .clen = 100, .usize = 0, .bmax = 64 * KIB },
 		{ .coff = 7, .clen = 100, .usize = 64 * KIB + 1, .bmax = 64 * KIB },
 		{ .coff = 7, .clen = 100, .usize = 1, .bmax = 128 * KIB },
@@ -561,28 +561,28 @@ static void test_writer_refuses_bad_entries(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(bads); i++) {
-		struct bfs_st_writer w = { 0 };
+		struct bfs_seektable_writer w = { 0 };
 
-		assert_int_equal(bfs_st_writer_add(&w, &bads[i]), -EINVAL);
-		assert_int_equal(bfs_st_writer_add(&w, &ok), -EINVAL);	/* sticky */
-		assert_int_equal(bfs_st_writer_finish(&w, 1000, 0, &tab, &len), -EINVAL);
-		bfs_st_writer_release(&w);
+		assert_int_equal(bfs_seektable_writer_add(&w, &bads[i]), -EINVAL);
+		assert_int_equal(bfs_seektable_writer_add(&w, &ok), -EINVAL);	/* sticky */
+		assert_int_equal(bfs_seektable_writer_finish(&w, 1000, 0, &tab, &len), -EINVAL);
+		bfs_seektable_writer_release(&w);
 	}
 }
 
 static void test_writer_refuses_overlap_and_short_table_offset(void **state)
 {
-	struct bfs_st_entry a = { .coff = 7, .clen = 100, .usize = 200, .bmax = 64 * KIB };
-	struct bfs_st_entry b = { .coff = 106, .clen = 100, .usize = 200, .bmax = 64 * KIB };
-	struct bfs_st_writer w = { 0 };
+	struct bfs_seektable_entry a = { .coff = 7, .clen = 100, .usize = 200, .bmax = 64 * KIB };
+	struct bfs_seektable_entry b = { .coff = 106, .clen = 100, .usize = 200, .bmax = 64 * KIB };
+	struct bfs_seektable_writer w = { 0 };
 	const uint8_t *tab;
 	size_t len;
 
 	(void)state;
-	assert_int_equal(bfs_st_writer_add(&w, &a), 0);
-	assert_int_equal(bfs_st_writer_finish(&w, 107 + 3, 0, &tab, &len), -EINVAL);
-	assert_int_equal(bfs_st_writer_add(&w, &b), -EINVAL);
-	bfs_st_writer_release(&w);
+	assert_int_equal(bfs_seektable_writer_add(&w, &a), 0);
+	assert_int_equal(bfs_seektable_writer_finish(&w, 107 + 3, 0, &tab, &len), -EINVAL);
+	assert_int_equal(bfs_seektable_writer_add(&w, &b), -EINVAL);
+	bfs_seektable_writer_release(&w);
 }
 
 int main(void)
