@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -93,16 +92,19 @@ out_close:
 
 /*
  * Two pools of the same work queue. Decoding ahead of a reader runs at
- * SCHED_IDLE: it takes a core the reader leaves idle and never one from
- * it, and a reader that catches up sends a READ, served at normal
- * priority, so nothing ever waits for it (md5sum of 512 MiB through the
- * mount, stat done first: 0.84-0.88 s with idle workers, 0.92-0.95 s at
- * nice 0, 0.83 s for the plain file). What someone waits for or asked for
- * (measuring at the first stat, helping a READ decode, willneed,
- * populate, dropping pages) runs at nice 10: under a CPU-bound load beside
- * it an idle-class thread would never run at all.
+ * nice 19: where it shares a core with a reader it gets about 1.5% of it,
+ * so it uses what the readers leave idle, and a reader that catches up
+ * sends a READ, served at normal priority, so nothing ever waits for it
+ * (md5sum of 512 MiB through the mount, stat done first, 3 runs: 0.84-0.88
+ * s with such low-priority workers, 0.92-0.95 s at nice 0, 0.83 s for the
+ * plain file). Not the idle scheduling class, which would do the same on
+ * an idle machine, but never run at all beside a CPU-bound load, and
+ * read-ahead would never happen there. What someone waits for or asked for
+ * (measuring at the first stat, helping a READ decode, willneed, populate,
+ * dropping pages) runs at nice 10.
  */
 #define WORKER_NICE 10
+#define AHEAD_NICE 19
 
 static void worker_start(void)
 {
@@ -111,9 +113,7 @@ static void worker_start(void)
 
 static void ahead_start(void)
 {
-	struct sched_param sp = { 0 };
-
-	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);	/* a hint: may fail */
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), AHEAD_NICE);
 }
 
 int bfs_fs_start(struct bfs_fs *fs)

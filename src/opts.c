@@ -51,7 +51,7 @@ static const struct {
 	{ "readpath", "pread|mmap|auto", "how compressed bytes are read (pread)" },
 	{ "populate", "off|on|async", "mmap path: pre-fault the mapping (off)" },
 	{ "advice", "normal|sequential|random|willneed|noreuse", "default access hint (normal)" },
-	{ "cache_size", "SIZE", "decompressed blocks kept in memory; 0: none (128M)" },
+	{ "cache_size", "SIZE", "decompressed blocks kept in memory; 0: none (32M)" },
 	{ "readahead", "SIZE", "how far ahead to decompress a sequential stream (8M)" },
 	{ "workers", "N", "threads that decompress ahead; 0: none (online CPUs)" },
 	{ "verify", "on|off", "check per-block checksums the files carry (on)" },

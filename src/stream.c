@@ -165,7 +165,7 @@ static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, u
 	}
 }
 
-/* Where decoding ahead of a reader goes: idle-class workers, if the mount has them. */
+/* Where decoding ahead of a reader goes: low-priority workers, if the mount has them. */
 static struct bfs_workq *ahead_q(const struct bfs_file_env *env)
 {
 	return env->aheadq ? env->aheadq : env->workq;

@@ -41,7 +41,7 @@ struct bfs_workq;
 struct bfs_file_env {
 	struct bfs_cache *cache;	/* decoded blocks */
 	struct bfs_workq *workq;	/* workers: measuring, helping READs, willneed, populating */
-	struct bfs_workq *aheadq;	/* idle-class workers decoding ahead of readers; or NULL */
+	struct bfs_workq *aheadq;	/* nice 19 workers decoding ahead of readers; or NULL */
 	struct bfs_maps *maps;		/* live mappings (readpath mmap or auto), or NULL */
 	int readpath;			/* enum bfs_readpath for files without a hint */
 	struct bfs_counters *mount;	/* the mount's counters */

@@ -16,7 +16,12 @@
 
 struct fuse_args;
 
-#define BFS_DEFAULT_CACHE_SIZE (128ull << 20)
+/*
+ * The kernel's page cache holds what readers read and what blockfs pushes
+ * ahead; blockfs's own cache keeps only blocks in flight, blocks whose
+ * edges straddle pages, and what random readers come back to.
+ */
+#define BFS_DEFAULT_CACHE_SIZE (32ull << 20)
 #define BFS_DEFAULT_READAHEAD (8ull << 20)
 /* The mount's bdi read_ahead_kb, as bytes: md5sum 0.85-0.95x plain at 1M, 0.70-0.85x at the kernel's 128K (README) */
 #define BFS_DEFAULT_KERNEL_READAHEAD (1ull << 20)

@@ -70,7 +70,7 @@ def streams(mnt, orig, *names):
 
 def grows(path, key, before, seconds=10.0):
     """Did counter @key of @path pass @before, within @seconds? Decoding
-    ahead runs on idle-class workers, which wait for an idle core."""
+    ahead runs on nice 19 workers, slow to get a core on a busy machine."""
     deadline = time.monotonic() + seconds
     while stat(path, key) <= before and time.monotonic() < deadline:
         time.sleep(0.05)
