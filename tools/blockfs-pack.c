@@ -32,7 +32,7 @@
 
 #include <lz4.h>
 #include <zlib.h>
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 #include <libdeflate.h>
 #endif
 
@@ -946,7 +946,7 @@ int main(int argc, char **argv)
 		case 'V':
 			printf("blockfs-pack %s\nliblz4 %s\nzlib %s\n", BFS_VERSION,
 			       LZ4_versionString(), zlibVersion());
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 			printf("libdeflate %s\n", LIBDEFLATE_VERSION_STRING);
 #endif
 			return 0;
