@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # The test command (README, .ci/run): install what the build and the tests
-# need, build a plain tree (build/) and an ASan+UBSan tree (build-asan/),
+# need (tools/deps.sh --test), build a plain tree (build/) and an ASan+UBSan tree (build-asan/),
 # run "meson test" in both; then the unit suite in a ThreadSanitizer tree
 # (build-tsan/) and the fuzz suite in a clang libFuzzer tree (build-fuzz/);
 # end with one summary line counted from meson's testlog.json:
@@ -12,27 +12,6 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-
-PACKAGES=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liblz4-dev lz4 zlib1g-dev fio
-	libcmocka-dev tabix attr libdeflate-dev strace clang libclang-rt-dev python3-lz4 rsync
-	samtools)
-
-install_missing() {
-	local p missing=()
-	for p in "${PACKAGES[@]}"; do
-		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-			missing+=("$p")
-		fi
-	done
-	((${#missing[@]})) || return 0
-	echo "test.sh: installing ${missing[*]}"
-	local sudo=()
-	if (($(id -u) != 0)); then
-		sudo=(sudo)
-	fi
-	"${sudo[@]}" apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}"
-}
 
 # setup DIR MESON-OPTIONS...: configure DIR, or set the options on an
 # existing DIR (ninja re-runs meson itself when meson.build changes).
@@ -100,7 +79,7 @@ run() {
 }
 
 main() {
-	install_missing
+	tools/deps.sh --test
 	if setup build; then
 		run plain build
 	else
