@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: MIT
 #
 # The test command (README, .ci/run): install what the build and the tests
-# need (tools/deps.sh --test), build a plain tree (build/) and an ASan+UBSan tree (build-asan/),
-# run "meson test" in both; then the unit suite in a ThreadSanitizer tree
-# (build-tsan/) and the fuzz suite in a clang libFuzzer tree (build-fuzz/);
-# end with one summary line counted from meson's testlog.json:
+# need (tools/deps.sh --test), build a plain tree (build/), run the lint
+# suite there (shellcheck, the bfs_ prefix of blockfs-core's globals),
+# then "meson test" there and in an ASan+UBSan tree (build-asan/); then the
+# unit suite in a ThreadSanitizer tree (build-tsan/) and the fuzz suite in
+# a clang libFuzzer tree (build-fuzz/); end with one summary line counted
+# from meson's testlog.json, lint included:
 #   N passed, N failed[, N skipped]
 # Exit status: 0 if nothing failed.
 
@@ -81,7 +83,9 @@ run() {
 main() {
 	tools/deps.sh --test
 	if setup build; then
-		run plain build
+		# Lint first, and once: the other trees would only repeat it.
+		run lint build --suite lint
+		run plain build --no-suite lint
 	else
 		echo "test.sh: meson setup build failed"
 		FAILED=$((FAILED + 1))
@@ -89,7 +93,7 @@ main() {
 	# The sanitizer build inflates BGZF with zlib, the plain one with
 	# libdeflate: between them CI covers both paths.
 	if setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dlibdeflate=disabled; then
-		run asan+ubsan build-asan --timeout-multiplier 3
+		run asan+ubsan build-asan --no-suite lint --timeout-multiplier 3
 	else
 		echo "test.sh: meson setup build-asan failed"
 		FAILED=$((FAILED + 1))
