@@ -4,13 +4,15 @@
 # The helpers every tests/integration/*.sh sources (never runs): a test is
 #
 #	bfs_begin NAME TOOL...		# skip (77) or: state dir $T, EXIT trap
-#	... checks: check, is, check_eq, check_fails, ok, not_ok, tap_import
+#	... checks: check, checkf, is, check_eq, check_fails, ok, not_ok,
+#	    tap_import
 #	bfs_end				# the TAP plan and summary; the exit status
 #
 # plus starting, waiting for and stopping a foreground blockfs daemon
 # (bfs_mount, bfs_umount). Output is TAP: "ok N - name" per check. Every
 # command that touches a mount runs under a timeout (check, check_fails,
 # t), so a hung daemon fails the check instead of hanging the suite.
+# tests/README.md shows a whole script and when to use which check.
 
 T_PASS=0
 T_FAIL=0
