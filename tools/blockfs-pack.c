@@ -2,14 +2,13 @@
 /*
  * blockfs-pack: make files that blockfs serves best, from plain files and
  * trees (seekable LZ4 frames, or BGZF with a .gzi), check such files (-t)
- * and index existing ones (--index). This file owns the command line,
- * naming, temporary files and renames, the tree walk and the progress
- * line; pack_stream.c compresses, pack_check.c checks and indexes.
- *
- * Safety: every output is written under a hidden temporary name in its
- * target directory, synced, and renamed into place only when complete,
- * never over an existing file unless -f (renameat2 RENAME_NOREPLACE). An
- * interrupt removes the temporary files; inputs are only ever read.
+ * and index existing ones (--index). This file owns the command line:
+ * the options, which input goes to which output (FILE..., -o, -r's tree
+ * walk and hard links) and what -u keeps. pack_output.c writes each
+ * output (temporary names, renames, interrupts, messages, the progress
+ * line), pack_stream.c compresses, pack_check.c checks and indexes. Calls
+ * only go down: this file calls the other three, pack_check.c calls
+ * pack_output.c, which calls pack_stream.c; none calls back up.
  */
 #include "config.h"
 
@@ -20,9 +19,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +28,7 @@
 
 #include <lz4.h>
 #include <zlib.h>
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 #include <libdeflate.h>
 #endif
 
@@ -41,212 +37,17 @@
 
 #define EXIT_USAGE 2
 #define MAX_THREADS 1024
-#define PROGRESS_EVERY_NS 200000000L
 
 enum { OPT_INDEX = 256, OPT_NO_CHECKSUM };
 
-/* ---- messages ---- */
-
-static bool progress_shown;
-
-static void progress_clear(void)
-{
-	if (progress_shown) {
-		fputs("\r\033[K", stderr);
-		progress_shown = false;
-	}
-}
-
-void pk_err(const char *fmt, ...)
-{
-	va_list ap;
-
-	progress_clear();
-	fputs("blockfs-pack: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-const char *pk_human(char *buf, size_t len, double b)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	unsigned int u = 0;
-
-	while (b >= 1024 && u + 1 < BFS_ARRAY_SIZE(unit)) {
-		b /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
-	return buf;
-}
-
-/* ---- temporary files and interrupts ---- */
-
-/* What the handler removes; written with signals blocked. */
-static char *volatile cleanup_path[2];
-static volatile int cleanup_fd = -1;
-static volatile off_t cleanup_len;
-static mode_t file_mode;	/* 0666 & ~umask: for outputs without an input file */
-
-static void on_signal(int sig)
-{
-	for (int i = 0; i < 2; i++)
-		if (cleanup_path[i])
-			unlink(cleanup_path[i]);
-	if (cleanup_fd >= 0)
-		(void)!ftruncate(cleanup_fd, cleanup_len);
-	if (progress_shown)
-		(void)!write(STDERR_FILENO, "\r\033[K", 4);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static void signals_block(sigset_t *old)
-{
-	sigset_t s;
-
-	sigemptyset(&s);
-	sigaddset(&s, SIGINT);
-	sigaddset(&s, SIGTERM);
-	sigaddset(&s, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &s, old);
-}
-
-static void set_cleanup(int slot, char *path)
-{
-	sigset_t old;
-
-	signals_block(&old);
-	cleanup_path[slot] = path;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-void pk_cleanup_truncate(int fd, uint64_t len)
-{
-	sigset_t old;
-
-	signals_block(&old);
-	cleanup_len = (off_t)len;
-	cleanup_fd = fd;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-int pk_tmp_open(int slot, const char *final, char **tmp)
-{
-	const char *slash = strrchr(final, '/');
-	const char *base = slash ? slash + 1 : final;
-	int dirlen = slash ? (int)(slash - final + 1) : 0;
-	int fd;
-
-	/* ".NAME.XXXXXX", the name cut so that it fits NAME_MAX */
-	if (asprintf(tmp, "%.*s.%.*s.XXXXXX", dirlen, final, NAME_MAX - 8, base) < 0)
-		return -ENOMEM;
-	fd = mkostemp(*tmp, O_CLOEXEC);
-	if (fd < 0) {
-		int err = errno;
-
-		free(*tmp);
-		*tmp = NULL;
-		return -err;
-	}
-	set_cleanup(slot, *tmp);
-	return fd;
-}
-
-void pk_tmp_abort(int slot, int fd, char *tmp)
-{
-	if (!tmp)
-		return;
-	close(fd);
-	unlink(tmp);
-	set_cleanup(slot, NULL);
-	free(tmp);
-}
-
-int pk_tmp_commit(int slot, int fd, char *tmp, const char *final, bool force)
-{
-	int rc = 0;
-
-	if (fsync(fd) < 0 && errno != EINVAL)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;		/* NFS reports write errors here */
-	if (rc == 0) {
-		if (force)
-			rc = rename(tmp, final);
-		else {
-			rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE);
-			if (rc < 0 && (errno == EINVAL || errno == ENOSYS)) {
-				/* a filesystem without RENAME_NOREPLACE: link(2) refuses too */
-				rc = link(tmp, final);
-				if (rc == 0)
-					unlink(tmp);
-			}
-		}
-		rc = rc < 0 ? -errno : 0;
-	}
-	if (rc < 0)
-		unlink(tmp);
-	set_cleanup(slot, NULL);
-	free(tmp);
-	return rc;
-}
-
-/* ---- progress ---- */
-
-struct prog {
-	bool on;
-	uint64_t total;		/* 0: unknown */
-	uint64_t base;		/* bytes of inputs finished */
-	struct timespec t0, last;
-};
-
-static double secs(const struct timespec *a, const struct timespec *b)
-{
-	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
-}
-
-static void tick(void *ctx, uint64_t in_done)
-{
-	struct prog *p = ctx;
-	struct timespec now;
-	char d[32], t[32], r[32];
-	uint64_t done = p->base + in_done;
-	double el, rate;
-
-	if (!p->on)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (progress_shown && secs(&p->last, &now) * 1e9 < PROGRESS_EVERY_NS)
-		return;		/* the first line at once, then five a second */
-	p->last = now;
-	el = secs(&p->t0, &now);
-	rate = el > 0 ? (double)done / el : 0;
-	pk_human(d, sizeof(d), (double)done);
-	pk_human(r, sizeof(r), rate);
-	if (p->total && rate > 0 && done <= p->total) {
-		long eta = (long)((double)(p->total - done) / rate + 0.5);
-
-		fprintf(stderr, "\r%s / %s  %s/s  ETA %ld:%02ld\033[K", d,
-			pk_human(t, sizeof(t), (double)p->total), r, eta / 60, eta % 60);
-	} else {
-		fprintf(stderr, "\r%s  %s/s\033[K", d, r);
-	}
-	progress_shown = true;
-}
-
-/* ---- packing one stream ---- */
+/* ---- FILE... and -r: what goes where ---- */
 
 struct ctx {
 	struct pk_opts o;
-	struct pk_pool *pool;
-	struct prog prog;
+	struct pk_writer w;	/* its pool, progress line and stop */
 	const char *ext;	/* ".lz4" or ".gz" */
 	const char *out;	/* -o */
 	int failures;
-	int stop;		/* an errno every later output would meet too: stop */
 	uint64_t skipped, current;	/* devices and sockets; outputs -u kept */
 	/* -r */
 	dev_t dst_dev;
@@ -260,147 +61,10 @@ static bool is_root(void)
 	return geteuid() == 0;
 }
 
-/*
- * A full disk, a read-only or an over-quota target fails every later
- * output the same way: one message, then stop (5,848 lines of "No space
- * left on device" helped nobody). Returns the note for that message.
- */
-static const char *note_stop(struct ctx *c, int err)
-{
-	if (err != ENOSPC && err != EROFS && err != EDQUOT)
-		return "";
-	c->stop = err;
-	return "; stopping, every further output would fail the same way (rerun with -u "
-	       "to go on where this stopped)";
-}
-
 /* Overwrite what is there: -f, or -u for an output that is not current. */
 static bool replacing(const struct ctx *c)
 {
-	return c->o.force || c->o.update;
-}
-
-/* Owner, mode and times of @st onto the open output @fd. */
-static void copy_meta(int fd, const struct stat *st)
-{
-	struct timespec ts[2];
-
-	if (!st) {
-		(void)fchmod(fd, file_mode);
-		return;
-	}
-	if (is_root())
-		(void)!fchown(fd, st->st_uid, st->st_gid);	/* before chmod: it clears set-id bits */
-	(void)fchmod(fd, st->st_mode & 07777);
-	ts[0] = st->st_atim;
-	ts[1] = st->st_mtim;
-	(void)futimens(fd, ts);
-}
-
-/*
- * Compress @in into @out_path (NULL: standard output). @ist: the input's
- * stat when it is a file whose mode and times the output takes.
- * Return 0, or 1 after saying why.
- */
-static int pack_to(struct ctx *c, int in, const struct stat *ist, const char *in_name,
-		   const char *out_path)
-{
-	struct pk_result res;
-	char *tmp = NULL, *gtmp = NULL, *gzi_path = NULL;
-	int out = STDOUT_FILENO, gfd = -1, rc;
-	const char *side = "write";
-	struct timespec t0, t1;
-
-	if (out_path) {
-		out = pk_tmp_open(0, out_path, &tmp);
-		if (out < 0) {
-			pk_err("%s: cannot create a file beside it: %s%s", out_path, strerror(-out),
-			       note_stop(c, -out));
-			return 1;
-		}
-		if (c->o.codec == PK_GZIP) {
-			if (asprintf(&gzi_path, "%s.gzi", out_path) < 0) {
-				gzi_path = NULL;
-				rc = -ENOMEM;
-				goto fail;
-			}
-			gfd = pk_tmp_open(1, gzi_path, &gtmp);
-			if (gfd < 0) {
-				rc = gfd;
-				gfd = -1;
-				goto fail;
-			}
-		}
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = pk_pool_run(c->pool, in, out, gfd, &res, tick, &c->prog, &side);
-	if (rc < 0)
-		goto fail;
-	c->prog.base += res.in_bytes;
-	if (!out_path)
-		return 0;
-	copy_meta(out, ist);
-	rc = pk_tmp_commit(0, out, tmp, out_path, replacing(c));
-	tmp = NULL;
-	if (rc < 0) {
-		pk_tmp_abort(1, gfd, gtmp);
-		free(gzi_path);
-		if (rc == -EEXIST)
-			pk_err("%s: already exists; use -f to overwrite", out_path);
-		else
-			pk_err("%s: %s%s", out_path, strerror(-rc), note_stop(c, -rc));
-		return 1;
-	}
-	/*
-	 * One member needs no index (bgzip and blockfs find it at offset 0),
-	 * and a .gzi beside it would be the one file by which a packed tree
-	 * differs from its source. One left from an earlier output would be
-	 * stale: it goes.
-	 */
-	if (gtmp && (!res.indexed || res.blocks <= 1)) {
-		pk_tmp_abort(1, gfd, gtmp);
-		if (replacing(c))
-			(void)unlink(gzi_path);
-	} else if (gtmp) {
-		(void)fchmod(gfd, (ist ? ist->st_mode : file_mode) & 0666);
-		rc = pk_tmp_commit(1, gfd, gtmp, gzi_path, replacing(c));
-		if (rc < 0)
-			pk_err("%s: %s (%s itself is complete; blockfs walks its members)%s",
-			       gzi_path, rc == -EEXIST ? "already exists; use -f to overwrite" :
-			       strerror(-rc), out_path, note_stop(c, -rc));
-	}
-	free(gzi_path);
-	if (c->o.verbose) {
-		char a[32], b[32], r[32], ratio[32] = "-";
-		double el;
-
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		el = secs(&t0, &t1);
-		progress_clear();
-		/* decompressed / compressed, as blockfs-stat shows it */
-		if (res.out_bytes)
-			snprintf(ratio, sizeof(ratio), "%.2f",
-				 (double)res.in_bytes / (double)res.out_bytes);
-		fprintf(stderr, "%s -> %s: %s -> %s (ratio %s), %" PRIu64 " blocks, %" PRIu64
-			" stored, %s/s%s\n", in_name, out_path,
-			pk_human(a, sizeof(a), (double)res.in_bytes),
-			pk_human(b, sizeof(b), (double)res.out_bytes), ratio,
-			res.blocks, res.stored,
-			pk_human(r, sizeof(r), el > 0 ? (double)res.in_bytes / el : 0),
-			res.indexed ? "" : ", no seek table (too many blocks)");
-	}
-	return 0;
-
-fail:
-	pk_tmp_abort(0, out, tmp);
-	pk_tmp_abort(1, gfd, gtmp);
-	free(gzi_path);
-	if (strcmp(side, "read") == 0)
-		pk_err("%s: read error: %s", in_name, strerror(-rc));
-	else
-		pk_err("%s: write error: %s%s", out_path ? out_path : "standard output",
-		       strerror(-rc), note_stop(c, -rc));
-	return 1;
+	return pk_replacing(&c->o);
 }
 
 /*
@@ -458,7 +122,7 @@ static int pack_file(struct ctx *c, const char *path)
 			pk_err("%s: already exists; use -f to overwrite", o);
 			return 1;
 		}
-		return pack_to(c, STDIN_FILENO, NULL, "standard input", o);
+		return pk_write(&c->w, STDIN_FILENO, NULL, "standard input", o);
 	}
 	sfx = packed_suffix(path);
 	if (sfx && !c->out) {
@@ -487,7 +151,7 @@ static int pack_file(struct ctx *c, const char *path)
 			close(in);
 			return 1;
 		}
-		rc = pack_to(c, in, NULL, path, NULL);
+		rc = pk_write(&c->w, in, NULL, path, NULL);
 		close(in);
 		return rc;
 	}
@@ -516,7 +180,7 @@ static int pack_file(struct ctx *c, const char *path)
 			goto out;
 		}
 	}
-	rc = pack_to(c, in, S_ISREG(ist.st_mode) ? &ist : NULL, path, out_path);
+	rc = pk_write(&c->w, in, S_ISREG(ist.st_mode) ? &ist : NULL, path, out_path);
 out:
 	free(out_path);
 	close(in);
@@ -535,7 +199,7 @@ static char *join(const char *a, const char *b)
 static void tree_fail(struct ctx *c, const char *path, const char *what, int err)
 {
 	pk_err("%s: %s%s%s%s", path, what, err ? ": " : "", err ? strerror(err) : "",
-	       note_stop(c, err));
+	       pk_stop_note(&c->w, err));
 	c->failures++;
 }
 
@@ -634,7 +298,7 @@ static void tree_file(struct ctx *c, const char *sp, const char *dp, const struc
 		tree_fail(c, sp, "cannot open", errno);
 		goto out;
 	}
-	if (pack_to(c, in, st, sp, out) != 0)
+	if (pk_write(&c->w, in, st, sp, out) != 0)
 		c->failures++;
 	else if (st->st_nlink > 1)
 		link_add(c, st, out);
@@ -748,7 +412,7 @@ static void tree_dir(struct ctx *c, const char *src, const char *dst)
 	if (n)
 		qsort(names, n, sizeof(*names), cmp_names);
 	for (size_t i = 0; i < n; i++) {
-		if (!c->stop)
+		if (!c->w.stop)
 			tree_entry(c, src, dst, names[i]);
 		free(names[i]);
 	}
@@ -798,20 +462,20 @@ static int pack_tree(struct ctx *c, const char *src, const char *dst)
 	}
 	c->dst_dev = dst_st.st_dev;
 	c->dst_ino = dst_st.st_ino;
-	if (c->prog.on) {
+	if (c->w.prog.on) {
 		tree_total = 0;
 		nftw(src, count_file, 64, FTW_PHYS | FTW_MOUNT);
-		c->prog.total = tree_total;
+		c->w.prog.total = tree_total;
 	}
 	tree_dir(c, src, dst);
 	set_meta_path(dst, &sst);
 	for (size_t i = 0; i < c->nlinks; i++)
 		free(c->links[i].out);
 	free(c->links);
-	progress_clear();
+	pk_progress_clear();
 	if (c->skipped && !c->o.quiet)
 		pk_err("%" PRIu64 " devices or sockets skipped", c->skipped);
-	if (c->current && !c->o.quiet && !c->stop)
+	if (c->current && !c->o.quiet && !c->w.stop)
 		fprintf(stderr, "%" PRIu64 " outputs already up to date, kept\n", c->current);
 	return c->failures ? 1 : 0;
 }
@@ -881,8 +545,6 @@ int main(int argc, char **argv)
 	const char *level_s = NULL, *block_s = NULL;
 	bool recursive = false, test = false, index = false;
 	long online = sysconf(_SC_NPROCESSORS_ONLN), v;
-	struct sigaction sa;
-	mode_t um;
 	int opt, rc = 0;
 
 	c.o.threads = online > 0 ? (unsigned int)(online < MAX_THREADS ? online : MAX_THREADS) : 1;
@@ -946,7 +608,7 @@ int main(int argc, char **argv)
 		case 'V':
 			printf("blockfs-pack %s\nliblz4 %s\nzlib %s\n", BFS_VERSION,
 			       LZ4_versionString(), zlibVersion());
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 			printf("libdeflate %s\n", LIBDEFLATE_VERSION_STRING);
 #endif
 			return 0;
@@ -1001,15 +663,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 
-	um = umask(0);
-	umask(um);
-	file_mode = 0666 & ~um;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);	/* a closed pipe becomes EPIPE and a message */
+	pk_output_init();
 
 	if (test || index) {
 		for (int i = optind; i < argc; i++)
@@ -1017,29 +671,28 @@ int main(int argc, char **argv)
 		return rc ? 1 : 0;
 	}
 
-	c.prog.on = !c.o.quiet && isatty(STDERR_FILENO);
-	clock_gettime(CLOCK_MONOTONIC, &c.prog.t0);
-	c.prog.last = c.prog.t0;
-	if (pk_pool_new(&c.pool, &c.o) < 0) {
+	c.w.o = &c.o;
+	pk_progress_start(&c.w.prog, !c.o.quiet && isatty(STDERR_FILENO));
+	if (pk_pool_new(&c.w.pool, &c.o) < 0) {
 		pk_err("cannot start %u threads: out of memory", c.o.threads);
 		return 1;
 	}
 	if (recursive) {
 		rc = pack_tree(&c, argv[optind], argv[optind + 1]);
 	} else {
-		if (c.prog.on) {
+		if (c.w.prog.on) {
 			for (int i = optind; i < argc; i++) {
 				struct stat st;
 
 				if (strcmp(argv[i], "-") != 0 && stat(argv[i], &st) == 0 &&
 				    S_ISREG(st.st_mode))
-					c.prog.total += (uint64_t)st.st_size;
+					c.w.prog.total += (uint64_t)st.st_size;
 			}
 		}
-		for (int i = optind; i < argc && !c.stop; i++)
+		for (int i = optind; i < argc && !c.w.stop; i++)
 			rc |= pack_file(&c, argv[i]);
-		progress_clear();
+		pk_progress_clear();
 	}
-	pk_pool_free(c.pool);
+	pk_pool_free(c.w.pool);
 	return rc ? 1 : 0;
 }

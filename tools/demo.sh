@@ -9,17 +9,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PACKAGES=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liblz4-dev lz4 zlib1g-dev
-	libcmocka-dev tabix attr libdeflate-dev strace)
-missing=()
-for p in "${PACKAGES[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-	echo "demo: installing ${missing[*]}"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+tools/deps.sh
 
 [[ -f build/build.ninja ]] || meson setup build >/dev/null
 ninja -C build >/dev/null
@@ -28,6 +18,7 @@ BLOCKFS=$PWD/build/src/blockfs
 work=$(mktemp -d /tmp/blockfs-demo.XXXXXX)
 orig=$work/orig src=$work/packed mnt=$work/mnt
 daemon=
+# shellcheck disable=SC2317 # invoked by the EXIT trap
 cleanup() {
 	fusermount3 -uz "$mnt" 2>/dev/null || true
 	[[ -n "$daemon" ]] && kill "$daemon" 2>/dev/null
@@ -58,6 +49,7 @@ done
 mountpoint -q "$mnt" || { echo "demo: mount did not come up"; exit 1; }
 
 echo "demo: mounted $src at $mnt:"
+# shellcheck disable=SC2012 # shown to the user, not parsed
 ls -lR "$mnt" | sed 's/^/  /'
 status=0
 for f in text/include.tar text/licenses.txt bin/ls bin/bash; do

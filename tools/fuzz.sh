@@ -29,19 +29,13 @@ secs=${2:-180}
 jobs=${FUZZ_JOBS:-$(nproc)}
 B=build-fuzz
 
-if [[ $target != all && ! " ${TARGETS[*]} " =~ " $target " ]]; then
+if [[ $target != all && " ${TARGETS[*]} " != *" $target "* ]]; then
 	echo "fuzz.sh: unknown target '$target'; targets: all ${TARGETS[*]}" >&2
 	exit 2
 fi
 
 # libFuzzer is part of clang's runtime (libclang-rt-dev on Debian 12).
-if ! command -v clang >/dev/null || ! compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a' >/dev/null; then
-	echo "fuzz.sh: installing clang and its fuzzer runtime"
-	sudo=()
-	(($(id -u) == 0)) || sudo=(sudo)
-	"${sudo[@]}" apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq clang libclang-rt-dev
-fi
+tools/deps.sh --fuzz
 
 if [[ -f $B/build.ninja ]]; then
 	meson configure "$B" -Dfuzz=true >/dev/null

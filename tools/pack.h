@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * blockfs-pack's private contract between its parts: the command line and
- * file handling (blockfs-pack.c), the compression pipeline that turns one
- * input stream into an LZ4 frame with a seek table or into BGZF with its
- * .gzi (pack_stream.c), and the checks behind -t and --index
- * (pack_check.c). Nothing here is installed.
+ * blockfs-pack's private contract between its parts: the command line
+ * (blockfs-pack.c), the output side that writes one stream to its file
+ * with temporary names, renames, interrupt clean-up and messages
+ * (pack_output.c), the compression pipeline that turns one input stream
+ * into an LZ4 frame with a seek table or into BGZF with its .gzi
+ * (pack_stream.c), and the checks behind -t and --index (pack_check.c).
+ * Nothing here is installed.
  */
 #ifndef BLOCKFS_PACK_H
 #define BLOCKFS_PACK_H
@@ -12,6 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "blockfs/common.h"
 
@@ -85,10 +89,50 @@ int pk_output_current(const char *path, enum pk_codec codec, uint64_t usize);
  */
 int pk_index_file(const char *path, const struct pk_opts *o);
 
+/* Overwrite what is there: -f, or -u for an output that is not current. */
+static inline bool pk_replacing(const struct pk_opts *o)
+{
+	return o->force || o->update;
+}
+
+/* ---- pack_output.c ---- */
+
+/* The progress line: bytes of input done, of @total (0: unknown). */
+struct pk_progress {
+	bool on;
+	uint64_t total;		/* 0: unknown */
+	uint64_t base;		/* bytes of inputs finished */
+	struct timespec t0, last;
+};
+
+/* What every output of a run shares. */
+struct pk_writer {
+	const struct pk_opts *o;
+	struct pk_pool *pool;
+	struct pk_progress prog;
+	int stop;		/* an errno every later output would meet too: stop */
+};
+
+/* Once, before any output: the umask for new files, the interrupt handlers. */
+void pk_output_init(void);
+
+/*
+ * pk_write() - compress @in into @out_path (NULL: standard output), and a
+ * BGZF output's .gzi beside it. @ist: the input's stat when it is a file
+ * whose owner, mode and times the output takes. Never over an existing
+ * file unless pk_replacing(). Return: 0, or 1 after saying why; a full
+ * disk, a read-only or an over-quota target also sets @w->stop.
+ */
+int pk_write(struct pk_writer *w, int in, const struct stat *ist, const char *in_name,
+	     const char *out_path);
+
+/* "; stopping, ..." if @err stops the run (and @w->stop = @err), else "". */
+const char *pk_stop_note(struct pk_writer *w, int err);
+
 /*
  * Outputs are written under a temporary name in the target directory and
  * renamed into place when complete; an interrupt (SIGINT, SIGTERM,
- * SIGHUP) removes the temporary files first (blockfs-pack.c).
+ * SIGHUP) removes the temporary files first.
  * @slot: 0 for the data file, 1 for its .gzi.
  */
 BFS_MUST_CHECK int pk_tmp_open(int slot, const char *final, char **tmp);
@@ -99,8 +143,9 @@ void pk_tmp_abort(int slot, int fd, char *tmp);
 /* In-place append (--index): on interrupt, cut @fd back to @len. -1 clears. */
 void pk_cleanup_truncate(int fd, uint64_t len);
 
-/* "1.50 GiB" into @buf. */
-const char *pk_human(char *buf, size_t len, double bytes);
+void pk_progress_start(struct pk_progress *p, bool on);
+/* Erase the progress line, if shown, before other output. */
+void pk_progress_clear(void);
 
 /* Messages: "blockfs-pack: " + text, to stderr. */
 void pk_err(const char *fmt, ...) BFS_PRINTF(1, 2);

@@ -37,7 +37,7 @@
 #include <lz4.h>
 #include <lz4hc.h>
 #include <zlib.h>
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 #include <libdeflate.h>
 #endif
 
@@ -105,7 +105,7 @@ struct pk_pool {
 
 struct worker {
 	void *lz4;			/* LZ4 or LZ4HC state */
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 	struct libdeflate_compressor *ld;
 #else
 	z_stream z;
@@ -156,7 +156,7 @@ static int bgzf_member(struct pk_pool *p, struct worker *w, const uint8_t *src, 
 
 	*stored = true;
 	/* Room for one byte less than the stored form: anything longer is stored. */
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 	if (p->o.level > 0) {
 		dlen = (uint32_t)libdeflate_deflate_compress(w->ld, src, n, data,
 							     n + DEFLATE_STORED_HDR - 1);
@@ -195,7 +195,7 @@ static int bgzf_member(struct pk_pool *p, struct worker *w, const uint8_t *src, 
 	*len = BGZF_HDR_LEN + dlen + BGZF_TRAILER_LEN;
 	dst[16] = (uint8_t)(*len - 1);		/* BSIZE: member bytes - 1 */
 	dst[17] = (uint8_t)((*len - 1) >> 8);
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 	bfs_put_le32(data + dlen, libdeflate_crc32(0, src, n));
 #else
 	bfs_put_le32(data + dlen, (uint32_t)crc32(0, src, n));
@@ -240,7 +240,7 @@ static void *worker_main(void *arg)
 
 	if (p->o.codec == PK_GZIP) {
 		if (p->o.level > 0) {
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 			w.ld = libdeflate_alloc_compressor(p->o.level);
 			err = w.ld ? 0 : -ENOMEM;
 #else
@@ -279,7 +279,7 @@ static void *worker_main(void *arg)
 		pthread_cond_broadcast(&p->done);
 	}
 	pthread_mutex_unlock(&p->lock);
-#ifdef PK_HAVE_LIBDEFLATE
+#if HAVE_LIBDEFLATE
 	libdeflate_free_compressor(w.ld);
 #else
 	if (w.zinit)

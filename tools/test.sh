@@ -2,37 +2,18 @@
 # SPDX-License-Identifier: MIT
 #
 # The test command (README, .ci/run): install what the build and the tests
-# need, build a plain tree (build/) and an ASan+UBSan tree (build-asan/),
-# run "meson test" in both; then the unit suite in a ThreadSanitizer tree
-# (build-tsan/) and the fuzz suite in a clang libFuzzer tree (build-fuzz/);
-# end with one summary line counted from meson's testlog.json:
+# need (tools/deps.sh --test), build a plain tree (build/), run the lint
+# suite there (shellcheck, the bfs_ prefix of blockfs-core's globals),
+# then "meson test" there and in an ASan+UBSan tree (build-asan/); then the
+# unit suite in a ThreadSanitizer tree (build-tsan/) and the fuzz suite in
+# a clang libFuzzer tree (build-fuzz/); end with one summary line counted
+# from meson's testlog.json, lint included:
 #   N passed, N failed[, N skipped]
 # Exit status: 0 if nothing failed.
 
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-
-PACKAGES=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liblz4-dev lz4 zlib1g-dev fio
-	libcmocka-dev tabix attr libdeflate-dev strace clang libclang-rt-dev python3-lz4 rsync
-	samtools)
-
-install_missing() {
-	local p missing=()
-	for p in "${PACKAGES[@]}"; do
-		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-			missing+=("$p")
-		fi
-	done
-	((${#missing[@]})) || return 0
-	echo "test.sh: installing ${missing[*]}"
-	local sudo=()
-	if (($(id -u) != 0)); then
-		sudo=(sudo)
-	fi
-	"${sudo[@]}" apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}"
-}
 
 # setup DIR MESON-OPTIONS...: configure DIR, or set the options on an
 # existing DIR (ninja re-runs meson itself when meson.build changes).
@@ -100,9 +81,11 @@ run() {
 }
 
 main() {
-	install_missing
+	tools/deps.sh --test
 	if setup build; then
-		run plain build
+		# Lint first, and once: the other trees would only repeat it.
+		run lint build --suite lint
+		run plain build --no-suite lint
 	else
 		echo "test.sh: meson setup build failed"
 		FAILED=$((FAILED + 1))
@@ -110,7 +93,7 @@ main() {
 	# The sanitizer build inflates BGZF with zlib, the plain one with
 	# libdeflate: between them CI covers both paths.
 	if setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dlibdeflate=disabled; then
-		run asan+ubsan build-asan --timeout-multiplier 3
+		run asan+ubsan build-asan --no-suite lint --timeout-multiplier 3
 	else
 		echo "test.sh: meson setup build-asan failed"
 		FAILED=$((FAILED + 1))

@@ -152,7 +152,7 @@ for v in 'src\nmnt' '-o\nreadpath=mmap,populate=async,cache_size=64M\nsrc\nmnt' 
 	'-oreadahead=0,workers=4,verify=off,advice=sequential\nsrc\nmnt' \
 	'-f\n-o\nallow_other,readpath=auto\nsrc\nmnt' '-o\ncache_size=0,readahead=1G\nsrc' \
 	'-o\nworkers=256,advice=noreuse,populate=on\n-o\nverify=on\nsrc\nmnt'; do
-	printf -- "$v" > "$O/seed-$i"
+	printf '%b' "$v" > "$O/seed-$i"	# \n in $v: the line breaks
 	i=$((i + 1))
 done
 

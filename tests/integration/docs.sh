@@ -17,10 +17,8 @@ BUILD=$(realpath "${2:?usage: docs.sh SOURCE_ROOT BUILD_ROOT}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-command -v meson >/dev/null || skip "no meson"
-
-T=$(mktemp -d /tmp/blockfs-docs.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+# Nothing is mounted: no root or FUSE needed.
+bfs_begin --no-fuse docs meson
 README=$ROOT/README.md
 PAGES=(blockfs.8 blockfs.5 blockfs-pack.1 blockfs-stat.1)
 
@@ -33,10 +31,11 @@ for p in "${PAGES[@]}"; do
 done
 check_eq "README names every man page" ok "$named"
 check_eq "every page in man/ is one of them" "${PAGES[*]}" \
-	"$(cd "$ROOT/man" && ls ./*.in | sed 's|^\./||; s|\.in$||' | sort -t. -k2,2r -k1,1 | tr '\n' ' ' | sed 's/ $//')"
+	"$(cd "$ROOT/man" && printf '%s\n' ./*.in | sed 's|^\./||; s|\.in$||' | sort -t. -k2,2r -k1,1 | tr '\n' ' ' | sed 's/ $//')"
 
 if t meson install -C "$BUILD" --destdir "$T/dest" --quiet >"$T/install.log" 2>&1; then
 	# README's table: | `path`, `path` | what |, man pages as manN/NAME.N.
+	# shellcheck disable=SC2016 # the backquotes are README's, not the shell's
 	want=$(sed -n '/^### Installed files/,/^#/p' "$README" | grep '^| `' |
 		cut -d'|' -f2 | grep -o '`[^`]*`' | tr -d '`' |
 		sed 's|^\(man[0-9]/\)|/usr/local/share/man/\1|' | sort)
@@ -60,6 +59,7 @@ fi
 
 documented=ok
 # The tag line after each .TP of the section names the option(s): .BR name= ... or .BR a ", " b
+# shellcheck disable=SC2013 # option names are single words
 for o in $(awk '/^\.SS "blockfs options"/ { on = 1; next } /^\.S[SH]/ { on = 0 }
 	on && prev == ".TP" { two = $0 ~ /", "/; gsub(/^\.B[IR]* /, ""); gsub(/[",=]/, " ")
 		print $1; if (two) print $2 } { prev = $0 }' "$ROOT/man/blockfs.8.in" | sort -u); do
@@ -67,5 +67,4 @@ for o in $(awk '/^\.SS "blockfs options"/ { on = 1; next } /^\.S[SH]/ { on = 0 }
 done
 check_eq "blockfs -h lists every option of the man page" ok "$documented"
 
-echo "1..$((T_PASS + T_FAIL))"
-((T_FAIL == 0))
+bfs_end

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # bash -c and eval scripts expand their own arguments
 # SPDX-License-Identifier: MIT
 #
 # Hints and statistics on a real mount (SPEC §4): user.blockfs.advice and
@@ -22,31 +23,16 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
 
-bfs_require fusermount3 lz4 bgzip setfattr getfattr mountpoint dd cmp
+bfs_begin hints lz4 bgzip setfattr getfattr mountpoint dd cmp
 BLOCKFS=$(realpath "$BLOCKFS")
 [[ -z "$STAT" ]] || STAT=$(realpath "$STAT")
 HAVE_PY=0
 command -v python3 >/dev/null 2>&1 && HAVE_PY=1
 
-STATE=$(mktemp -d "${TMPDIR:-/tmp}/blockfs-hints.XXXXXX")
+STATE=$T		# bfs_begin's state directory
 SRC=$STATE/src
 MNT=$STATE/mnt
 mkdir -p "$SRC/d/e" "$MNT"
-
-# shellcheck disable=SC2317 # invoked by the EXIT trap
-cleanup() {
-	local rc=$?
-	bfs_kill
-	if [[ "${BFS_KEEP:-0}" == 1 ]]; then
-		echo "# state kept in $STATE"
-	else
-		rm -rf --one-file-system "$STATE"
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-START=$SECONDS
 
 # --- fixtures: a few MB, compressible and not, in 64 KiB blocks -------------
 {
@@ -61,17 +47,6 @@ cp "$STATE/plain" "$SRC/d/e/raw.txt"
 mkdir "$SRC/slow"
 lz4 -q "$STATE/plain" "$SRC/slow/big4m.lz4"	# the lz4 CLI's default 4 MiB blocks
 FILES=(a d/b d/e/c d/e/raw.txt)
-
-# checkf NAME FUNCTION...: like check, for shell functions (no timeout(1)).
-checkf() {
-	local name=$1 out
-	shift
-	if out=$("$@" 2>&1); then
-		ok "$name"
-	else
-		not_ok "$name" "function: $*" "output:" "${out:0:2000}"
-	fi
-}
 
 A=user.blockfs.advice
 R=user.blockfs.readpath
@@ -114,8 +89,7 @@ all_identical() {
 
 # willneed=cache: the willneed checks below watch blockfs's own cache fill.
 if ! bfs_mount "$SRC" "$MNT" "$STATE/daemon.log" verify=on,willneed=cache; then
-	echo "not ok 1 - mount"
-	show_log
+	not_ok "mount"
 	exit 1
 fi
 ok "mount"
@@ -479,10 +453,4 @@ else
 	not_ok "mount -o willneed=kernel"
 fi
 
-echo "1..$((T_PASS + T_FAIL))"
-diag "$T_PASS passed, $T_FAIL failed in $((SECONDS - START)) s"
-if ((T_FAIL > 0)); then
-	show_log
-	exit 1
-fi
-exit 0
+bfs_end

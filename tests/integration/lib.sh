@@ -1,10 +1,18 @@
 # SPDX-License-Identifier: MIT
-# shellcheck shell=bash disable=SC2034
+# shellcheck shell=bash disable=SC2034 # T, BFS_EXIT and others are read by the scripts
 #
-# Helpers for tests/integration/mount.sh: TAP-style check counting, and
-# starting, waiting for and stopping a foreground blockfs daemon.  Sourced,
-# never run.  Everything that touches the mount runs under a timeout, so a
-# hung daemon fails the check instead of hanging the suite.
+# The helpers every tests/integration/*.sh sources (never runs): a test is
+#
+#	bfs_begin NAME TOOL...		# skip (77) or: state dir $T, EXIT trap
+#	... checks: check, checkf, is, check_eq, check_fails, ok, not_ok,
+#	    tap_import
+#	bfs_end				# the TAP plan and summary; the exit status
+#
+# plus starting, waiting for and stopping a foreground blockfs daemon
+# (bfs_mount, bfs_umount). Output is TAP: "ok N - name" per check. Every
+# command that touches a mount runs under a timeout (check, check_fails,
+# t), so a hung daemon fails the check instead of hanging the suite.
+# tests/README.md shows a whole script and when to use which check.
 
 T_PASS=0
 T_FAIL=0
@@ -45,12 +53,104 @@ skip() {
 
 # bfs_require TOOL...: root, /dev/fuse and every TOOL, or skip the test.
 bfs_require() {
-	local tool
 	[[ $(id -u) == 0 ]] || skip "needs root"
 	[[ -c /dev/fuse ]] || skip "no /dev/fuse"
+	bfs_require_tools "$@"
+}
+
+# bfs_require_tools TOOL...: every TOOL on the PATH, or skip the test.
+bfs_require_tools() {
+	local tool
 	for tool in "$@"; do
 		command -v "$tool" >/dev/null 2>&1 || skip "no $tool"
 	done
+}
+
+# ---- begin and end -------------------------------------------------------
+
+T=			# the test's state directory (bfs_begin)
+BFS_NAME=
+BFS_START=$SECONDS
+BFS_ENDED=
+BFS_AT_EXIT=()
+
+# bfs_begin [--no-fuse] NAME [TOOL...]: the first step of a test. Skips it
+# (exit 77) unless it runs as root with /dev/fuse, fusermount3 and every
+# TOOL (--no-fuse: the TOOLs only, for a test that mounts nothing); makes
+# the state directory $T (${TMPDIR:-/tmp}/blockfs-NAME.XXXXXX), and sets
+# the EXIT trap (bfs_cleanup) that unmounts, stops the daemon and removes
+# $T however the script ends; INT and TERM end it through that trap too.
+bfs_begin() {
+	local fuse=1
+	if [[ ${1:-} == --no-fuse ]]; then
+		fuse=0
+		shift
+	fi
+	BFS_NAME=${1:?usage: bfs_begin [--no-fuse] NAME [TOOL...]}
+	shift
+	if ((fuse)); then
+		bfs_require fusermount3 "$@"
+	else
+		bfs_require_tools "$@"
+	fi
+	T=$(mktemp -d "${TMPDIR:-/tmp}/blockfs-$BFS_NAME.XXXXXX") ||
+		{ echo "Bail out! cannot make a state directory"; exit 1; }
+	BFS_START=$SECONDS
+	trap bfs_cleanup EXIT
+	trap 'exit 130' INT TERM
+}
+
+# bfs_at_exit CMD [ARG...]: one more thing for the EXIT trap to undo (a
+# mount the trap does not know of, processes the test started): CMD ARG...
+# as given now, run before the daemon is stopped and $T removed; the last
+# added runs first.
+bfs_at_exit() {
+	BFS_AT_EXIT+=("$(printf '%q ' "$@")")
+}
+
+# bfs_lazy_umount DIR: if something is mounted on DIR, detach it, lazily
+# (a hung daemon cannot block that).
+bfs_lazy_umount() {
+	is_mounted "$1" || return 0
+	fusermount3 -uz "$1" >/dev/null 2>&1 || umount -l "$1"
+}
+
+# bfs_cleanup: the EXIT trap of bfs_begin; keeps the script's exit status
+# (1 if a check failed but the script exited 0 before bfs_end). A script
+# that stops early (exit 1 after a failed mount) still gets its TAP plan.
+# BFS_KEEP=1 keeps $T for a post-mortem.
+# shellcheck disable=SC2317 # invoked by the EXIT trap
+bfs_cleanup() {
+	local rc=$? i
+	if [[ -z $BFS_ENDED && $rc != 77 ]] && ! bfs_end && ((rc == 0)); then
+		rc=1
+	fi
+	for ((i = ${#BFS_AT_EXIT[@]} - 1; i >= 0; i--)); do
+		eval "${BFS_AT_EXIT[i]}" || true
+	done
+	bfs_kill
+	if [[ -n $T && -d $T ]]; then
+		if [[ ${BFS_KEEP:-0} != 0 ]]; then
+			diag "state kept in $T"
+		else
+			rm -rf --one-file-system "$T"
+		fi
+	fi
+	exit "$rc"
+}
+
+# bfs_end: the last line of a test. Prints the TAP plan (1..N) and a
+# summary: how many checks passed and failed, the failed ones' names and,
+# if any failed, the end of the daemon's log. Returns 0 if none failed.
+bfs_end() {
+	BFS_ENDED=1
+	echo "1..$((T_PASS + T_FAIL))"
+	diag "${BFS_NAME:-$0}: $T_PASS passed, $T_FAIL failed in $((SECONDS - BFS_START)) s"
+	((T_FAIL == 0)) && return 0
+	diag "failed:"
+	printf '#   %s\n' "${T_FAILED_NAMES[@]}"
+	show_log
+	return 1
 }
 
 # t CMD...: run under the operation timeout.
@@ -81,6 +181,19 @@ is() {
 	fi
 }
 
+# checkf NAME FUNCTION...: like check, for shell functions (no timeout(1));
+# on failure shows what FUNCTION printed. It runs in a subshell: for a
+# function that must set variables here, use is.
+checkf() {
+	local name=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		ok "$name"
+	else
+		not_ok "$name" "function: $*" "output:" "${out:0:2000}"
+	fi
+}
+
 # check_eq NAME EXPECTED GOT
 check_eq() {
 	if [[ "$2" == "$3" ]]; then
@@ -103,16 +216,22 @@ check_fails() {
 	fi
 }
 
-# tap_import CMD...: run a command that prints TAP lines; re-number and count.
+# tap_import CMD...: run a command that prints TAP lines ("ok - name" or
+# "ok N - name", as the Python helpers and lib.sh's ok print them);
+# re-number and count them here.
 tap_import() {
-	local line out rc=0
+	local line out rc=0 re='^(not )?ok( [0-9]+)? - (.*)$'
 	out=$("$@" 2>&1) || rc=$?
 	while IFS= read -r line; do
-		case $line in
-		"ok - "*) ok "${line#ok - }" ;;
-		"not ok - "*) not_ok "${line#not ok - }" ;;
-		*) printf '%s\n' "$line" ;;
-		esac
+		if [[ $line =~ $re ]]; then
+			if [[ -n ${BASH_REMATCH[1]} ]]; then
+				not_ok "${BASH_REMATCH[3]}"
+			else
+				ok "${BASH_REMATCH[3]}"
+			fi
+		else
+			printf '%s\n' "$line"
+		fi
 	done <<<"$out"
 	if ((rc != 0)); then
 		not_ok "$* exited $rc"
@@ -160,7 +279,6 @@ bfs_mount() {
 	deadline=$((SECONDS + 30))
 	while ! is_mounted "$mnt"; do
 		if ! daemon_alive; then
-			# shellcheck disable=SC2034 # read by mount.sh
 			BFS_EXIT=0
 			wait "$BFS_PID" 2>/dev/null || BFS_EXIT=$?
 			BFS_PID=

@@ -21,13 +21,11 @@ BLOCKFS=$(realpath "${1:?usage: limits.sh BLOCKFS}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-bfs_require fusermount3 lz4 python3
+bfs_begin limits lz4 python3
 NFILES=6000
 
-T=$(mktemp -d /tmp/blockfs-limits.XXXXXX)
 S=$T/src M=$T/mnt
 mkdir -p "$S" "$M"
-trap 'bfs_kill; rm -rf "$T"' EXIT
 
 printf 'a small file\n' > "$T/one"
 lz4 -q "$T/one" "$T/one.lz4"
@@ -45,7 +43,7 @@ LIMIT=4000
 BUDGET=$((LIMIT / 4))
 BFS_WRAP="prlimit --nofile=$LIMIT:$LIMIT --"
 if ! bfs_mount "$S" "$M" "$T/daemon.log" readpath=pread; then
-	not_ok "mount"; show_log; exit 1
+	not_ok "mount"; exit 1
 fi
 nfds() { find "/proc/$BFS_PID/fd" -mindepth 1 -maxdepth 1 | wc -l; }
 # settled_nfds MAX: the count once it is at most MAX, or after 10 s; the
@@ -115,5 +113,4 @@ diag "daemon descriptors after: $n"
 check "its descriptors are back within the bound" test "$n" -le $((BUDGET + 32))
 bfs_umount
 check_eq "unmount; daemon exits 0" 0 "$?"
-echo "1..$((T_PASS + T_FAIL))"
-((T_FAIL == 0)) || { show_log; exit 1; }
+bfs_end

@@ -12,26 +12,13 @@
 
 set -u
 BLOCKFS=$(realpath "${1:?usage: mmap.sh BLOCKFS}")
-[[ $(id -u) == 0 && -c /dev/fuse ]] || { echo "1..0 # SKIP needs root and /dev/fuse"; exit 77; }
-for t in fusermount3 lz4 bgzip mountpoint python3; do
-	command -v "$t" >/dev/null || { echo "1..0 # SKIP no $t"; exit 77; }
-done
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+bfs_begin mmap lz4 bgzip mountpoint python3
 
-T=$(mktemp -d /tmp/blockfs-mmap.XXXXXX)
 S=$T/src M=$T/mnt O=$T/orig
 mkdir -p "$S" "$M" "$O"
-pid=
-cleanup() {
-	mountpoint -q "$M" && fusermount3 -uz "$M"
-	[[ -n "$pid" ]] && kill "$pid" 2>/dev/null
-	[[ -n "${BFS_KEEP:-}" ]] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; [[ -n "${2:-}" ]] && echo "#   $2"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else not_ok "$name"; fi; }
 
 # Fixtures: text and random data in several block layouts, a corrupt block.
 python3 - "$O" <<'PY'
@@ -65,21 +52,24 @@ b[blocks[2] + 100] ^= 0x55               # a data byte of block 2
 open(p, "wb").write(b)
 PY
 
+# mount_with OPTIONS: like bfs_mount (and in its variables, which the EXIT
+# trap and bfs_end use), but every daemon appends to one log.
 mount_with() {
-	"$BLOCKFS" -f "$S" "$M" -o "$1" 2>>"$T/daemon.log" &
-	pid=$!
+	BFS_MNT=$M BFS_LOG=$T/daemon.log
+	"$BLOCKFS" -f "$S" "$M" -o "$1" 2>>"$BFS_LOG" &
+	BFS_PID=$!
 	for _ in $(seq 300); do
 		mountpoint -q "$M" && return 0
-		kill -0 "$pid" 2>/dev/null || return 1
+		kill -0 "$BFS_PID" 2>/dev/null || return 1
 		sleep 0.1
 	done
 	return 1
 }
 
 unmount() {
-	fusermount3 -u "$M" && wait "$pid"
+	fusermount3 -u "$M" && wait "$BFS_PID"
 	local rc=$?
-	pid=
+	BFS_PID=
 	return $rc
 }
 
@@ -105,17 +95,17 @@ for opts in readpath=mmap readpath=mmap,populate=on readpath=mmap,populate=async
 	for f in t4 t4x t7 r5 tg tgi; do
 		check "$opts: cmp $f" cmp -s "$O/$f" "$M/$f"
 	done
-	check "$opts: random reads of t4 across blocks" randreads "$M/t4" "$O/text"
-	check "$opts: random reads of t7 (4 MiB blocks)" randreads "$M/t7" "$O/text"
-	check "$opts: random reads of tg (BGZF)" randreads "$M/tg" "$O/text"
+	checkf "$opts: random reads of t4 across blocks" randreads "$M/t4" "$O/text"
+	checkf "$opts: random reads of t7 (4 MiB blocks)" randreads "$M/t7" "$O/text"
+	checkf "$opts: random reads of tg (BGZF)" randreads "$M/tg" "$O/text"
 	if out=$(dd if="$M/bad" bs=65536 skip=2 count=1 status=none 2>&1 >/dev/null); then
 		not_ok "$opts: the corrupt block reads EIO" "dd succeeded"
 	else
-		check "$opts: the corrupt block reads EIO" grep -q "Input/output error" <<<"$out"
+		is "$opts: the corrupt block reads EIO" grep -q "Input/output error" <<<"$out"
 	fi
-	check "$opts: the blocks after it read right" \
+	is "$opts: the blocks after it read right" \
 		cmp -s <(dd if="$M/bad" bs=65536 skip=3 status=none) <(dd if="$O/text" bs=65536 skip=3 status=none)
-	check "$opts: unmount, daemon exits 0" unmount
+	is "$opts: unmount, daemon exits 0" unmount
 done
 
 # The fault: a reader holds big's mapping, every block settled; the backing
@@ -145,13 +135,13 @@ except OSError as e:
         sys.exit("#   got %s, not EIO" % e.strerror)
 PY
 }
-check "SIGBUS: a read past the new end gives EIO" sigbus
+is "SIGBUS: a read past the new end gives EIO" sigbus
 # Whichever thread met the lost page first logged it: a READ ("SIGBUS:
 # ..."), or a worker still decoding ahead ("... shrank under its mapping").
 check "SIGBUS: the daemon logged it once" \
 	grep -c -e "big.lz4.*SIGBUS" -e "big.lz4: the backing file shrank under its mapping" \
 	"$T/daemon.log"
-check "SIGBUS: the daemon is alive" kill -0 "${pid:-0}"
+check "SIGBUS: the daemon is alive" kill -0 "${BFS_PID:-0}"
 check "SIGBUS: other files still read right" cmp -s "$O/text" "$M/t7"
 check "SIGBUS: a new open sees the new content" cmp -s "$T/half" "$M/big"
 mountpoint -q "$M" && unmount
@@ -162,7 +152,7 @@ syscalls() {
 	command -v strace >/dev/null || { echo "# no strace: skipped"; return 0; }
 	mount_with readpath=mmap,cache_size=0,workers=0 || return 1
 	cat "$M/t4" >/dev/null		# index, settle and map it
-	strace -f -qq -e trace=mmap,pread64 -o "$T/strace" -p "$pid" &
+	strace -f -qq -e trace=mmap,pread64 -o "$T/strace" -p "$BFS_PID" &
 	local st=$!
 	sleep 1
 	for _ in 1 2 3; do		# O_DIRECT: every block reaches the daemon
@@ -179,7 +169,6 @@ syscalls() {
 	# A lookup's probe may show; a call per block may not.
 	((mm + pr <= 8))
 }
-check "mmap path: mmap and pread calls do not grow with blocks" syscalls
+is "mmap path: mmap and pread calls do not grow with blocks" syscalls
 
-echo "1..$n"
-((failed == 0)) || { sed 's/^/# daemon: /' "$T/daemon.log" | tail -20; exit 1; }
+bfs_end

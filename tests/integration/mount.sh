@@ -23,9 +23,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
 
-bfs_require fusermount3 lz4 bgzip setfattr getfattr python3 mountpoint gzip
+bfs_begin mount lz4 bgzip setfattr getfattr python3 mountpoint gzip
 if [[ ! -x "$BLOCKFS" ]]; then
-	echo "not ok 1 - blockfs binary $BLOCKFS is not executable"
+	not_ok "blockfs binary $BLOCKFS is not executable"
 	exit 1
 fi
 BLOCKFS=$(realpath "$BLOCKFS")
@@ -35,7 +35,7 @@ py() {
 	"${PY[@]}" "$@"
 }
 
-STATE=$(mktemp -d "${TMPDIR:-/tmp}/blockfs-it.XXXXXX")
+STATE=$T		# bfs_begin's state directory
 SRC=$STATE/src      # the backing tree
 ORIG=$STATE/orig    # what the mount must look like (good files only)
 BADORIG=$STATE/bad  # originals of the damaged files in $SRC/bad
@@ -44,22 +44,7 @@ MNT=$STATE/mnt
 MNT2=$STATE/mnt2    # for option and daemon-mode checks
 mkdir -p "$SRC" "$ORIG" "$BADORIG" "$GEN" "$MNT" "$MNT2"
 
-# shellcheck disable=SC2317 # invoked by the EXIT trap
-cleanup() {
-	local rc=$?
-	bfs_kill
-	if is_mounted "$MNT2"; then
-		fusermount3 -uz "$MNT2" >/dev/null 2>&1 || true
-	fi
-	if [[ "${BFS_KEEP:-0}" == 1 ]]; then
-		echo "# state kept in $STATE"
-	else
-		rm -rf --one-file-system "$STATE"
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bfs_at_exit bfs_lazy_umount "$MNT2"	# the daemon-mode checks mount there
 
 START=$SECONDS
 RARE=zyzzogeton
@@ -244,7 +229,7 @@ make_fixtures() {
 }
 
 if ! make_fixtures; then
-	echo "not ok 1 - fixture generation failed"
+	not_ok "fixture generation failed"
 	exit 1
 fi
 ok "fixtures: $(find "$SRC" -type f | wc -l) backing files ($(du -sh "$SRC" | cut -f1)) in $((SECONDS - START)) s"
@@ -701,16 +686,13 @@ check_help_version
 check_options
 check_daemon_mode
 
-echo "1..$((T_PASS + T_FAIL))"
-diag "$T_PASS passed, $T_FAIL failed in $((SECONDS - START)) s"
+# Every pass has its own daemon log: show them all, not only the last.
 if ((T_FAIL > 0)); then
-	diag "failed checks:"
-	printf '#   %s\n' "${T_FAILED_NAMES[@]}"
 	for log in "$STATE"/daemon-*.log; do
 		[[ -s "$log" ]] || continue
 		diag "---- $log ----"
 		tail -n 100 "$log" | sed 's/^/#   /'
 	done
-	exit 1
+	BFS_LOG=	# shown above
 fi
-exit 0
+bfs_end

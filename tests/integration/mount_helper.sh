@@ -60,7 +60,7 @@ if ((ROUTES)); then
 		mount -t overlay overlay \
 			-o "lowerdir=$1,upperdir=$T/$2.up,workdir=$T/$2.work" "$1"
 	}
-	overlay "$SBIN" sbin || { echo "not ok - overlay on $SBIN"; exit 1; }
+	overlay "$SBIN" sbin || { not_ok "overlay on $SBIN"; exit 1; }
 	ln -s "$BLOCKFS" "$SBIN/mount.blockfs"
 	# mount.fuse3 runs "blockfs" from the PATH mount(8) sets; /usr/local/sbin
 	# comes first there, and an installed blockfs must not stand in.
@@ -75,31 +75,27 @@ if ((ROUTES)); then
 	trap 'for m in "$T"/m*; do mountpoint -q "$m" && umount -l "$m"; done' EXIT
 
 	# route NAME WANT CMD...: CMD mounts $T/mnt; it must serve, show nosuid
-	# and nodev (WANT=safe) or neither (WANT=asked), and unmount.
+	# and nodev (WANT=safe) or neither (WANT=asked), and unmount. The TAP
+	# lines go to the outer run's tap_import, which counts them.
 	route() {
 		local name=$1 want=$2 f
 		shift 2
 		if ! t "$@" >"$T/route.log" 2>&1 || ! wait_mounted "$T/mnt"; then
-			echo "not ok - $name: mounts"
-			sed 's/^/#   /' "$T/route.log"
+			not_ok "$name: mounts" "$(cat "$T/route.log")"
 			return
 		fi
 		f=$(flags "$T/mnt")
 		if [[ $want == safe && ",$f," == *,nosuid,* && ",$f," == *,nodev,* ]] ||
 			[[ $want == asked && ",$f," != *,nosuid,* && ",$f," != *,nodev,* ]]; then
-			echo "ok - $name: $f"
+			ok "$name: $f"
 		else
-			echo "not ok - $name: $f"
+			not_ok "$name: $f"
 		fi
-		if cmp -s "$T/orig" "$T/mnt/numbers"; then
-			echo "ok - $name: serves"
-		else
-			echo "not ok - $name: serves"
-		fi
+		is "$name: serves" cmp -s "$T/orig" "$T/mnt/numbers"
 		if umount "$T/mnt" && ! mountpoint -q "$T/mnt"; then
-			echo "ok - $name: umount"
+			ok "$name: umount"
 		else
-			echo "not ok - $name: umount"
+			not_ok "$name: umount"
 			umount -l "$T/mnt"
 		fi
 	}
@@ -144,16 +140,12 @@ if ((ROUTES)); then
 		wait_mounted "$T/$m"
 		f=$(flags "$T/$m")
 		if [[ ",$f," == *,nosuid,* && ",$f," == *,nodev,* ]]; then
-			echo "ok - mount -a, $m: $f"
+			ok "mount -a, $m: $f"
 		else
-			echo "not ok - mount -a, $m: '$f'"
+			not_ok "mount -a, $m: '$f'"
 		fi
 		u=$(t setpriv --reuid=65534 --regid=65534 --clear-groups "$T/$m/id" -u 2>&1)
-		if [[ "$u" == 65534 ]]; then
-			echo "ok - mount -a, $m: a setuid-root program runs as nobody (euid $u)"
-		else
-			echo "not ok - mount -a, $m: a setuid-root program runs as nobody (euid $u)"
-		fi
+		check_eq "mount -a, $m: a setuid-root program runs as nobody (euid $u)" 65534 "$u"
 		umount "$T/$m"
 	done
 	exit 0
@@ -162,19 +154,15 @@ fi
 # ============================================================================
 # The outer run.
 # ============================================================================
-bfs_require fusermount3 lz4 mountpoint unshare setpriv
-T=$(mktemp -d /tmp/blockfs-helper.XXXXXX)
+bfs_begin mount-helper lz4 mountpoint unshare setpriv
 chmod 755 "$T"			# nobody runs a program through the mounts
 mkdir -p "$T/bin" "$T/src" "$T/mnt"
 ln -s "$BLOCKFS" "$T/bin/mount.blockfs"
 seq 1 100000 >"$T/orig"
 lz4 -q "$T/orig" "$T/src/numbers.lz4"
 
-cleanup() {
-	mountpoint -q "$T/mnt" && fusermount3 -uz "$T/mnt"
-	rm -rf "$T"
-}
-trap cleanup EXIT
+# The mounts here are daemonized: bfs_kill (in the EXIT trap) knows none.
+bfs_at_exit bfs_lazy_umount "$T/mnt"
 
 mounted_right() {
 	wait_mounted "$T/mnt" && cmp -s "$T/orig" "$T/mnt/numbers"
@@ -259,6 +247,7 @@ refused() {	# refused MESSAGE OPT: exit 1 with MESSAGE, nothing mounted
 	local out rc=0
 	out=$("$BLOCKFS" "$T/src" "$T/mnt" -o "$2" 2>&1) || rc=$?
 	sleep 0.3
+	# shellcheck disable=SC2015 # the || branch is for any of the tests failing
 	[[ $rc == 1 && "$out" == *"$1"* ]] && ! mountpoint -q "$T/mnt" ||
 		{ diag "exit $rc: $out"; mountpoint -q "$T/mnt" && fusermount3 -u "$T/mnt"; return 1; }
 }
@@ -337,5 +326,4 @@ version_lists_libraries() {
 }
 is "blockfs -V prints blockfs, libfuse, liblz4 and zlib versions" version_lists_libraries
 
-echo "1..$((T_PASS + T_FAIL))"
-((T_FAIL == 0))
+bfs_end

@@ -15,12 +15,10 @@ BLOCKFS=$(realpath "${1:?usage: readahead.sh BLOCKFS}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-bfs_require fusermount3 lz4 getfattr setfattr mountpoint
+bfs_begin readahead lz4 getfattr setfattr mountpoint
 
-T=$(mktemp -d /tmp/blockfs-ra.XXXXXX)
 S=$T/src M="$T/mnt point"
 mkdir -p "$S" "$M"
-trap 'bfs_kill; rm -rf "$T"' EXIT
 
 SIZE=$((32 << 20))
 head -c $SIZE /dev/urandom > "$T/r32"
@@ -71,5 +69,4 @@ else
 		grep -q "bad value '2G' for option kernel_readahead: expected 0 or a size from 4K to 1G" \
 		"$T/daemon.log"
 fi
-echo "1..$((T_PASS + T_FAIL))"
-((T_FAIL == 0)) || { show_log; exit 1; }
+bfs_end

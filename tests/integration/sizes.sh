@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # bash -c and eval scripts expand their own arguments
 # SPDX-License-Identifier: MIT
 #
 # Exact sizes for LZ4 files from writers that flush mid-frame (sizes.py
@@ -15,16 +16,14 @@ BLOCKFS=$(realpath "${1:?usage: sizes.sh BLOCKFS}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-bfs_require fusermount3 lz4 tar
+bfs_begin sizes lz4 tar
 # Debian's python3-lz4 is python-lz4; it lives with Debian's interpreter.
 PY=python3
 [[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
 "$PY" -c 'import lz4.frame' 2>/dev/null || skip "no python lz4 module (Debian: python3-lz4)"
 
-T=$(mktemp -d /tmp/blockfs-sizes.XXXXXX)
 S=$T/src M=$T/mnt W=$T/work
 mkdir -p "$S" "$M" "$W"
-trap 'bfs_kill; rm -rf "$T"' EXIT
 
 "$PY" "$HERE/sizes.py" make "$S" "$W" || { not_ok "python-lz4 writes the files"; exit 1; }
 names=$(cd "$W" && ls)
@@ -51,5 +50,4 @@ for rp in pread mmap; do
 	bfs_umount
 	check_eq "$rp: unmount; daemon exits 0" 0 "$?"
 done
-echo "1..$((T_PASS + T_FAIL))"
-((T_FAIL == 0)) || { show_log; exit 1; }
+bfs_end

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * BGZF codec: probe, scan (walk and .gzi sidecar), decode, and hostile
- * input. Every file is built in memory with zlib: raw deflate chunks
+ * input. Every file is built in memory by builders.h: raw deflate chunks
  * framed by hand-written BGZF headers and trailers, and .gzi bytes laid
  * out as htslib 1.16's bgzip -i / -r writes them.
  */
@@ -24,47 +24,12 @@
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "builders.h"
 
-#define CHUNK 65280		/* what bgzip puts in one member */
-#define HDR_LEN 18		/* bgzip's header: XLEN 6, BC only */
+#define CHUNK TB_BGZF_CHUNK	/* what bgzip puts in one member */
+#define HDR_LEN TB_BGZF_HDR_LEN	/* bgzip's header: XLEN 6, BC only */
 
-/* ---- building BGZF in memory ---- */
-
-struct member {
-	uint64_t coff, uoff;
-	uint32_t clen, usize;
-};
-
-struct bgzf {
-	uint8_t *buf;
-	size_t len, cap;
-	struct member *m;	/* every member, empty ones too */
-	size_t n, mcap;
-	uint64_t usize;
-};
-
-static void grow(struct bgzf *b, size_t more)
-{
-	if (b->len + more > b->cap) {
-		b->cap = (b->len + more) * 2;
-		b->buf = realloc(b->buf, b->cap);
-		assert_non_null(b->buf);
-	}
-}
-
-static void put(struct bgzf *b, const void *p, size_t len)
-{
-	grow(b, len);
-	memcpy(b->buf + b->len, p, len);
-	b->len += len;
-}
-
-static void bgzf_free(struct bgzf *b)
-{
-	free(b->buf);
-	free(b->m);
-	memset(b, 0, sizeof(*b));
-}
+/* ---- the data the members hold ---- */
 
 /* Compressible, deterministic bytes: words drawn by an LCG. */
 static uint8_t *gen_data(size_t len, uint32_t seed)
@@ -92,103 +57,12 @@ static uint8_t *gen_data(size_t len, uint32_t seed)
 	return d;
 }
 
-/*
- * Append one member holding @len bytes of @data. @foreign adds a 4-byte
- * subfield 'X' 'Y' before BC, as other writers may.
- */
-static void add_member(struct bgzf *b, const uint8_t *data, size_t len, bool foreign)
-{
-	uint8_t hdr[12 + 8 + 6] = { 0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff };
-	size_t xlen = foreign ? 8 + 6 : 6, hlen = 12 + xlen, p = 12;
-	uint8_t cdata[70000], tail[8];
-	z_stream zs = { 0 };
-	size_t clen, mlen;
-
-	assert_int_equal(deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
-	zs.next_in = (Bytef *)(uintptr_t)data;
-	zs.avail_in = (uInt)len;
-	zs.next_out = cdata;
-	zs.avail_out = sizeof(cdata);
-	assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
-	clen = sizeof(cdata) - zs.avail_out;
-	deflateEnd(&zs);
-
-	mlen = hlen + clen + 8;
-	assert_true(mlen <= 65536);
-	hdr[10] = (uint8_t)xlen;
-	hdr[11] = 0;
-	if (foreign) {
-		memcpy(hdr + p, "XY\x04\x00" "abcd", 8);
-		p += 8;
-	}
-	hdr[p++] = 'B';
-	hdr[p++] = 'C';
-	hdr[p++] = 2;
-	hdr[p++] = 0;
-	hdr[p++] = (uint8_t)(mlen - 1);
-	hdr[p++] = (uint8_t)((mlen - 1) >> 8);
-
-	if (b->n == b->mcap) {
-		b->mcap = b->mcap ? b->mcap * 2 : 16;
-		b->m = realloc(b->m, b->mcap * sizeof(*b->m));
-		assert_non_null(b->m);
-	}
-	b->m[b->n++] = (struct member){ .coff = b->len, .uoff = b->usize,
-					.clen = (uint32_t)mlen, .usize = (uint32_t)len };
-	put(b, hdr, hlen);
-	put(b, cdata, clen);
-	bfs_put_le32(tail, (uint32_t)crc32(0, data, (uInt)len));
-	bfs_put_le32(tail + 4, (uint32_t)len);
-	put(b, tail, 8);
-	b->usize += len;
-}
-
-static void add_eof(struct bgzf *b)
-{
-	add_member(b, (const uint8_t *)"", 0, false);
-}
-
-/* @len bytes of @data in CHUNK-sized members, then the EOF marker if @eof. */
-static void add_data(struct bgzf *b, const uint8_t *data, size_t len, bool eof)
-{
-	for (size_t off = 0; off < len; off += CHUNK)
-		add_member(b, data + off, len - off < CHUNK ? len - off : CHUNK, false);
-	if (eof)
-		add_eof(b);
-}
-
-static void build(struct bgzf *b, size_t len, bool eof)
+static void build(struct tb_bgzf *b, size_t len, bool eof)
 {
 	uint8_t *d = gen_data(len, 42);
 
-	add_data(b, d, len, eof);
+	tb_bgzf_data(b, d, len, eof);
 	free(d);
-}
-
-/*
- * The .gzi bgzip writes: one pair per data member but the first; empty
- * members get none (they fall into the span before them).
- */
-static uint8_t *make_gzi(const struct bgzf *b, size_t *len)
-{
-	uint8_t *g = malloc(8 + 16 * b->n);
-	uint64_t count = 0;
-	bool first = true;
-
-	assert_non_null(g);
-	for (size_t i = 0; i < b->n; i++) {
-		if (b->m[i].usize == 0)
-			continue;
-		if (!first) {
-			bfs_put_le64(g + 8 + 16 * count, b->m[i].coff);
-			bfs_put_le64(g + 8 + 16 * count + 8, b->m[i].uoff);
-			count++;
-		}
-		first = false;
-	}
-	bfs_put_le64(g, count);
-	*len = 8 + 16 * count;
-	return g;
 }
 
 /* ---- running the codec ---- */
@@ -231,7 +105,7 @@ static int scan(const uint8_t *buf, size_t len, const uint8_t *gzi, size_t gzi_l
 }
 
 /* The index has exactly the non-empty members of @b, and is whole. */
-static void assert_walked(const struct bfs_index *idx, const struct bgzf *b)
+static void assert_walked(const struct bfs_index *idx, const struct tb_bgzf *b)
 {
 	size_t k = 0;
 
@@ -253,7 +127,7 @@ static void assert_walked(const struct bfs_index *idx, const struct bgzf *b)
 }
 
 /* Blocks [0, @good) match members [0, @good) and a BAD block follows at @coff. */
-static void assert_broken_at(const struct bfs_index *idx, const struct bgzf *b, size_t good,
+static void assert_broken_at(const struct bfs_index *idx, const struct tb_bgzf *b, size_t good,
 			     uint64_t coff)
 {
 	char off[32];
@@ -298,34 +172,34 @@ static void assert_decodes_to(const struct bfs_index *idx, const uint8_t *file,
 
 static void test_probe_bgzip_header(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
 	build(&b, 1000, true);
 	assert_true(bfs_codec_bgzf.probe(b.buf, BFS_PROBE_LEN));
 	assert_true(bfs_codec_bgzf.probe(b.buf, HDR_LEN));
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_probe_short_head(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
-	add_eof(&b);
+	tb_bgzf_eof(&b);
 	for (size_t len = 0; len < HDR_LEN; len++)
 		assert_false(bfs_codec_bgzf.probe(b.buf, len));
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_probe_foreign_subfield_first(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
-	add_member(&b, (const uint8_t *)"hello", 5, true);
+	tb_bgzf_member(&b, (const uint8_t *)"hello", 5, true);
 	assert_true(bfs_codec_bgzf.probe(b.buf, BFS_PROBE_LEN));
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_probe_plain_gzip(void **state)
@@ -369,7 +243,7 @@ static void test_probe_bc_with_wrong_slen(void **state)
 static void test_scan_one_block(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
 	build(&b, 5000, true);
@@ -378,13 +252,13 @@ static void test_scan_one_block(void **state)
 	assert_int_equal(idx.n, 1);
 	assert_int_equal(idx.block_size, 5000);		/* the largest block there is */
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_scan_many_blocks(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
 	build(&b, 20 * CHUNK + 1234, true);
@@ -394,29 +268,29 @@ static void test_scan_many_blocks(void **state)
 	assert_int_equal(idx.max_usize, CHUNK);
 	assert_int_equal(idx.block_size, CHUNK);	/* what the writer used: bgzip's 65280 */
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_scan_full_64k_member(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *d = gen_data(65536, 7);
 
 	(void)state;
-	add_member(&b, d, 65536, false);	/* the BGZF maximum, not bgzip's 65280 */
+	tb_bgzf_member(&b, d, 65536, false);	/* the BGZF maximum, not bgzip's 65280 */
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_walked(&idx, &b);
 	assert_decodes_to(&idx, b.buf, d, 65536);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(d);
 }
 
 static void test_scan_without_eof_marker(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
 	build(&b, 3 * CHUNK, false);
@@ -424,23 +298,23 @@ static void test_scan_without_eof_marker(void **state)
 	assert_walked(&idx, &b);
 	assert_int_equal(idx.n, 3);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_scan_only_eof_marker(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
-	add_eof(&b);
+	tb_bgzf_eof(&b);
 	assert_int_equal(b.len, 28);
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_int_equal(idx.n, 0);
 	assert_false(idx.broken);
 	assert_int_equal(idx.usize, 0);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_scan_empty_file(void **state)
@@ -457,39 +331,39 @@ static void test_scan_empty_file(void **state)
 static void test_scan_empty_members_between(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *d = gen_data(2 * CHUNK, 3);
 
 	(void)state;
-	add_eof(&b);			/* cat empty.gz a.gz b.gz: markers everywhere */
-	add_data(&b, d, CHUNK, true);
-	add_eof(&b);
-	add_data(&b, d + CHUNK, CHUNK, true);
+	tb_bgzf_eof(&b);			/* cat empty.gz a.gz b.gz: markers everywhere */
+	tb_bgzf_data(&b, d, CHUNK, true);
+	tb_bgzf_eof(&b);
+	tb_bgzf_data(&b, d + CHUNK, CHUNK, true);
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_walked(&idx, &b);
 	assert_int_equal(idx.n, 2);
 	assert_decodes_to(&idx, b.buf, d, 2 * CHUNK);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(d);
 }
 
 static void test_scan_foreign_subfield_first(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *d = gen_data(3 * 1000, 5);
 
 	(void)state;
 	for (int i = 0; i < 3; i++)
-		add_member(&b, d + i * 1000, 1000, true);
-	add_eof(&b);
+		tb_bgzf_member(&b, d + i * 1000, 1000, true);
+	tb_bgzf_eof(&b);
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_walked(&idx, &b);
 	assert_int_equal(idx.n, 3);
 	assert_decodes_to(&idx, b.buf, d, 3000);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(d);
 }
 
@@ -497,7 +371,7 @@ static void test_scan_walk_reads_headers_only(void **state)
 {
 	struct counting_io c;
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
 	build(&b, 50 * CHUNK, true);
@@ -509,7 +383,7 @@ static void test_scan_walk_reads_headers_only(void **state)
 	assert_true(c.reads <= b.n + 1);
 	assert_true(c.bytes <= (b.n + 1) * 68);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 /* ---- scan with a .gzi sidecar ---- */
@@ -517,13 +391,13 @@ static void test_scan_walk_reads_headers_only(void **state)
 static void test_gzi_same_as_walk(void **state)
 {
 	struct bfs_index walked, indexed;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi;
 	size_t gl;
 
 	(void)state;
 	build(&b, 10 * CHUNK + 77, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	assert_int_equal(bfs_le64(gzi), 10);	/* neither block 0 nor the EOF marker */
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &walked), 0);
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &indexed), 0);
@@ -532,7 +406,7 @@ static void test_gzi_same_as_walk(void **state)
 	assert_memory_equal(indexed.blk, walked.blk, walked.n * sizeof(*walked.blk));
 	bfs_index_destroy(&walked);
 	bfs_index_destroy(&indexed);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 
@@ -541,13 +415,13 @@ static void test_gzi_reads_only_the_tail(void **state)
 	struct counting_io c;
 	struct bfs_io side;
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi;
 	size_t gl;
 
 	(void)state;
 	build(&b, 50 * CHUNK + 1, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	counting_init(&c, b.buf, b.len);
 	bfs_io_init_mem(&side, gzi, gl);
 	bfs_index_init(&idx, b.len);
@@ -556,25 +430,25 @@ static void test_gzi_reads_only_the_tail(void **state)
 	/* the last data member and the EOF marker: not 52 members */
 	assert_true(c.reads <= 3);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 
 static void test_gzi_count_zero_one_block(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi;
 	size_t gl;
 
 	(void)state;
 	build(&b, 100, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	assert_int_equal(gl, 8);		/* bgzip -i on a small file: count 0 */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_walked(&idx, &b);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 
@@ -583,19 +457,19 @@ static void test_gzi_of_empty_input_ignored(void **state)
 	/* bgzip -i on empty input writes count 2^64 - 1 and no pairs */
 	static const uint8_t gzi[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
-	add_eof(&b);
+	tb_bgzf_eof(&b);
 	assert_int_equal(scan(b.buf, b.len, gzi, sizeof(gzi), &idx), 0);
 	assert_int_equal(idx.n, 0);
 	assert_false(idx.broken);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 /* Scan with a damaged sidecar: the result must be the walk's. */
-static void assert_gzi_ignored(const struct bgzf *b, const uint8_t *gzi, size_t gl)
+static void assert_gzi_ignored(const struct tb_bgzf *b, const uint8_t *gzi, size_t gl)
 {
 	struct bfs_index idx;
 
@@ -606,13 +480,13 @@ static void assert_gzi_ignored(const struct bgzf *b, const uint8_t *gzi, size_t 
 
 static void test_gzi_wrong_count_ignored(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi;
 	size_t gl;
 
 	(void)state;
 	build(&b, 6 * CHUNK, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	bfs_put_le64(gzi, 6);			/* one more than the pairs present */
 	assert_gzi_ignored(&b, gzi, gl);
 	bfs_put_le64(gzi, 4);			/* one fewer: size is not 8 + 16 * count */
@@ -620,79 +494,79 @@ static void test_gzi_wrong_count_ignored(void **state)
 	bfs_put_le64(gzi, UINT64_MAX / 8);	/* 8 + 16 * count wraps */
 	assert_gzi_ignored(&b, gzi, gl);
 	assert_gzi_ignored(&b, gzi, 5);		/* shorter than the count */
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 
 static void test_gzi_non_monotonic_ignored(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi;
 	size_t gl;
 	uint8_t pair[16];
 
 	(void)state;
 	build(&b, 6 * CHUNK, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	memcpy(pair, gzi + 8 + 16, 16);		/* swap pairs 1 and 2 */
 	memcpy(gzi + 8 + 16, gzi + 8 + 32, 16);
 	memcpy(gzi + 8 + 32, pair, 16);
 	assert_gzi_ignored(&b, gzi, gl);
 	memcpy(gzi + 8 + 32, gzi + 8 + 16, 16);	/* a repeated pair */
 	assert_gzi_ignored(&b, gzi, gl);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 
 static void test_gzi_uncompressed_not_increasing_ignored(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi;
 	size_t gl;
 
 	(void)state;
 	build(&b, 6 * CHUNK, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	bfs_put_le64(gzi + 8 + 16 + 8, bfs_le64(gzi + 8 + 8));	/* an empty span */
 	assert_gzi_ignored(&b, gzi, gl);
 	bfs_put_le64(gzi + 8 + 16 + 8, bfs_le64(gzi + 8 + 8) + 65537);	/* span > 64K */
 	assert_gzi_ignored(&b, gzi, gl);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 
 static void test_gzi_past_eof_ignored(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi;
 	size_t gl;
 
 	(void)state;
 	build(&b, 6 * CHUNK, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	bfs_put_le64(gzi + 8 + 4 * 16, b.len + 100);	/* last pair past the end */
 	assert_gzi_ignored(&b, gzi, gl);
 	bfs_put_le64(gzi + 8 + 4 * 16, b.len - 10);	/* no room for a member there */
 	assert_gzi_ignored(&b, gzi, gl);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 
 static void test_gzi_concatenated_spans_decode(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *d = gen_data(3 * CHUNK, 11), *gzi;
 	size_t gl;
 
 	(void)state;
 	/* cat e.gz e.gz a.gz e.gz b.gz, then bgzip -r: empties fold into spans */
-	add_eof(&b);
-	add_eof(&b);
-	add_data(&b, d, 2 * CHUNK, true);
-	add_eof(&b);
-	add_data(&b, d + 2 * CHUNK, CHUNK, true);
-	gzi = make_gzi(&b, &gl);
+	tb_bgzf_eof(&b);
+	tb_bgzf_eof(&b);
+	tb_bgzf_data(&b, d, 2 * CHUNK, true);
+	tb_bgzf_eof(&b);
+	tb_bgzf_data(&b, d + 2 * CHUNK, CHUNK, true);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	assert_int_equal(bfs_le64(gzi), 2);
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_false(idx.broken);
@@ -702,7 +576,7 @@ static void test_gzi_concatenated_spans_decode(void **state)
 	assert_int_equal(idx.blk[1].clen, b.m[6].coff - b.m[3].coff);	/* + 2 markers */
 	assert_decodes_to(&idx, b.buf, d, 3 * CHUNK);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(d);
 	free(gzi);
 }
@@ -710,19 +584,19 @@ static void test_gzi_concatenated_spans_decode(void **state)
 static void test_gzi_then_appended_members(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *d = gen_data(5 * CHUNK, 13), *gzi;
 	size_t gl;
 
 	(void)state;
-	add_data(&b, d, 3 * CHUNK, true);
-	gzi = make_gzi(&b, &gl);		/* made before the append */
-	add_data(&b, d + 3 * CHUNK, 2 * CHUNK, true);
+	tb_bgzf_data(&b, d, 3 * CHUNK, true);
+	gzi = tb_bgzf_gzi(&b, &gl);		/* made before the append */
+	tb_bgzf_data(&b, d + 3 * CHUNK, 2 * CHUNK, true);
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_walked(&idx, &b);
 	assert_decodes_to(&idx, b.buf, d, 5 * CHUNK);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(d);
 	free(gzi);
 }
@@ -730,14 +604,14 @@ static void test_gzi_then_appended_members(void **state)
 static void test_gzi_lying_offset_caught_by_decode(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi, *out;
 	const char *why = NULL;
 	size_t gl;
 
 	(void)state;
 	build(&b, 4 * CHUNK, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	bfs_put_le64(gzi + 8 + 16, bfs_le64(gzi + 8 + 16) + 40);	/* mid-member */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_false(idx.broken);		/* it looked valid */
@@ -751,21 +625,21 @@ static void test_gzi_lying_offset_caught_by_decode(void **state)
 	assert_non_null(why);
 	free(out);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 
 static void test_gzi_lying_usize_caught_by_decode(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi, *out;
 	const char *why = NULL;
 	size_t gl;
 
 	(void)state;
 	build(&b, 4 * CHUNK, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	bfs_put_le64(gzi + 8 + 8, CHUNK - 1);	/* block 0 one byte short */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	out = malloc(idx.usize);
@@ -774,7 +648,7 @@ static void test_gzi_lying_usize_caught_by_decode(void **state)
 	assert_int_equal(decode_blk(&idx, 2, b.buf, out, false, &why), 0);
 	free(out);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 
@@ -783,7 +657,7 @@ static void test_gzi_lying_usize_caught_by_decode(void **state)
 static void test_decode_round_trip(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	size_t len = 7 * CHUNK + 999;
 	uint8_t *d = gen_data(len, 42);
 
@@ -792,14 +666,14 @@ static void test_decode_round_trip(void **state)
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_decodes_to(&idx, b.buf, d, len);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(d);
 }
 
 static void test_decode_flipped_crc(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t out[CHUNK];
 	const char *why = NULL;
 
@@ -814,13 +688,13 @@ static void test_decode_flipped_crc(void **state)
 	assert_int_equal(bfs_codec_bgzf.decode(&idx.blk[1], b.buf + idx.blk[1].coff, out, false,
 					       &why), 0);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_decode_flipped_deflate_byte(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t out[CHUNK];
 	const char *why;
 	int rc;
@@ -837,13 +711,13 @@ static void test_decode_flipped_deflate_byte(void **state)
 		b.buf[at] ^= 0x20;
 	}
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_decode_wrong_clen(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t out[CHUNK];
 	const char *why = NULL;
 	struct bfs_blk blk;
@@ -857,13 +731,13 @@ static void test_decode_wrong_clen(void **state)
 	blk.clen += 2;				/* one stray byte after the member */
 	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_decode_wrong_usize(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t out[CHUNK + 1];
 	const char *why = NULL;
 	struct bfs_blk blk;
@@ -877,12 +751,12 @@ static void test_decode_wrong_usize(void **state)
 	blk.usize = CHUNK + 1;
 	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_decode_isize_lies(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t out[CHUNK];
 	const char *why = NULL;
 	struct bfs_blk blk;
@@ -897,7 +771,7 @@ static void test_decode_isize_lies(void **state)
 	bfs_put_le32(isize, 1001);		/* the stream holds 1000 */
 	blk.usize = 1001;
 	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 struct decode_job {
@@ -927,7 +801,7 @@ static void *decode_thread(void *arg)
 static void test_decode_concurrent_threads(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	size_t len = 12 * CHUNK;
 	uint8_t *d = gen_data(len, 42);
 	struct decode_job jobs[4];
@@ -945,7 +819,7 @@ static void test_decode_concurrent_threads(void **state)
 		assert_int_equal(jobs[i].failures, 0);
 	}
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(d);
 }
 
@@ -953,12 +827,12 @@ static void test_decode_concurrent_threads(void **state)
 
 static void test_hostile_truncated_at_every_length(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *d = gen_data(2 * 3000, 9);
 
 	(void)state;
-	add_member(&b, d, 3000, false);
-	add_member(&b, d + 3000, 3000, false);
+	tb_bgzf_member(&b, d, 3000, false);
+	tb_bgzf_member(&b, d + 3000, 3000, false);
 	for (size_t cut = b.m[1].coff; cut < b.len; cut++) {
 		struct bfs_index idx;
 
@@ -978,36 +852,36 @@ static void test_hostile_truncated_at_every_length(void **state)
 		assert_broken_at(&idx, &b, 0, 0);
 		bfs_index_destroy(&idx);
 	}
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(d);
 }
 
 static void test_hostile_bsize_past_eof(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
 	build(&b, 3 * 1000, false);
-	add_member(&b, (const uint8_t *)"tail", 4, false);
+	tb_bgzf_member(&b, (const uint8_t *)"tail", 4, false);
 	b.buf[b.m[1].coff + 16] = 0xff;		/* BSIZE 65535: far past the end */
 	b.buf[b.m[1].coff + 17] = 0xff;
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_broken_at(&idx, &b, 1, b.m[1].coff);
 	assert_non_null(strstr(idx.why, "past the end"));
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_hostile_bsize_too_small(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *d = gen_data(3000, 2);
 
 	(void)state;
-	add_member(&b, d, 1000, false);
-	add_member(&b, d + 1000, 1000, false);
-	add_member(&b, d + 2000, 1000, false);
+	tb_bgzf_member(&b, d, 1000, false);
+	tb_bgzf_member(&b, d + 1000, 1000, false);
+	tb_bgzf_member(&b, d + 2000, 1000, false);
 	/* smallest legal BSIZE is 25 (18 + 8 - 1); 24 and 0 are not */
 	for (unsigned int bsize = 0; bsize < 25; bsize += 24) {
 		struct bfs_index idx;
@@ -1019,13 +893,13 @@ static void test_hostile_bsize_too_small(void **state)
 		assert_non_null(strstr(idx.why, "BSIZE"));
 		bfs_index_destroy(&idx);
 	}
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(d);
 }
 
 static void test_hostile_isize_huge(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	static const uint32_t bad[] = { 65537, 1u << 20, UINT32_MAX };
 
 	(void)state;
@@ -1039,13 +913,13 @@ static void test_hostile_isize_huge(void **state)
 		assert_non_null(strstr(idx.why, "ISIZE"));
 		bfs_index_destroy(&idx);
 	}
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_hostile_isize_max_accepted(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
 	build(&b, 2 * CHUNK, true);
@@ -1056,7 +930,7 @@ static void test_hostile_isize_max_accepted(void **state)
 	assert_int_equal(idx.n, 2);
 	assert_int_equal(idx.blk[1].usize, 65536);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 /*
@@ -1067,14 +941,14 @@ static void test_hostile_isize_max_accepted(void **state)
 static void test_hostile_isize_lie_measured_in_place(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	struct bfs_io io;
 	size_t len = 5 * CHUNK + 1000;
 	uint8_t *d = gen_data(len, 42), *out;
 	const char *why = NULL;
 
 	(void)state;
-	add_data(&b, d, len, true);
+	tb_bgzf_data(&b, d, len, true);
 	bfs_put_le32(b.buf + b.m[1].coff + b.m[1].clen - 4, CHUNK + 1);
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
@@ -1097,25 +971,25 @@ static void test_hostile_isize_lie_measured_in_place(void **state)
 	free(out);
 	free(d);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 /*
  * A .gzi has no checksum at all: one uncompressed offset off by one makes
- * two spans odd. Both are measured and fail; everything else stays put.
+ * two spans odd. Both are measured and fail; everything else stays tb_bgzf_put.
  */
 static void test_gzi_lying_offset_measured_in_place(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	struct bfs_io io;
 	size_t len = 6 * CHUNK + 1000, gl;
 	uint8_t *d = gen_data(len, 42), *gzi, *out;
 	const char *why = NULL;
 
 	(void)state;
-	add_data(&b, d, len, true);
-	gzi = make_gzi(&b, &gl);
+	tb_bgzf_data(&b, d, len, true);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	bfs_put_le64(gzi + 8 + 16 + 8, 2 * CHUNK + 1);	/* member 2 starts one byte late */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
@@ -1136,14 +1010,14 @@ static void test_gzi_lying_offset_measured_in_place(void **state)
 	free(gzi);
 	free(d);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 /* Members of many sizes (a writer that flushes at record ends): all measured, all right. */
 static void test_irregular_members_measured(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	struct bfs_io io;
 	size_t len = 0;
 	uint8_t *d = gen_data(8 * CHUNK, 43);
@@ -1152,10 +1026,10 @@ static void test_irregular_members_measured(void **state)
 	for (size_t i = 0; i < 8; i++) {
 		size_t n = 1000 + i * 7000;
 
-		add_member(&b, d + len, n, false);
+		tb_bgzf_member(&b, d + len, n, false);
 		len += n;
 	}
-	add_eof(&b);
+	tb_bgzf_eof(&b);
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_int_equal(atomic_load(&idx.nexact), 0);
 	bfs_io_init_mem(&io, b.buf, b.len);
@@ -1164,12 +1038,12 @@ static void test_irregular_members_measured(void **state)
 	assert_decodes_to(&idx, b.buf, d, len);
 	free(d);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_hostile_bad_magic_middle(void **state)
 {
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	static const size_t at[] = { 0, 1, 2, 3 };	/* ID1, ID2, CM, FLG */
 
 	(void)state;
@@ -1183,13 +1057,13 @@ static void test_hostile_bad_magic_middle(void **state)
 		bfs_index_destroy(&idx);
 		b.buf[b.m[2].coff + at[i]] ^= i == 3 ? 0x04 : 0x40;
 	}
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_hostile_bc_subfield_renamed(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
 	build(&b, 3 * CHUNK, true);
@@ -1197,57 +1071,57 @@ static void test_hostile_bc_subfield_renamed(void **state)
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_broken_at(&idx, &b, 1, b.m[1].coff);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_hostile_xlen_past_eof(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 
 	(void)state;
 	build(&b, 2 * CHUNK, false);
-	add_member(&b, (const uint8_t *)"x", 1, false);
+	tb_bgzf_member(&b, (const uint8_t *)"x", 1, false);
 	b.buf[b.m[2].coff + 10] = 0xff;		/* XLEN 65535 > what is left */
 	b.buf[b.m[2].coff + 11] = 0xff;
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_broken_at(&idx, &b, 2, b.m[2].coff);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_hostile_junk_appended(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	size_t end;
 
 	(void)state;
 	build(&b, 3 * CHUNK, true);
 	end = b.len;
-	put(&b, "trailing junk, not a member", 27);
+	tb_bgzf_put(&b, "trailing junk, not a member", 27);
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_broken_at(&idx, &b, 3, end);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 }
 
 static void test_hostile_junk_after_gzi_tail(void **state)
 {
 	struct bfs_index idx;
-	struct bgzf b = { 0 };
+	struct tb_bgzf b = { 0 };
 	uint8_t *gzi;
 	size_t gl, end;
 
 	(void)state;
 	build(&b, 3 * CHUNK, true);
-	gzi = make_gzi(&b, &gl);
+	gzi = tb_bgzf_gzi(&b, &gl);
 	end = b.len;
-	put(&b, "\x1f\x8b", 2);			/* the start of a member, cut short */
+	tb_bgzf_put(&b, "\x1f\x8b", 2);		/* the start of a member, cut short */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_broken_at(&idx, &b, 3, end);
 	bfs_index_destroy(&idx);
-	bgzf_free(&b);
+	tb_bgzf_free(&b);
 	free(gzi);
 }
 

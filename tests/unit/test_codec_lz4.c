@@ -24,6 +24,7 @@
 #include "blockfs/io.h"
 #include "blockfs/seektable.h"
 #include "blockfs/xxh32.h"
+#include "builders.h"
 
 #define KIB 1024u
 #define MIB (1024u * 1024u)
@@ -34,40 +35,14 @@
 #define HLEN_PLAIN 7		/* magic FLG BD HC */
 #define HLEN_CSIZE 15		/* ... plus an 8-byte content size */
 
-/* A growable byte string: the backing file under construction. */
-struct buf {
-	uint8_t *p;
-	size_t len, cap;
-};
-
 struct fx {
-	struct buf file;	/* backing bytes */
+	struct tb_buf file;	/* backing bytes */
 	uint8_t *in;		/* the data compressed into it */
 	size_t n;
 	struct bfs_io io;
 	struct bfs_index idx;
 	bool have_idx;
 };
-
-static void buf_put(struct buf *b, const void *p, size_t len)
-{
-	if (b->len + len > b->cap) {
-		b->cap = (b->len + len) * 2 + 64;
-		b->p = realloc(b->p, b->cap);
-		assert_non_null(b->p);
-	}
-	if (len)
-		memcpy(b->p + b->len, p, len);
-	b->len += len;
-}
-
-static void buf_le32(struct buf *b, uint32_t v)
-{
-	uint8_t w[4];
-
-	bfs_put_le32(w, v);
-	buf_put(b, w, 4);
-}
 
 static int setup(void **state)
 {
@@ -87,134 +62,6 @@ static int teardown(void **state)
 	free(f->in);
 	free(f);
 	return 0;
-}
-
-/* xorshift64: reproducible bytes without a data file. */
-static uint64_t rng_next(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
-/* Word salad: compresses well, like text. */
-static uint8_t *gen_text(size_t n, uint64_t seed)
-{
-	static const char *const words[] = { "block", "frame", "lz4 ", "index ", "the ",
-		"of ", "random ", "access\n", "settle", "decode ", "measure ", "42 " };
-	uint8_t *p = malloc(n ? n : 1);
-	size_t i = 0;
-
-	assert_non_null(p);
-	seed = seed * 2654435761u + 1;
-	while (i < n) {
-		const char *w = words[rng_next(&seed) % BFS_ARRAY_SIZE(words)];
-		size_t wl = strlen(w);
-
-		if (wl > n - i)
-			wl = n - i;
-		memcpy(p + i, w, wl);
-		i += wl;
-	}
-	return p;
-}
-
-/* Incompressible: LZ4F stores such blocks raw. */
-static uint8_t *gen_random(size_t n, uint64_t seed)
-{
-	uint8_t *p = malloc(n ? n : 1);
-
-	assert_non_null(p);
-	seed = seed * 2654435761u + 1;
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(rng_next(&seed) >> 24);
-	return p;
-}
-
-static LZ4F_preferences_t prefs(LZ4F_blockSizeID_t id, bool csize, bool bcsum, bool ccsum,
-				size_t n)
-{
-	LZ4F_preferences_t p;
-
-	memset(&p, 0, sizeof(p));
-	p.frameInfo.blockSizeID = id;
-	p.frameInfo.blockMode = LZ4F_blockIndependent;
-	p.frameInfo.contentChecksumFlag = ccsum ? LZ4F_contentChecksumEnabled : 0;
-	p.frameInfo.blockChecksumFlag = bcsum ? LZ4F_blockChecksumEnabled : 0;
-	p.frameInfo.contentSize = csize ? n : 0;
-	return p;
-}
-
-/*
- * Append one frame of @in to @b; after each chunk of @chunk bytes (0: one
- * chunk) call LZ4F_flush, which ends the current block early.
- */
-static void put_frame_chunked(struct buf *b, const uint8_t *in, size_t n,
-			      const LZ4F_preferences_t *p, size_t chunk)
-{
-	LZ4F_cctx *c;
-	size_t cap = LZ4F_HEADER_SIZE_MAX, r, done = 0;
-	uint8_t *out;
-
-	assert_false(LZ4F_isError(LZ4F_createCompressionContext(&c, LZ4F_VERSION)));
-	if (!chunk)
-		chunk = n ? n : 1;
-	cap += LZ4F_compressBound(chunk, p) * (n / chunk + 2) + LZ4F_compressBound(0, p);
-	out = malloc(cap);
-	assert_non_null(out);
-	r = LZ4F_compressBegin(c, out, cap, p);
-	assert_false(LZ4F_isError(r));
-	buf_put(b, out, r);
-	while (done < n) {
-		size_t len = n - done < chunk ? n - done : chunk;
-
-		r = LZ4F_compressUpdate(c, out, cap, in + done, len, NULL);
-		assert_false(LZ4F_isError(r));
-		buf_put(b, out, r);
-		if (done + len < n) {
-			r = LZ4F_flush(c, out, cap, NULL);
-			assert_false(LZ4F_isError(r));
-			buf_put(b, out, r);
-		}
-		done += len;
-	}
-	r = LZ4F_compressEnd(c, out, cap, NULL);
-	assert_false(LZ4F_isError(r));
-	buf_put(b, out, r);
-	free(out);
-	LZ4F_freeCompressionContext(c);
-}
-
-static void put_frame(struct buf *b, const uint8_t *in, size_t n, const LZ4F_preferences_t *p)
-{
-	put_frame_chunked(b, in, n, p, 0);
-}
-
-/* Just the header LZ4F writes for @p: a valid HC for hand-made frames. */
-static size_t put_header(struct buf *b, const LZ4F_preferences_t *p)
-{
-	LZ4F_cctx *c;
-	uint8_t out[LZ4F_HEADER_SIZE_MAX];
-	size_t r;
-
-	assert_false(LZ4F_isError(LZ4F_createCompressionContext(&c, LZ4F_VERSION)));
-	r = LZ4F_compressBegin(c, out, sizeof(out), p);
-	assert_false(LZ4F_isError(r));
-	buf_put(b, out, r);
-	LZ4F_freeCompressionContext(c);
-	return r;
-}
-
-static void put_skippable(struct buf *b, unsigned int nibble, size_t len)
-{
-	uint8_t junk[1024];
-
-	assert_true(len <= sizeof(junk));
-	memset(junk, 0xA5, sizeof(junk));
-	buf_le32(b, 0x184D2A50u + nibble);
-	buf_le32(b, (uint32_t)len);
-	buf_put(b, junk, len);
 }
 
 static int scan(struct fx *f)
@@ -273,9 +120,9 @@ static void assert_decodes_to(struct fx *f, const uint8_t *want, size_t n)
 /* Compress @n bytes of text with @p, scan, settle, decode. */
 static void roundtrip(struct fx *f, size_t n, const LZ4F_preferences_t *p)
 {
-	f->in = gen_text(n, n);
+	f->in = tb_text(n, n);
 	f->n = n;
-	put_frame(&f->file, f->in, n, p);
+	tb_lz4_frame(&f->file, f->in, n, p);
 	assert_int_equal(scan(f), 0);
 	assert_false(f->idx.broken);
 	settle_all(f);
@@ -297,9 +144,9 @@ static void assert_broken_at(struct fx *f, size_t nblocks, uint64_t coff, const 
 static void test_probe_default_frame(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	put_header(&f->file, &p);
+	tb_lz4_header(&f->file, &p);
 	assert_true(bfs_codec_lz4.probe(f->file.p, f->file.len));
 	assert_ptr_equal(bfs_codec_probe(f->file.p, f->file.len), &bfs_codec_lz4);
 }
@@ -307,9 +154,9 @@ static void test_probe_default_frame(void **state)
 static void test_probe_short_prefixes(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max4MB, true, true, true, 5);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max4MB, true, true, true, 5);
 
-	put_header(&f->file, &p);
+	tb_lz4_header(&f->file, &p);
 	/* magic + FLG + BD decide; anything shorter cannot be told apart */
 	for (size_t len = 0; len < 6; len++)
 		assert_false(bfs_codec_lz4.probe(f->file.p, len));
@@ -320,20 +167,20 @@ static void test_probe_short_prefixes(void **state)
 static void test_probe_rejects_linked_blocks(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
 	p.frameInfo.blockMode = LZ4F_blockLinked;
-	put_header(&f->file, &p);
+	tb_lz4_header(&f->file, &p);
 	assert_false(bfs_codec_lz4.probe(f->file.p, f->file.len));
 }
 
 static void test_probe_rejects_dict_id(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
 	p.frameInfo.dictID = 7;
-	put_header(&f->file, &p);
+	tb_lz4_header(&f->file, &p);
 	assert_int_equal(f->file.p[OFF_FLG] & 1, 1);
 	assert_false(bfs_codec_lz4.probe(f->file.p, f->file.len));
 }
@@ -349,10 +196,10 @@ static void test_probe_rejects_legacy_magic(void **state)
 static void test_probe_rejects_bad_flg_bd(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	uint8_t h[HLEN_PLAIN];
 
-	put_header(&f->file, &p);
+	tb_lz4_header(&f->file, &p);
 	assert_int_equal(f->file.len, HLEN_PLAIN);
 	memcpy(h, f->file.p, HLEN_PLAIN);
 	h[OFF_FLG] ^= 0x80;			/* version 11 */
@@ -394,12 +241,12 @@ static const struct bfs_codec *sniff_file(struct fx *f)
 static void test_sniff_sees_past_skippable_frames(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	put_skippable(&f->file, 0xF, 1000);	/* longer than any probe head */
-	put_skippable(&f->file, 0x0, 0);
-	put_header(&f->file, &p);
-	buf_le32(&f->file, 0);			/* EndMark: an empty frame */
+	tb_lz4_skippable(&f->file, 0xF, 1000);	/* longer than any probe head */
+	tb_lz4_skippable(&f->file, 0x0, 0);
+	tb_lz4_header(&f->file, &p);
+	tb_put_le32(&f->file, 0);			/* EndMark: an empty frame */
 	assert_false(bfs_codec_lz4.probe(f->file.p, BFS_PROBE_LEN));	/* magic only */
 	assert_ptr_equal(sniff_file(f), &bfs_codec_lz4);
 	/* ...and scan serves it */
@@ -414,8 +261,8 @@ static void test_sniff_skippable_then_not_lz4(void **state)
 				      2, 0, 27, 0 };
 	struct fx *f = *state;
 
-	put_skippable(&f->file, 0x3, 40);
-	buf_put(&f->file, gz, sizeof(gz));
+	tb_lz4_skippable(&f->file, 0x3, 40);
+	tb_put(&f->file, gz, sizeof(gz));
 	assert_null(sniff_file(f));		/* only LZ4 may follow an LZ4 prelude */
 }
 
@@ -423,7 +270,7 @@ static void test_sniff_skippable_only(void **state)
 {
 	struct fx *f = *state;
 
-	put_skippable(&f->file, 0x1, 100);
+	tb_lz4_skippable(&f->file, 0x1, 100);
 	assert_null(sniff_file(f));
 }
 
@@ -431,7 +278,7 @@ static void test_sniff_skippable_past_eof(void **state)
 {
 	struct fx *f = *state;
 
-	put_skippable(&f->file, 0x1, 100);
+	tb_lz4_skippable(&f->file, 0x1, 100);
 	f->file.len -= 50;			/* the frame claims more than there is */
 	assert_null(sniff_file(f));
 }
@@ -440,7 +287,7 @@ static void test_sniff_skippable_past_eof(void **state)
 
 static void test_roundtrip_block_64k(void **state)
 {
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
 	roundtrip(*state, 300 * KIB + 17, &p);
 	assert_int_equal(((struct fx *)*state)->idx.block_size, 64 * KIB);
@@ -449,7 +296,7 @@ static void test_roundtrip_block_64k(void **state)
 
 static void test_roundtrip_block_256k(void **state)
 {
-	LZ4F_preferences_t p = prefs(LZ4F_max256KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max256KB, false, false, false, 0);
 
 	roundtrip(*state, MIB + 3, &p);
 	assert_int_equal(((struct fx *)*state)->idx.block_size, 256 * KIB);
@@ -458,7 +305,7 @@ static void test_roundtrip_block_256k(void **state)
 
 static void test_roundtrip_block_1m(void **state)
 {
-	LZ4F_preferences_t p = prefs(LZ4F_max1MB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max1MB, false, false, false, 0);
 
 	roundtrip(*state, 2 * MIB + 100, &p);
 	assert_int_equal(((struct fx *)*state)->idx.block_size, MIB);
@@ -467,7 +314,7 @@ static void test_roundtrip_block_1m(void **state)
 
 static void test_roundtrip_block_4m(void **state)
 {
-	LZ4F_preferences_t p = prefs(LZ4F_max4MB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max4MB, false, false, false, 0);
 
 	roundtrip(*state, 9 * MIB, &p);
 	assert_int_equal(((struct fx *)*state)->idx.block_size, 4 * MIB);
@@ -478,10 +325,10 @@ static void test_roundtrip_block_4m(void **state)
 static void test_scan_guesses_middle_blocks_only(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	f->in = gen_text(200 * KIB, 1);
-	put_frame(&f->file, f->in, 200 * KIB, &p);
+	f->in = tb_text(200 * KIB, 1);
+	tb_lz4_frame(&f->file, f->in, 200 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	assert_int_equal(f->idx.n, 4);
 	for (size_t i = 0; i < 3; i++) {
@@ -500,7 +347,7 @@ static void test_scan_guesses_middle_blocks_only(void **state)
 static void test_content_size_single_block_is_exact(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max256KB, true, false, false, 100 * KIB);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max256KB, true, false, false, 100 * KIB);
 
 	roundtrip(f, 100 * KIB, &p);
 	assert_int_equal(f->idx.n, 1);
@@ -510,7 +357,7 @@ static void test_content_size_single_block_is_exact(void **state)
 
 static void test_content_size_many_blocks(void **state)
 {
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, true, false, false, 500 * KIB);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, true, false, false, 500 * KIB);
 
 	roundtrip(*state, 500 * KIB, &p);
 }
@@ -518,7 +365,7 @@ static void test_content_size_many_blocks(void **state)
 static void test_block_checksums(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, false, 0);
 
 	roundtrip(f, 150 * KIB, &p);
 	assert_int_equal(f->idx.n, 3);
@@ -534,13 +381,13 @@ static void test_block_checksums(void **state)
 static void test_content_checksum_is_skipped(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, true, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, true, 0);
 	uint8_t *both;
 
 	/* two frames: the second is found only if the 4-byte checksum is skipped */
-	f->in = gen_text(70 * KIB, 2);
-	put_frame(&f->file, f->in, 70 * KIB, &p);
-	put_frame(&f->file, f->in, 70 * KIB, &p);
+	f->in = tb_text(70 * KIB, 2);
+	tb_lz4_frame(&f->file, f->in, 70 * KIB, &p);
+	tb_lz4_frame(&f->file, f->in, 70 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	assert_false(f->idx.broken);
 	settle_all(f);
@@ -554,7 +401,7 @@ static void test_content_checksum_is_skipped(void **state)
 
 static void test_all_flags_together(void **state)
 {
-	LZ4F_preferences_t p = prefs(LZ4F_max256KB, true, true, true, 600 * KIB + 1);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max256KB, true, true, true, 600 * KIB + 1);
 
 	roundtrip(*state, 600 * KIB + 1, &p);
 }
@@ -562,15 +409,15 @@ static void test_all_flags_together(void **state)
 static void test_concatenated_frames(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p1 = prefs(LZ4F_max64KB, true, false, false, 100 * KIB);
-	LZ4F_preferences_t p2 = prefs(LZ4F_max1MB, false, true, true, 0);
-	LZ4F_preferences_t p3 = prefs(LZ4F_max256KB, true, true, false, 50);
+	LZ4F_preferences_t p1 = tb_lz4_prefs(LZ4F_max64KB, true, false, false, 100 * KIB);
+	LZ4F_preferences_t p2 = tb_lz4_prefs(LZ4F_max1MB, false, true, true, 0);
+	LZ4F_preferences_t p3 = tb_lz4_prefs(LZ4F_max256KB, true, true, false, 50);
 	size_t n = 100 * KIB + 1500 * KIB + 50;
 
-	f->in = gen_text(n, 3);
-	put_frame(&f->file, f->in, 100 * KIB, &p1);
-	put_frame(&f->file, f->in + 100 * KIB, 1500 * KIB, &p2);
-	put_frame(&f->file, f->in + 1600 * KIB, 50, &p3);
+	f->in = tb_text(n, 3);
+	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p1);
+	tb_lz4_frame(&f->file, f->in + 100 * KIB, 1500 * KIB, &p2);
+	tb_lz4_frame(&f->file, f->in + 1600 * KIB, 50, &p3);
 	assert_int_equal(scan(f), 0);
 	assert_false(f->idx.broken);
 	assert_int_equal(f->idx.block_size, MIB);
@@ -582,15 +429,15 @@ static void test_concatenated_frames(void **state)
 static void test_skippable_frames_start_middle_end(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	f->in = gen_text(2 * 80 * KIB, 4);
-	put_skippable(&f->file, 0, 12);
-	put_skippable(&f->file, 0xF, 0);
-	put_frame(&f->file, f->in, 80 * KIB, &p);
-	put_skippable(&f->file, 7, 33);
-	put_frame(&f->file, f->in + 80 * KIB, 80 * KIB, &p);
-	put_skippable(&f->file, 1, 64);
+	f->in = tb_text(2 * 80 * KIB, 4);
+	tb_lz4_skippable(&f->file, 0, 12);
+	tb_lz4_skippable(&f->file, 0xF, 0);
+	tb_lz4_frame(&f->file, f->in, 80 * KIB, &p);
+	tb_lz4_skippable(&f->file, 7, 33);
+	tb_lz4_frame(&f->file, f->in + 80 * KIB, 80 * KIB, &p);
+	tb_lz4_skippable(&f->file, 1, 64);
 	assert_int_equal(scan(f), 0);
 	assert_false(f->idx.broken);
 	assert_int_equal(f->idx.blk[0].coff, 8 + 12 + 8 + HLEN_PLAIN);
@@ -601,11 +448,11 @@ static void test_skippable_frames_start_middle_end(void **state)
 static void test_stored_blocks_are_exact(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, false, 0);
 
-	f->in = gen_random(130 * KIB, 5);
+	f->in = tb_random(130 * KIB, 5);
 	f->n = 130 * KIB;
-	put_frame(&f->file, f->in, f->n, &p);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	assert_int_equal(scan(f), 0);
 	assert_int_equal(f->idx.n, 3);
 	for (size_t i = 0; i < 3; i++) {
@@ -619,9 +466,9 @@ static void test_stored_blocks_are_exact(void **state)
 static void test_empty_input(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, true, true, true, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, true, true, true, 0);
 
-	put_frame(&f->file, NULL, 0, &p);
+	tb_lz4_frame(&f->file, NULL, 0, &p);
 	assert_true(bfs_codec_lz4.probe(f->file.p, f->file.len));
 	assert_int_equal(scan(f), 0);
 	assert_false(f->idx.broken);
@@ -642,7 +489,7 @@ static void test_empty_file(void **state)
 static void test_one_byte(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max4MB, true, false, true, 1);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max4MB, true, false, true, 1);
 
 	roundtrip(f, 1, &p);
 	assert_int_equal(f->idx.n, 1);
@@ -652,7 +499,7 @@ static void test_one_byte(void **state)
 static void test_exact_multiple_of_block_size(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
 	roundtrip(f, 4 * 64 * KIB, &p);
 	assert_int_equal(f->idx.n, 4);
@@ -664,11 +511,11 @@ static void test_exact_multiple_of_block_size(void **state)
 static void test_short_middle_blocks_settle(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	size_t n = 250 * KIB;
 
-	f->in = gen_text(n, 6);
-	put_frame_chunked(&f->file, f->in, n, &p, 10 * KIB + 3);
+	f->in = tb_text(n, 6);
+	tb_lz4_frame_chunked(&f->file, f->in, n, &p, 10 * KIB + 3);
 	assert_int_equal(scan(f), 0);
 	assert_false(f->idx.broken);
 	assert_int_equal(f->idx.n, 25);
@@ -698,11 +545,11 @@ static void measure(struct fx *f)
 static void test_short_middle_blocks_measured(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, true, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, true, 0);
 	size_t n = 250 * KIB;
 
-	f->in = gen_text(n, 7);
-	put_frame_chunked(&f->file, f->in, n, &p, 3 * KIB + 1);
+	f->in = tb_text(n, 7);
+	tb_lz4_frame_chunked(&f->file, f->in, n, &p, 3 * KIB + 1);
 	assert_int_equal(scan(f), 0);
 	assert_true(f->idx.usize > n);			/* the guesses */
 	measure(f);
@@ -715,11 +562,11 @@ static void test_short_middle_blocks_measured(void **state)
 static void test_content_size_proves_full_blocks(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, true, false, false, 5 * 64 * KIB + 100);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, true, false, false, 5 * 64 * KIB + 100);
 
 	f->n = 5 * 64 * KIB + 100;
-	f->in = gen_text(f->n, 8);
-	put_frame(&f->file, f->in, f->n, &p);
+	f->in = tb_text(f->n, 8);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	assert_int_equal(scan(f), 0);
 	for (size_t i = 0; i < 5; i++)
 		assert_int_equal(f->idx.blk[i].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
@@ -735,10 +582,10 @@ static void test_content_size_with_short_blocks(void **state)
 {
 	struct fx *f = *state;
 	size_t n = 200 * KIB + 17;
-	LZ4F_preferences_t p = prefs(LZ4F_max256KB, true, true, true, n);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max256KB, true, true, true, n);
 
-	f->in = gen_text(n, 9);
-	put_frame_chunked(&f->file, f->in, n, &p, 5000);
+	f->in = tb_text(n, 9);
+	tb_lz4_frame_chunked(&f->file, f->in, n, &p, 5000);
 	assert_int_equal(scan(f), 0);
 	assert_int_equal(f->idx.nsums, 1);
 	measure(f);
@@ -753,12 +600,12 @@ static void test_content_size_lie_with_short_blocks(void **state)
 {
 	struct fx *f = *state;
 	size_t n = 100 * KIB;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, true, false, false, n);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, true, false, false, n);
 	uint8_t *h;
 	size_t nblk;
 
-	f->in = gen_text(n, 10);
-	put_frame_chunked(&f->file, f->in, n, &p, 7000);
+	f->in = tb_text(n, 10);
+	tb_lz4_frame_chunked(&f->file, f->in, n, &p, 7000);
 	/* the header says 64 bytes more; reseal its checksum so only the size lies */
 	h = f->file.p;
 	bfs_put_le64(h + 6, n + 64);
@@ -778,13 +625,13 @@ static void test_content_size_lie_with_short_blocks(void **state)
 static void test_verify_catches_flipped_checksum(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, false, 0);
 	const struct bfs_blk *b;
 	uint8_t *out = malloc(64 * KIB);
 	const char *why = NULL;
 
-	f->in = gen_text(10 * KIB, 7);
-	put_frame(&f->file, f->in, 10 * KIB, &p);
+	f->in = tb_text(10 * KIB, 7);
+	tb_lz4_frame(&f->file, f->in, 10 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[0];
 	f->file.p[b->coff + b->clen - 1] ^= 0x01;
@@ -799,13 +646,13 @@ static void test_verify_catches_flipped_checksum(void **state)
 static void test_verify_catches_flipped_data_byte(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, false, 0);
 	const struct bfs_blk *b;
 	uint8_t *out = malloc(64 * KIB);
 	const char *why = NULL;
 
-	f->in = gen_text(10 * KIB, 8);
-	put_frame(&f->file, f->in, 10 * KIB, &p);
+	f->in = tb_text(10 * KIB, 8);
+	tb_lz4_frame(&f->file, f->in, 10 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[0];
 	f->file.p[b->coff + 4 + 100] ^= 0x20;
@@ -817,14 +664,14 @@ static void test_verify_catches_flipped_data_byte(void **state)
 static void test_decode_prefix_matches_decode(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max256KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max256KB, false, true, false, 0);
 	static const uint32_t ns[] = { 1, 4096, 65536, 100000, 256 * KIB - 1 };
 	const struct bfs_blk *b;
 	const char *why = NULL;
 
 	f->n = 300 * KIB;
-	f->in = gen_text(f->n, 11);
-	put_frame(&f->file, f->in, f->n, &p);
+	f->in = tb_text(f->n, 11);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[0];
 	assert_int_equal(b->usize, 256 * KIB);
@@ -844,7 +691,7 @@ static void test_decode_prefix_matches_decode(void **state)
 static void test_decode_prefix_stored_and_checked(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, false, 0);
 	uint8_t *in = malloc(64 * KIB), out[5000];
 	const struct bfs_blk *b;
 	const char *why = NULL;
@@ -858,7 +705,7 @@ static void test_decode_prefix_stored_and_checked(void **state)
 	}
 	f->in = in;
 	f->n = 64 * KIB;
-	put_frame(&f->file, in, f->n, &p);
+	tb_lz4_frame(&f->file, in, f->n, &p);
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[0];
 	assert_true(bfs_le32(f->file.p + b->coff) & 0x80000000u);
@@ -878,13 +725,13 @@ static void test_decode_prefix_stored_and_checked(void **state)
 static void test_decode_rejects_header_unlike_index(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	struct bfs_blk b;
 	uint8_t *out = malloc(64 * KIB);
 	const char *why = NULL;
 
-	f->in = gen_text(10 * KIB, 9);
-	put_frame(&f->file, f->in, 10 * KIB, &p);
+	f->in = tb_text(10 * KIB, 9);
+	tb_lz4_frame(&f->file, f->in, 10 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	b = f->idx.blk[0];
 	b.clen -= 1;		/* the file changed since the scan */
@@ -907,13 +754,13 @@ static void test_decode_rejects_header_unlike_index(void **state)
 /* ---- measure ---- */
 
 /* A raw block as scan would index it: size word then the LZ4 data. */
-static struct bfs_blk raw_block(struct buf *b, const uint8_t *data, size_t len, uint32_t bmax)
+static struct bfs_blk raw_block(struct tb_buf *b, const uint8_t *data, size_t len, uint32_t bmax)
 {
 	struct bfs_blk blk = { .coff = 0, .clen = (uint32_t)(4 + len), .aux = bmax };
 
 	b->len = 0;
-	buf_le32(b, (uint32_t)len);
-	buf_put(b, data, len);
+	tb_put_le32(b, (uint32_t)len);
+	tb_put(b, data, len);
 	return blk;
 }
 
@@ -923,10 +770,10 @@ static void test_measure_agrees_with_lz4(void **state)
 	uint64_t seed = 11;
 	char *c = malloc((size_t)LZ4_compressBound(64 * KIB));
 
-	f->in = gen_text(64 * KIB, 10);
+	f->in = tb_text(64 * KIB, 10);
 	for (int i = 0; i < 300; i++) {
-		int n = 1 + (int)(rng_next(&seed) % (64 * KIB));
-		int accel = 1 + (int)(rng_next(&seed) % 20);
+		int n = 1 + (int)(tb_rng(&seed) % (64 * KIB));
+		int accel = 1 + (int)(tb_rng(&seed) % 20);
 		int clen = LZ4_compress_fast((const char *)f->in, c, n, LZ4_compressBound(n),
 					     accel);
 		struct bfs_blk b = raw_block(&f->file, (const uint8_t *)c, (size_t)clen, 64 * KIB);
@@ -1039,11 +886,11 @@ static void test_decode_block_that_bends_end_rules(void **state)
 				     0x50, 'f', 'g', 'h', 'i', 'j' };
 	static const char want[] = "abcdeabcdfghij";
 	struct bfs_blk b = raw_block(&f->file, d, sizeof(d), 64 * KIB);
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	char tight[14], out[64];
 	const char *why = NULL;
 	uint32_t usize = 0;
-	struct buf frame = { 0 };
+	struct tb_buf frame = { 0 };
 	LZ4F_dctx *dc;
 	size_t outlen = sizeof(out), inlen;
 
@@ -1055,10 +902,10 @@ static void test_decode_block_that_bends_end_rules(void **state)
 	assert_memory_equal(tight, want, 14);
 
 	/* and the frame decoder does accept it */
-	put_header(&frame, &p);
-	buf_le32(&frame, sizeof(d));
-	buf_put(&frame, d, sizeof(d));
-	buf_le32(&frame, 0);
+	tb_lz4_header(&frame, &p);
+	tb_put_le32(&frame, sizeof(d));
+	tb_put(&frame, d, sizeof(d));
+	tb_put_le32(&frame, 0);
 	assert_false(LZ4F_isError(LZ4F_createDecompressionContext(&dc, LZ4F_VERSION)));
 	inlen = frame.len;
 	assert_int_equal(LZ4F_decompress(dc, out, &outlen, frame.p, &inlen, NULL), 0);
@@ -1074,18 +921,18 @@ static void test_decode_block_that_bends_end_rules(void **state)
 static void test_truncated_at_every_length(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, true, false, true, 300);
-	struct buf full = { 0 };
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, true, false, true, 300);
+	struct tb_buf full = { 0 };
 	size_t blk_end, clen;
 
-	f->in = gen_text(300, 12);
-	put_frame(&full, f->in, 300, &p);
+	f->in = tb_text(300, 12);
+	tb_lz4_frame(&full, f->in, 300, &p);
 	clen = 4 + bfs_le32(full.p + HLEN_CSIZE);
 	blk_end = HLEN_CSIZE + clen;
 	assert_int_equal(full.len, blk_end + 4 + 4);	/* EndMark, content checksum */
 	for (size_t len = 1; len <= full.len; len++) {
 		f->file.len = 0;
-		buf_put(&f->file, full.p, len);
+		tb_put(&f->file, full.p, len);
 		assert_int_equal(scan(f), 0);
 		if (len < HLEN_CSIZE + clen) {
 			/* header, block header or block data cut short */
@@ -1110,11 +957,11 @@ static void test_truncated_at_every_length(void **state)
 static void test_block_size_past_eof(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	uint32_t word;
 
-	f->in = gen_text(100 * KIB, 13);
-	put_frame(&f->file, f->in, 100 * KIB, &p);
+	f->in = tb_text(100 * KIB, 13);
+	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p);
 	/* second block claims more than is left (but no more than the block max) */
 	word = bfs_le32(f->file.p + HLEN_PLAIN);
 	word = (uint32_t)(f->file.len - (HLEN_PLAIN + 4 + word + 4) + 1);
@@ -1128,11 +975,11 @@ static void test_block_size_past_eof(void **state)
 static void test_zero_size_stored_block(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	put_header(&f->file, &p);
-	buf_le32(&f->file, 0x80000000u);
-	buf_le32(&f->file, 0);
+	tb_lz4_header(&f->file, &p);
+	tb_put_le32(&f->file, 0x80000000u);
+	tb_put_le32(&f->file, 0);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 1, HLEN_PLAIN, "empty stored block");
 }
@@ -1140,12 +987,12 @@ static void test_zero_size_stored_block(void **state)
 static void test_last_block_of_nothing(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	put_header(&f->file, &p);
-	buf_le32(&f->file, 1);
-	buf_put(&f->file, "", 1);		/* token 0: no literals, no match */
-	buf_le32(&f->file, 0);
+	tb_lz4_header(&f->file, &p);
+	tb_put_le32(&f->file, 1);
+	tb_put(&f->file, "", 1);		/* token 0: no literals, no match */
+	tb_put_le32(&f->file, 0);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 1, HLEN_PLAIN, "lz4 block decodes to nothing");
 }
@@ -1153,10 +1000,10 @@ static void test_last_block_of_nothing(void **state)
 static void test_wrong_magic(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	f->in = gen_text(1000, 14);
-	put_frame(&f->file, f->in, 1000, &p);
+	f->in = tb_text(1000, 14);
+	tb_lz4_frame(&f->file, f->in, 1000, &p);
 	f->file.p[0] ^= 0xFF;
 	assert_false(bfs_codec_lz4.probe(f->file.p, f->file.len));
 	assert_int_equal(scan(f), 0);
@@ -1166,11 +1013,11 @@ static void test_wrong_magic(void **state)
 static void test_wrong_header_checksum(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, true, false, false, 1000);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, true, false, false, 1000);
 
-	f->in = gen_text(1000, 15);
-	put_frame(&f->file, f->in, 1000, &p);
-	put_frame(&f->file, f->in, 1000, &p);
+	f->in = tb_text(1000, 15);
+	tb_lz4_frame(&f->file, f->in, 1000, &p);
+	tb_lz4_frame(&f->file, f->in, 1000, &p);
 	/* the same frame twice: damage the second one's HC */
 	f->file.p[f->file.len / 2 + HLEN_CSIZE - 1] ^= 0x10;
 	assert_int_equal(scan(f), 0);
@@ -1181,17 +1028,17 @@ static void test_wrong_header_checksum(void **state)
 static void test_huge_size_word(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max4MB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max4MB, false, false, false, 0);
 
-	put_header(&f->file, &p);
-	buf_le32(&f->file, 0x7FFFFFFFu);
-	buf_le32(&f->file, 0);
+	tb_lz4_header(&f->file, &p);
+	tb_put_le32(&f->file, 0x7FFFFFFFu);
+	tb_put_le32(&f->file, 0);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 1, HLEN_PLAIN, "block size above the frame's block max");
 	/* one bigger than the block max is refused too */
 	f->file.len = 0;
-	put_header(&f->file, &p);
-	buf_le32(&f->file, 4 * MIB + 1);
+	tb_lz4_header(&f->file, &p);
+	tb_put_le32(&f->file, 4 * MIB + 1);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 1, HLEN_PLAIN, "block size above the frame's block max");
 }
@@ -1199,10 +1046,10 @@ static void test_huge_size_word(void **state)
 static void test_reserved_bits_set(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	put_header(&f->file, &p);
-	buf_le32(&f->file, 0);
+	tb_lz4_header(&f->file, &p);
+	tb_put_le32(&f->file, 0);
 	f->file.p[OFF_FLG] |= 0x02;
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 1, 0, "reserved FLG bit set");
@@ -1215,11 +1062,11 @@ static void test_reserved_bits_set(void **state)
 static void test_linked_blocks_first_frame_not_supported(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
 	p.frameInfo.blockMode = LZ4F_blockLinked;
-	f->in = gen_text(100 * KIB, 16);
-	put_frame(&f->file, f->in, 100 * KIB, &p);
+	f->in = tb_text(100 * KIB, 16);
+	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p);
 	assert_false(bfs_codec_lz4.probe(f->file.p, f->file.len));
 	assert_int_equal(scan(f), -ENOTSUP);
 	assert_int_equal(f->idx.n, 0);
@@ -1228,14 +1075,14 @@ static void test_linked_blocks_first_frame_not_supported(void **state)
 static void test_linked_blocks_later_frame_is_damage(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	size_t first;
 
-	f->in = gen_text(100 * KIB, 17);
-	put_frame(&f->file, f->in, 100 * KIB, &p);
+	f->in = tb_text(100 * KIB, 17);
+	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p);
 	first = f->file.len;
 	p.frameInfo.blockMode = LZ4F_blockLinked;
-	put_frame(&f->file, f->in, 100 * KIB, &p);
+	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 3, first, "frame has linked blocks");
 	settle_all(f);
@@ -1245,15 +1092,15 @@ static void test_linked_blocks_later_frame_is_damage(void **state)
 static void test_dict_id_later_frame_is_damage(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	size_t first;
 
-	f->in = gen_text(1000, 18);
-	put_frame(&f->file, f->in, 1000, &p);
+	f->in = tb_text(1000, 18);
+	tb_lz4_frame(&f->file, f->in, 1000, &p);
 	first = f->file.len;
 	p.frameInfo.dictID = 99;
-	put_header(&f->file, &p);
-	buf_le32(&f->file, 0);
+	tb_lz4_header(&f->file, &p);
+	tb_put_le32(&f->file, 0);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 2, first, "frame needs a dictionary");
 }
@@ -1261,20 +1108,20 @@ static void test_dict_id_later_frame_is_damage(void **state)
 static void test_legacy_magic(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	size_t first;
 
-	buf_le32(&f->file, 0x184C2102u);
-	buf_le32(&f->file, 0);
+	tb_put_le32(&f->file, 0x184C2102u);
+	tb_put_le32(&f->file, 0);
 	assert_int_equal(scan(f), -ENOTSUP);
 
 	/* after a good frame it is damage */
 	f->file.len = 0;
-	f->in = gen_text(1000, 19);
-	put_frame(&f->file, f->in, 1000, &p);
+	f->in = tb_text(1000, 19);
+	tb_lz4_frame(&f->file, f->in, 1000, &p);
 	first = f->file.len;
-	buf_le32(&f->file, 0x184C2102u);
-	buf_le32(&f->file, 0);
+	tb_put_le32(&f->file, 0x184C2102u);
+	tb_put_le32(&f->file, 0);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 2, first, "legacy frame");
 }
@@ -1282,13 +1129,13 @@ static void test_legacy_magic(void **state)
 static void test_trailing_junk(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, true, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, true, 0);
 	size_t end;
 
-	f->in = gen_text(70 * KIB, 20);
-	put_frame(&f->file, f->in, 70 * KIB, &p);
+	f->in = tb_text(70 * KIB, 20);
+	tb_lz4_frame(&f->file, f->in, 70 * KIB, &p);
 	end = f->file.len;
-	buf_put(&f->file, "\0\0junk", 6);
+	tb_put(&f->file, "\0\0junk", 6);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 3, end, "not an lz4 frame");
 	/* the blocks before the junk still read */
@@ -1300,13 +1147,13 @@ static void test_trailing_junk(void **state)
 static void test_trailing_partial_magic(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	size_t end;
 
-	f->in = gen_text(100, 21);
-	put_frame(&f->file, f->in, 100, &p);
+	f->in = tb_text(100, 21);
+	tb_lz4_frame(&f->file, f->in, 100, &p);
 	end = f->file.len;
-	buf_put(&f->file, "\x04\x22", 2);
+	tb_put(&f->file, "\x04\x22", 2);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 2, end, "not an lz4 frame");
 }
@@ -1314,15 +1161,15 @@ static void test_trailing_partial_magic(void **state)
 static void test_skippable_frame_past_eof(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	size_t end;
 
-	f->in = gen_text(100, 22);
-	put_frame(&f->file, f->in, 100, &p);
+	f->in = tb_text(100, 22);
+	tb_lz4_frame(&f->file, f->in, 100, &p);
 	end = f->file.len;
-	buf_le32(&f->file, 0x184D2A53u);
-	buf_le32(&f->file, 0xFFFFFFF0u);
-	buf_put(&f->file, "abc", 3);
+	tb_put_le32(&f->file, 0x184D2A53u);
+	tb_put_le32(&f->file, 0xFFFFFFF0u);
+	tb_put(&f->file, "abc", 3);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 2, end, "skippable frame runs past end of file");
 	f->file.len = end + 6;
@@ -1333,14 +1180,14 @@ static void test_skippable_frame_past_eof(void **state)
 static void test_content_size_mismatch(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, true, false, false, 1000);
-	struct buf lie = { 0 };
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, true, false, false, 1000);
+	struct tb_buf lie = { 0 };
 
-	f->in = gen_text(1000, 23);
-	put_frame(&f->file, f->in, 1000, &p);
+	f->in = tb_text(1000, 23);
+	tb_lz4_frame(&f->file, f->in, 1000, &p);
 	/* LZ4F refuses to write a lie: splice in a header that says 999 */
 	p.frameInfo.contentSize = 999;
-	assert_int_equal(put_header(&lie, &p), HLEN_CSIZE);
+	assert_int_equal(tb_lz4_header(&lie, &p), HLEN_CSIZE);
 	memcpy(f->file.p, lie.p, HLEN_CSIZE);
 	free(lie.p);
 	assert_int_equal(scan(f), 0);
@@ -1379,11 +1226,11 @@ static void assert_poisoned(struct fx *f, size_t k, const char *why)
 static void test_corrupt_guess_poisoned_by_settle(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	const struct bfs_blk *b;
 
-	f->in = gen_text(200 * KIB, 24);
-	put_frame(&f->file, f->in, 200 * KIB, &p);
+	f->in = tb_text(200 * KIB, 24);
+	tb_lz4_frame(&f->file, f->in, 200 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[1];
 	/* a literal run longer than the block: measure must refuse it */
@@ -1400,11 +1247,11 @@ static void test_corrupt_guess_poisoned_by_settle(void **state)
 static void test_settle_checks_checksum_of_guess(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, false, 0);
 	const struct bfs_blk *b;
 
-	f->in = gen_text(200 * KIB, 25);
-	put_frame(&f->file, f->in, 200 * KIB, &p);
+	f->in = tb_text(200 * KIB, 25);
+	tb_lz4_frame(&f->file, f->in, 200 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[1];
 	assert_true(b->flags & BFS_BLK_GUESS);
@@ -1426,10 +1273,10 @@ static void test_io_error_is_returned(void **state)
 {
 	struct fx *f = *state;
 	static const struct bfs_io_ops failing = { .name = "failing", .read = failing_read };
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	f->in = gen_text(100, 25);
-	put_frame(&f->file, f->in, 100, &p);
+	f->in = tb_text(100, 25);
+	tb_lz4_frame(&f->file, f->in, 100, &p);
 	bfs_io_init_mem(&f->io, f->file.p, f->file.len);
 	f->io.ops = &failing;
 	bfs_index_init(&f->idx, f->file.len);
@@ -1458,7 +1305,7 @@ static void append_table(struct fx *f, uint32_t block_size)
 		assert_int_equal(bfs_seektable_writer_add(&w, &e), 0);
 	}
 	assert_int_equal(bfs_seektable_writer_finish(&w, f->file.len, block_size, &tab, &len), 0);
-	buf_put(&f->file, tab, len);
+	tb_put(&f->file, tab, len);
 	bfs_seektable_writer_release(&w);
 }
 
@@ -1492,13 +1339,13 @@ static int counted_scan(struct fx *f)
 static void test_seek_table_is_used(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, true, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, true, 0);
 	struct bfs_blk walked[8];
 	size_t n;
 
-	f->in = gen_text(300 * KIB + 5, 40);
+	f->in = tb_text(300 * KIB + 5, 40);
 	f->n = 300 * KIB + 5;
-	put_frame(&f->file, f->in, f->n, &p);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	append_table(f, 64 * KIB);
 	n = f->idx.n;
 	assert_int_equal(n, 5);
@@ -1523,11 +1370,11 @@ static void test_seek_table_is_used(void **state)
 static void test_seek_table_exact_for_short_middle_blocks(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	f->in = gen_text(200 * KIB, 41);
+	f->in = tb_text(200 * KIB, 41);
 	f->n = 200 * KIB;
-	put_frame_chunked(&f->file, f->in, f->n, &p, 10 * KIB);
+	tb_lz4_frame_chunked(&f->file, f->in, f->n, &p, 10 * KIB);
 	append_table(f, 0);
 	assert_int_equal(counted_scan(f), 0);
 	assert_int_equal(f->idx.n, 20);
@@ -1540,15 +1387,15 @@ static void test_seek_table_exact_for_short_middle_blocks(void **state)
 static void test_seek_table_over_frames_and_skippables(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p1 = prefs(LZ4F_max64KB, true, true, false, 0);
-	LZ4F_preferences_t p2 = prefs(LZ4F_max256KB, false, false, true, 0);
+	LZ4F_preferences_t p1 = tb_lz4_prefs(LZ4F_max64KB, true, true, false, 0);
+	LZ4F_preferences_t p2 = tb_lz4_prefs(LZ4F_max256KB, false, false, true, 0);
 
-	f->in = gen_text(400 * KIB, 42);
+	f->in = tb_text(400 * KIB, 42);
 	f->n = 400 * KIB;
-	put_skippable(&f->file, 3, 10);
-	put_frame(&f->file, f->in, 100 * KIB, &p1);
-	put_skippable(&f->file, 0, 100);
-	put_frame(&f->file, f->in + 100 * KIB, 300 * KIB, &p2);
+	tb_lz4_skippable(&f->file, 3, 10);
+	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p1);
+	tb_lz4_skippable(&f->file, 0, 100);
+	tb_lz4_frame(&f->file, f->in + 100 * KIB, 300 * KIB, &p2);
 	append_table(f, 0);
 	assert_int_equal(counted_scan(f), 0);
 	/* the table; skippable + header; EndMark + skippable + header; EndMark */
@@ -1569,9 +1416,9 @@ static void test_seek_table_over_frames_and_skippables(void **state)
 static void test_seek_table_of_empty_frame(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	put_frame(&f->file, NULL, 0, &p);
+	tb_lz4_frame(&f->file, NULL, 0, &p);
 	append_table(f, 64 * KIB);
 	assert_int_equal(counted_scan(f), 0);
 	assert_int_equal(st_reads, 3);		/* the table, the header, the EndMark */
@@ -1584,13 +1431,13 @@ static void test_seek_table_of_empty_frame(void **state)
 static void test_seek_table_followed_by_a_frame_is_walked(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	f->in = gen_text(200 * KIB, 43);
+	f->in = tb_text(200 * KIB, 43);
 	f->n = 200 * KIB;
-	put_frame(&f->file, f->in, 100 * KIB, &p);
+	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p);
 	append_table(f, 64 * KIB);
-	put_frame(&f->file, f->in + 100 * KIB, 100 * KIB, &p);
+	tb_lz4_frame(&f->file, f->in + 100 * KIB, 100 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	settle_all(f);
 	assert_decodes_to(f, f->in, f->n);
@@ -1600,15 +1447,15 @@ static void test_seek_table_followed_by_a_frame_is_walked(void **state)
 static void test_seek_table_moved_by_concatenation_is_walked(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
-	struct buf both = { 0 };
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
+	struct tb_buf both = { 0 };
 
-	f->in = gen_text(200 * KIB, 44);
+	f->in = tb_text(200 * KIB, 44);
 	f->n = 200 * KIB;
-	put_frame(&f->file, f->in + 100 * KIB, 100 * KIB, &p);
+	tb_lz4_frame(&f->file, f->in + 100 * KIB, 100 * KIB, &p);
 	append_table(f, 64 * KIB);
-	put_frame(&both, f->in, 100 * KIB, &p);
-	buf_put(&both, f->file.p, f->file.len);
+	tb_lz4_frame(&both, f->in, 100 * KIB, &p);
+	tb_put(&both, f->file.p, f->file.len);
 	free(f->file.p);
 	f->file = both;
 	assert_int_equal(scan(f), 0);
@@ -1620,11 +1467,11 @@ static void test_seek_table_moved_by_concatenation_is_walked(void **state)
 static void test_damaged_seek_table_is_walked(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	f->in = gen_text(200 * KIB, 45);
+	f->in = tb_text(200 * KIB, 45);
 	f->n = 200 * KIB;
-	put_frame(&f->file, f->in, f->n, &p);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	append_table(f, 64 * KIB);
 	f->file.p[f->file.len - BFS_SEEK_FOOTER_LEN - 3] ^= 0x40;	/* an entry byte */
 	assert_int_equal(counted_scan(f), 0);
@@ -1665,12 +1512,12 @@ static void decode_expect(struct fx *f, size_t k, int want)
 static void test_lying_usize_caught_by_decode(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, false, 0);
 	uint8_t *e;
 
-	f->in = gen_text(200 * KIB, 46);
+	f->in = tb_text(200 * KIB, 46);
 	f->n = 200 * KIB;
-	put_frame(&f->file, f->in, f->n, &p);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	append_table(f, 64 * KIB);
 	/* block 1 one byte short, block 3 (the last, 8 KiB) one byte long */
 	e = lie_entry(f, 4, 1);
@@ -1690,12 +1537,12 @@ static void test_lying_usize_caught_by_decode(void **state)
 static void test_lying_usize_of_stored_block_caught_by_decode(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	uint8_t *e;
 
-	f->in = gen_random(100 * KIB, 47);
+	f->in = tb_random(100 * KIB, 47);
 	f->n = 100 * KIB;
-	put_frame(&f->file, f->in, f->n, &p);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	append_table(f, 64 * KIB);
 	e = lie_entry(f, 2, 1);
 	bfs_put_le32(e + 12, bfs_le32(e + 12) - 1);
@@ -1715,12 +1562,12 @@ static void test_lying_usize_of_stored_block_caught_by_decode(void **state)
 static void test_lying_offset_and_clen_refuse_the_table(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	uint8_t *e;
 
-	f->in = gen_text(200 * KIB, 48);
+	f->in = tb_text(200 * KIB, 48);
 	f->n = 200 * KIB;
-	put_frame(&f->file, f->in, f->n, &p);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	append_table(f, 64 * KIB);
 	e = lie_entry(f, 4, 1);
 	bfs_put_le64(e, bfs_le64(e) + 16);
@@ -1738,12 +1585,12 @@ static void test_lying_offset_and_clen_refuse_the_table(void **state)
 static void test_lying_checksum_flag_refuses_the_table(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, false, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 	uint8_t *e;
 
-	f->in = gen_text(100 * KIB, 49);
+	f->in = tb_text(100 * KIB, 49);
 	f->n = 100 * KIB;
-	put_frame(&f->file, f->in, f->n, &p);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	append_table(f, 64 * KIB);
 	for (size_t i = 0; i < 2; i++) {
 		e = lie_entry(f, 2, i);
@@ -1764,10 +1611,10 @@ static void test_lying_checksum_flag_refuses_the_table(void **state)
 static void test_table_leaving_blocks_out_is_walked(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, false, 0);
 	static const size_t drop[] = { 0, 2, 3, SIZE_MAX };
 
-	f->in = gen_text(200 * KIB, 50);
+	f->in = tb_text(200 * KIB, 50);
 	f->n = 200 * KIB;
 	for (size_t d = 0; d < BFS_ARRAY_SIZE(drop); d++) {
 		struct bfs_seektable_writer w = { 0 };
@@ -1775,7 +1622,7 @@ static void test_table_leaving_blocks_out_is_walked(void **state)
 		size_t len, n;
 
 		f->file.len = 0;
-		put_frame(&f->file, f->in, f->n, &p);
+		tb_lz4_frame(&f->file, f->in, f->n, &p);
 		assert_int_equal(scan(f), 0);
 		settle_all(f);
 		n = f->idx.n;
@@ -1791,7 +1638,7 @@ static void test_table_leaving_blocks_out_is_walked(void **state)
 		}
 		assert_int_equal(bfs_seektable_writer_finish(&w, f->file.len, 64 * KIB, &tab, &len),
 				 0);
-		buf_put(&f->file, tab, len);
+		tb_put(&f->file, tab, len);
 		bfs_seektable_writer_release(&w);
 		assert_int_equal(scan(f), 0);
 		assert_int_equal(f->idx.n, n);
@@ -1809,12 +1656,12 @@ static void test_table_leaving_blocks_out_is_walked(void **state)
 static void test_lying_usize_does_not_move_later_blocks(void **state)
 {
 	struct fx *f = *state;
-	LZ4F_preferences_t p = prefs(LZ4F_max64KB, false, true, false, 0);
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, true, false, 0);
 	uint8_t *e;
 
-	f->in = gen_text(300 * KIB, 51);
+	f->in = tb_text(300 * KIB, 51);
 	f->n = 300 * KIB;
-	put_frame(&f->file, f->in, f->n, &p);
+	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	append_table(f, 64 * KIB);
 	e = lie_entry(f, 5, 1);
 	bfs_put_le32(e + 12, bfs_le32(e + 12) - 100);

@@ -22,6 +22,7 @@
 #include "blockfs/io.h"
 #include "blockfs/seektable.h"
 #include "blockfs/xxh32.h"
+#include "builders.h"
 
 #define KIB 1024u
 #define MIB (1024u * 1024u)
@@ -116,9 +117,10 @@ static void test_xxh32_known_values(void **state)
 /* LZ4F writes XXH32 of the content at the end of a frame: ours must agree. */
 static void test_xxh32_agrees_with_lz4_content_checksum(void **state)
 {
-	LZ4F_preferences_t p;
-	size_t n = 100 * KIB + 13, cap;
-	uint8_t *in = malloc(n), *out;
+	size_t n = 100 * KIB + 13;
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_default, false, false, true, n);
+	struct tb_buf frame = { 0 };
+	uint8_t *in = malloc(n);
 	uint64_t s = 88172645463325252ull;
 
 	(void)state;
@@ -127,15 +129,9 @@ static void test_xxh32_agrees_with_lz4_content_checksum(void **state)
 		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
 		in[i] = (uint8_t)(s % 7 + 'a');
 	}
-	memset(&p, 0, sizeof(p));
-	p.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
-	cap = LZ4F_compressFrameBound(n, &p);
-	out = malloc(cap);
-	assert_non_null(out);
-	cap = LZ4F_compressFrame(out, cap, in, n, &p);
-	assert_false(LZ4F_isError(cap));
-	assert_int_equal(bfs_xxh32(in, n, 0), bfs_le32(out + cap - 4));
-	free(out);
+	tb_lz4_frame(&frame, in, n, &p);
+	assert_int_equal(bfs_xxh32(in, n, 0), bfs_le32(frame.p + frame.len - 4));
+	free(frame.p);
 	free(in);
 }
 

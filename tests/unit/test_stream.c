@@ -35,6 +35,7 @@
 #include "blockfs/push.h"
 #include "blockfs/stream.h"
 #include "blockfs/workq.h"
+#include "builders.h"
 
 #define NFILES 4
 #define FILE_LEN (1u << 20)		/* 16 blocks of 64 KiB */
@@ -86,26 +87,17 @@ static uint8_t *gen(size_t n, unsigned int seed)
 /* An LZ4 file (64 KiB blocks with checksums) of @data in an unlinked temp file. */
 static int lz4_file(const uint8_t *data, size_t n)
 {
-	LZ4F_preferences_t pr;
+	LZ4F_preferences_t pr = tb_lz4_prefs(LZ4F_max64KB, false, true, false, n);
 	char path[] = "/tmp/test_prefetch.XXXXXX";
-	size_t cap, len;
-	uint8_t *out;
+	struct tb_buf frame = { 0 };
 	int fd;
 
-	memset(&pr, 0, sizeof(pr));
-	pr.frameInfo.blockSizeID = LZ4F_max64KB;
-	pr.frameInfo.blockMode = LZ4F_blockIndependent;
-	pr.frameInfo.blockChecksumFlag = LZ4F_blockChecksumEnabled;
-	cap = LZ4F_compressFrameBound(n, &pr);
-	out = malloc(cap);
-	assert_non_null(out);
-	len = LZ4F_compressFrame(out, cap, data, n, &pr);
-	assert_false(LZ4F_isError(len));
+	tb_lz4_frame(&frame, data, n, &pr);
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	unlink(path);
-	assert_int_equal(write(fd, out, len), (ssize_t)len);
-	free(out);
+	assert_int_equal(write(fd, frame.p, frame.len), (ssize_t)frame.len);
+	free(frame.p);
 	return fd;
 }
 
