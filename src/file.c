@@ -23,6 +23,7 @@
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
 #include "blockfs/hints.h"
+#include "blockfs/index_cache.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
 #include "blockfs/opts.h"
@@ -131,9 +132,16 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 			bfs_io_init_fd(&side_io, side, (uint64_t)sst.st_size);
 			sidep = &side_io;
 		}
-		rc = codec->scan(&f->io, sidep, &f->idx);
-		if (rc == 0)
-			rc = bfs_index_measure(&f->idx, &f->io, codec, env->workq);
+		/* index_cache hook (index_cache.h): a kept index replaces the scan */
+		rc = bfs_icache_load(env->icache, &f->st, codec, &f->idx);
+		if (rc > 0) {
+			rc = codec->scan(&f->io, sidep, &f->idx);
+			if (rc == 0)
+				rc = bfs_index_measure(&f->idx, &f->io, codec, env->workq);
+			if (rc == 0)
+				bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
+						atomic_load(&f->io.nread));
+		}
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		if (rc < 0)
 			goto out_destroy;
@@ -298,7 +306,7 @@ static int decode_into(struct bfs_file *f, size_t k, const uint8_t *src, uint8_t
 {
 	const char *why = "corrupt block";
 	uint64_t t0 = now_ns();
-	int rc = f->codec->decode(&f->idx.blk[k], src, dst, f->env->verify, &why);
+	int rc = bfs_codec_decode(f->codec, &f->idx, k, src, dst, f->env->verify, &why);
 
 	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
 	if (rc < 0)
@@ -349,7 +357,7 @@ static int decode_mapped(struct bfs_file *f, size_t k, const uint8_t *base, uint
 	g->lo = base + blk->coff;
 	g->hi = base + blk->coff + blk->clen;
 	g->armed = 1;
-	rc = f->codec->decode(blk, base + blk->coff, dst, f->env->verify, &why);
+	rc = bfs_codec_decode(f->codec, &f->idx, k, base + blk->coff, dst, f->env->verify, &why);
 	g->armed = 0;
 	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
 	if (rc < 0)

@@ -14,6 +14,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "blockfs/codec.h"
 #include "blockfs/hints.h"
 #include "blockfs/opts.h"
 
@@ -29,6 +30,9 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("verify=%s", verify_s),
 	BFS_OPT("willneed=%s", willneed_s),
 	BFS_OPT("kernel_readahead=%s", kernel_readahead_s),
+	BFS_OPT("index_cache=%s", index_cache_s),
+	BFS_OPT("gzip=%s", gzip_s),
+	BFS_OPT("gzip_span=%s", gzip_span_s),
 	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
 	FUSE_OPT_END
 };
@@ -47,6 +51,11 @@ static const struct {
 				      "cache or blockfs's cache (kernel)" },
 	{ "kernel_readahead", "SIZE", "the kernel's read-ahead into the mount (its bdi "
 				      "read_ahead_kb); 0: leave it (1M)" },
+	{ "index_cache", "DIR", "keep the block indexes of walked files in DIR across "
+				"mounts (off)" },
+	{ "gzip", "raw|index", "plain gzip files: shown unchanged, or decoded through a "
+			       "checkpoint index (raw)" },
+	{ "gzip_span", "SIZE", "gzip=index: output between checkpoints, 64K to 32M (1M)" },
 	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
 };
 
@@ -103,6 +112,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	static const char *const onoff[] = { "off", "on", NULL };
 	static const char *const populates[] = { "off", "on", "async", NULL };	/* enum bfs_populate */
 	static const char *const willneeds[] = { "cache", "kernel", NULL };
+	static const char *const gzips[] = { "raw", "index", NULL };
 	struct bfs_advice_req adv;
 	enum bfs_readpath rp;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -181,6 +191,33 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 			return -EINVAL;
 		o->verify = v;
 	}
+	o->gzip_index = false;		/* a first stat would inflate the whole file: README */
+	if (o->gzip_s) {
+		if (pick("gzip", o->gzip_s, gzips, &v, err, errlen) < 0)
+			return -EINVAL;
+		o->gzip_index = v == 1;
+	}
+	o->gzip_span = BFS_GZIP_SPAN_DEFAULT;
+	if (o->gzip_span_s) {
+		uint64_t span;
+
+		if (bfs_parse_size(o->gzip_span_s, &span) < 0 || span < BFS_GZIP_SPAN_MIN ||
+		    span > BFS_GZIP_SPAN_MAX) {
+			snprintf(err, errlen, "bad value '%s' for option gzip_span: expected a size "
+				 "from 64K to 32M such as 1M", o->gzip_span_s);
+			return -EINVAL;
+		}
+		o->gzip_span = (uint32_t)span;
+	}
+	o->index_cache = NULL;
+	if (o->index_cache_s) {
+		if (!*o->index_cache_s) {
+			snprintf(err, errlen, "bad value '' for option index_cache: expected a "
+				 "directory");
+			return -EINVAL;
+		}
+		o->index_cache = o->index_cache_s;	/* opened, and checked, by main() */
+	}
 	return 0;
 }
 
@@ -196,6 +233,9 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->workers_s);
 	free(o->willneed_s);
 	free(o->kernel_readahead_s);
+	free(o->index_cache_s);
+	free(o->gzip_s);
+	free(o->gzip_span_s);
 	memset(o, 0, sizeof(*o));
 }
 

@@ -36,6 +36,7 @@ enum {
 	ON_REG = 1 << 0,	/* regular files */
 	ON_DIR = 1 << 1,	/* every directory */
 	ON_ROOT = 1 << 2,	/* the mount root */
+	UNLISTED = 1 << 3,	/* read by name only (SPEC §4: computed facts are not listed) */
 };
 
 /* One request on one inode: what the getters and setters may need. */
@@ -87,6 +88,53 @@ static int get_blocks(struct xctx *x, char *out, bool bound)
 		return -ENODATA;
 	/* The poison entry that marks damage is not a block of the file. */
 	return snprintf(out, VALUE_MAX, "%zu", x->f->idx.n - (x->f->idx.broken ? 1 : 0));
+}
+
+/* --- index facts (index_cache.h, codec_gzip.c): issue 15's hook ----------- */
+
+/* Where the index came from: "lz4-walk", "seektable", "gzi", "cache", ... */
+static int get_index_source(struct xctx *x, char *out, bool bound)
+{
+	static const char *const src[] = {
+		[BFS_SRC_WALK] = "walk", [BFS_SRC_SEEKTABLE] = "seektable",
+		[BFS_SRC_GZI] = "gzi", [BFS_SRC_CACHE] = "cache",
+	};
+	unsigned int s = x->f->idx.source;
+
+	(void)bound;
+	if (!x->f->codec || s >= BFS_ARRAY_SIZE(src))
+		return -ENODATA;
+	if (s == BFS_SRC_WALK)
+		return snprintf(out, VALUE_MAX, "%s-walk", x->f->codec->name);
+	return snprintf(out, VALUE_MAX, "%s", src[s]);
+}
+
+/* Heap bytes of the index: its entries and the codec's private data (gzip windows). */
+static int get_index_bytes(struct xctx *x, char *out, bool bound)
+{
+	const struct bfs_index *idx = &x->f->idx;
+
+	(void)bound;
+	if (!x->f->codec)
+		return -ENODATA;
+	return snprintf(out, VALUE_MAX, "%zu", idx->cap * sizeof(*idx->blk) + idx->priv_bytes);
+}
+
+/* gzip: checkpoints, one per span (block) */
+static int get_checkpoints(struct xctx *x, char *out, bool bound)
+{
+	if (x->f->codec != &bfs_codec_gzip)
+		return -ENODATA;
+	return get_blocks(x, out, bound);
+}
+
+/* gzip: "complete", or "damaged" when the walk stopped at damage (reads past it fail) */
+static int get_walk(struct xctx *x, char *out, bool bound)
+{
+	(void)bound;
+	if (x->f->codec != &bfs_codec_gzip)
+		return -ENODATA;
+	return snprintf(out, VALUE_MAX, "%s", x->f->idx.broken ? "damaged" : "complete");
 }
 
 /* Values that change on their own: see get_fn for @bound. */
@@ -393,6 +441,10 @@ static const struct attr {
 	{ BFS_XATTR_PREFIX "block_size", ON_REG, true, get_block_size, NULL, NULL },
 	{ BFS_XATTR_PREFIX "blocks", ON_REG, true, get_blocks, NULL, NULL },
 	{ BFS_XATTR_PREFIX "cached", ON_REG, true, get_cached, NULL, NULL },
+	{ BFS_XATTR_PREFIX "index_source", ON_REG | UNLISTED, true, get_index_source, NULL, NULL },
+	{ BFS_XATTR_PREFIX "index_bytes", ON_REG | UNLISTED, true, get_index_bytes, NULL, NULL },
+	{ BFS_XATTR_PREFIX "checkpoints", ON_REG | UNLISTED, true, get_checkpoints, NULL, NULL },
+	{ BFS_XATTR_PREFIX "walk", ON_REG | UNLISTED, true, get_walk, NULL, NULL },
 	{ BFS_XATTR_PREFIX "stats", ON_REG | ON_ROOT, true, get_stats, NULL, NULL },
 	{ BFS_XATTR_PREFIX "advice", ON_REG | ON_DIR, false, get_advice, set_advice, del_advice },
 	{ BFS_XATTR_PREFIX "readpath", ON_REG | ON_DIR, false, get_readpath, set_readpath,
@@ -542,7 +594,8 @@ ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(attrs); i++) {
 		size_t nl = strlen(attrs[i].name) + 1;
 
-		if (!(attrs[i].where & where) || attrs[i].get(&x, val, true) < 0)
+		if ((attrs[i].where & UNLISTED) || !(attrs[i].where & where) ||
+		    attrs[i].get(&x, val, true) < 0)
 			continue;
 		memcpy(list + len, attrs[i].name, nl);	/* the table fits: see list[] */
 		len += nl;

@@ -32,6 +32,7 @@ struct bfs_opts {
 	/* As given with -o; NULL when absent. Owned; bfs_opts_release() frees. */
 	char *readpath_s, *verify_s, *populate_s, *advice_s;
 	char *cache_size_s, *readahead_s, *workers_s, *willneed_s, *kernel_readahead_s;
+	char *index_cache_s, *gzip_s, *gzip_span_s;
 
 	/* Checked values. */
 	enum bfs_readpath readpath;
@@ -44,6 +45,9 @@ struct bfs_opts {
 	int populate;		/* enum bfs_populate: pre-faulting mappings */
 	bool willneed_kernel;	/* willneed pushes decoded pages to the kernel's cache */
 	int nonempty;		/* -o nonempty: mount over a non-empty directory or a mount */
+	const char *index_cache;	/* directory of kept indexes (index_cache_s), or NULL */
+	bool gzip_index;	/* plain gzip shown decoded (gzip=index), not unchanged */
+	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
 };
 
 /**
