@@ -173,9 +173,14 @@ static int parse_header(const uint8_t *p, size_t avail, bool more, size_t *hlen,
 		pos = (size_t)(z - p) + 1;
 	}
 	if (flg & GZ_FHCRC) {
-		pos += 2;
-		if (avail < pos)
+		if (avail < pos + 2)
 			goto short_hdr;
+		/* the low 16 bits of the header's CRC32, which gzip and zlib check too */
+		if (bfs_le16(p + pos) != (crc32(0, p, (uInt)pos) & 0xffff)) {
+			*why = "gzip header CRC16 mismatch";
+			return -EBADMSG;
+		}
+		pos += 2;
 	}
 	*hlen = pos;
 	return 0;
@@ -581,9 +586,11 @@ static int walk_member(struct walk *w, uint64_t off, bool first, uint64_t *next)
 		return 2;
 	if (rc == MEMBER_DONE && !bfs_range_ok(dend, GZ_TRAILER_LEN, size)) {
 		/* All of its data, but nothing to check it by: as a cut inside the data. */
-		rc = close_span(w, size, END_OPEN);
-		if (rc < 0)
-			return rc;
+		if (w->cur.usize > 0) {
+			rc = close_span(w, size, END_OPEN);
+			if (rc < 0)
+				return rc;
+		}
 		damage(w, size, "file ends inside a gzip trailer");
 		return 2;
 	}
@@ -968,7 +975,8 @@ static int gzip_cache_save(const struct bfs_index *idx, uint8_t **out, size_t *l
 		q[10] = cp->kind;
 		q[11] = cp->end;
 	}
-	memcpy(q, gi->blob, gi->blob_len);
+	if (gi->blob_len)	/* no window at all: blob may be NULL */
+		memcpy(q, gi->blob, gi->blob_len);
 	*out = p;
 	*len = total;
 	return 0;
