@@ -125,6 +125,7 @@ def main():
     cases = a.cases.split(",")
     want = None
     res = {(s, c): [] for s in spans for c in cases}
+    raw = {(s, c): [] for s in spans + ["base"] for c in cases}	# seconds, or IOPS
     mem = {}
     icache = {}
     for s in spans:
@@ -155,13 +156,17 @@ def main():
             m = Mount(a.blockfs, "bgzf", "")
             base["rand4k"] = fio(m.path, a.fio_seconds)
             m.close()
+        for c in base:
+            raw[("base", c)].append(base[c])
         for s in spans:
             opts = "gzip=index,gzip_span=%s" % s
             if "walk" in cases:
                 m = Mount(a.blockfs, "gzip", opts)
                 t = time.perf_counter()
                 os.stat(m.path)
-                res[(s, "walk")].append(base["walk"] / (time.perf_counter() - t))
+                t = time.perf_counter() - t
+                raw[(s, "walk")].append(t)
+                res[(s, "walk")].append(base["walk"] / t)
                 m.close()
             if "first-md5" in cases:
                 m = Mount(a.blockfs, "gzip", opts)
@@ -169,6 +174,7 @@ def main():
                 m.close()
                 if want and h != want:
                     raise SystemExit("gzip md5 differs")
+                raw[(s, "first-md5")].append(t)
                 res[(s, "first-md5")].append(base["first-md5"] / t)
             warm = opts + ",index_cache=" + icache[s]
             if "later-md5" in cases:
@@ -179,11 +185,14 @@ def main():
                 m.close()
                 if want and h != want:
                     raise SystemExit("gzip md5 differs")
+                raw[(s, "later-md5")].append(t)
                 res[(s, "later-md5")].append(base["later-md5"] / t)
             if "rand4k" in cases:
                 m = Mount(a.blockfs, "gzip", warm)
-                res[(s, "rand4k")].append(fio(m.path, a.fio_seconds) / base["rand4k"])
+                iops = fio(m.path, a.fio_seconds)
                 m.close()
+                raw[(s, "rand4k")].append(iops)
+                res[(s, "rand4k")].append(iops / base["rand4k"])
         print("round %d done" % (r + 1), flush=True)
     with open("/proc/loadavg") as f:
         load = ", ".join(f.read().split()[:3])
@@ -192,7 +201,7 @@ def main():
           "%d paired rounds, load average at the end %s"
           % (a.size_mib, os.path.getsize(gz), os.path.getsize(bg), a.rounds, load))
     print()
-    names = {"walk": "walk vs gzip -dc", "first-md5": "first md5sum vs gzip -dc | md5sum",
+    names = {"walk": "walk vs gzip -dc", "first-md5": "first md5sum vs gzip -dc, md5sum",
              "later-md5": "later md5sum vs BGZF", "rand4k": "4 KiB random IOPS vs BGZF"}
     print("| gzip_span | checkpoints | index memory | " +
           " | ".join(names[c] + " (median, range)" for c in cases) + " |")
@@ -203,6 +212,16 @@ def main():
             v = res[(s, c)]
             row.append("%.2fx (%.2f-%.2f)" % (statistics.median(v), min(v), max(v)))
         print("| " + " | ".join(row) + " |")
+    print()
+    print("Medians of the raw figures: seconds (rand4k: IOPS); the base row is the other side "
+          "(gzip -dc, gzip -dc piped to md5sum, BGZF through blockfs).")
+    print()
+    print("| | " + " | ".join(c for c in cases) + " |")
+    print("|---|" + "---:|" * len(cases))
+    for s in ["base"] + spans:
+        print("| %s | " % s + " | ".join(
+            ("%.0f" if c == "rand4k" else "%.2f") % statistics.median(raw[(s, c)])
+            for c in cases) + " |")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#if HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
@@ -119,6 +122,20 @@ struct gz_index {
 	uint8_t *blob;
 	size_t blob_len;
 };
+
+/*
+ * CRC32 of output, the walk's and verify's: libdeflate's (folding with
+ * carry-less multiplication) when built in, about ten times zlib 1.2's,
+ * which took a quarter of a walk's time. Same polynomial, same values.
+ */
+static uint32_t crc_of(const uint8_t *p, size_t len)
+{
+#if HAVE_LIBDEFLATE
+	return libdeflate_crc32(0, p, len);
+#else
+	return (uint32_t)crc32(0, p, (uInt)len);
+#endif
+}
 
 static void gz_index_free(void *p)
 {
@@ -452,11 +469,12 @@ static int inflate_member(struct walk *w, uint64_t off, uint64_t *end, uint32_t 
 	rc = feed(w, off);
 	if (rc < 0)
 		return rc;
-	for (;;) {
+	for (bool full = false;;) {
 		uInt avail_in;
 		size_t got;
 
-		if (w->inf.avail_in == 0) {
+		/* (a call that filled the output may hold more without more input) */
+		if (w->inf.avail_in == 0 && !full) {
 			uint64_t at = in_pos(w);
 
 			if (at >= size) {
@@ -478,8 +496,9 @@ static int inflate_member(struct walk *w, uint64_t off, uint64_t *end, uint32_t 
 		w->inf.avail_out = SCRATCH;
 		zrc = inflate(&w->inf, Z_BLOCK);
 		got = SCRATCH - w->inf.avail_out;
+		full = w->inf.avail_out == 0;
 		if (got) {
-			uint32_t c = (uint32_t)crc32(0, w->out, (uInt)got);
+			uint32_t c = crc_of(w->out, got);
 
 			*crc = (uint32_t)crc32_combine(*crc, c, (z_off_t)got);
 			*isize += got;
@@ -935,7 +954,7 @@ static int gzip_decode_indexed(const struct bfs_index *idx, size_t k, const uint
 			return -EBADMSG;
 		}
 	}
-	if (verify && (uint32_t)crc32(0, dst, b->usize) != b->aux) {
+	if (verify && crc_of(dst, b->usize) != b->aux) {
 		*why = "gzip span CRC32 mismatch";
 		return -EILSEQ;
 	}
@@ -1003,7 +1022,9 @@ static int gzip_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t le
 	uint64_t woff = 0;
 	size_t n;
 
-	if (len < PRIV_HDR || bfs_le32(priv + 4) != 0)
+	/* made with another -o gzip_span: walk again, so that the option takes effect */
+	if (len < PRIV_HDR || bfs_le32(priv + 4) != 0 ||
+	    idx->block_size != bfs_codec_config()->gzip_span)
 		return 1;
 	n = bfs_le32(priv);
 	if (n != idx->n || (len - PRIV_HDR) / PRIV_CP < n || idx->blk[0].coff != 0)

@@ -534,6 +534,16 @@ static void test_cache_round_trip(void **state)
 	assert_int_equal(b.n, a.n);
 	assert_int_equal(b.priv_bytes, a.priv_bytes);
 	check_spans(&b, &f, d, len);
+	/* made with another gzip_span: walked again, so that the option takes effect */
+	{
+		struct bfs_index c;
+
+		bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = true, .gzip_span = 2 * SPAN });
+		bfs_index_init(&c, f.len);
+		assert_int_equal(bfs_icache_decode(e, elen, &k, &bfs_codec_gzip, &c, &why), 1);
+		bfs_index_destroy(&c);
+		setup(NULL);
+	}
 	/* a truncated entry is refused at every length */
 	for (size_t cut = 0; cut < elen; cut += 1 + cut / 64) {
 		struct bfs_index c;
