@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PACKAGES=(meson ninja-build pkg-config gcc libfuse3-dev fuse3 liblz4-dev lz4 zlib1g-dev fio
-	libcmocka-dev tabix attr libdeflate-dev strace clang libclang-rt-dev python3-lz4)
+	libcmocka-dev tabix attr libdeflate-dev strace clang libclang-rt-dev python3-lz4 pigz)
 
 install_missing() {
 	local p missing=()
