@@ -10,6 +10,13 @@ rounds (each round: a fresh mount, one stat, unmount; then the decode), and
 counts the daemon's backing reads (user.blockfs.stats "syscalls").
 
     bench/first_stat.py [--size-mib 1024] [--rounds 5] [--opts O]
+                        [--kinds lz4-B4,lz4,...] [--index-cache]
+
+--index-cache adds, for every kind, a row with -o index_cache=DIR whose
+entry one untimed mount made before the rounds (bench/data/first_stat/
+icache): the first stat after a remount, which loads the kept index
+instead of walking. Walks with fewer than 8 reads are not kept, so the
+pack row stays as it was.
 
 Makes its data once under bench/data/first_stat/ from Debian's
 linux-source tarball: stock `lz4 -B4`, stock `lz4` (4 MiB blocks),
@@ -20,6 +27,7 @@ import argparse
 import glob
 import os
 import random
+import shutil
 import statistics
 import subprocess as sp
 import tempfile
@@ -29,7 +37,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "bench", "data", "first_stat")
 
 
-def make(size):
+def make(size, kinds):
     os.makedirs(DATA, exist_ok=True)
     text = os.path.join(DATA, "text")
     if not os.path.exists(text) or os.path.getsize(text) != size:
@@ -39,12 +47,14 @@ def make(size):
         sp.run("xz -dc %s | head -c %d > %s" % (src[-1], size, text), shell=True, check=True)
         for f in glob.glob(os.path.join(DATA, "*", "*")):
             os.unlink(f)
-    kinds = {
+    cmds = {
         "lz4-B4": ["lz4", "-q", "-f", "-B4", text],
         "lz4": ["lz4", "-q", "-f", text],
         "pack": [os.path.join(REPO, "build/tools/blockfs-pack"), "-q", "-f", "-o"],
     }
-    for k, argv in kinds.items():
+    for k, argv in cmds.items():
+        if k not in kinds:
+            continue
         d = os.path.join(DATA, k)
         os.makedirs(d, exist_ok=True)
         out = os.path.join(d, "text.lz4")
@@ -52,12 +62,12 @@ def make(size):
             sp.run(argv + ([out, text] if k == "pack" else [out]), check=True)
     d = os.path.join(DATA, "bgzf")
     os.makedirs(d, exist_ok=True)
-    if not os.path.exists(os.path.join(d, "text.gz")):
+    if "bgzf" in kinds and not os.path.exists(os.path.join(d, "text.gz")):
         sp.run("bgzip -@2 -c %s > %s/text.gz" % (text, d), shell=True, check=True)
     d = os.path.join(DATA, "python-lz4")
     os.makedirs(d, exist_ok=True)
     out = os.path.join(d, "text.lz4")
-    if not os.path.exists(out):
+    if "python-lz4" in kinds and not os.path.exists(out):
         import lz4.frame as lf
         rng = random.Random(1)
         c = lf.LZ4FrameCompressor(block_size=lf.BLOCKSIZE_MAX64KB, block_linked=False,
@@ -106,23 +116,37 @@ def main():
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--opts", default="")
+    ap.add_argument("--kinds", default="lz4-B4,lz4,python-lz4,pack,bgzf")
+    ap.add_argument("--index-cache", action="store_true")
     ap.add_argument("--blockfs", default=os.path.join(REPO, "build/src/blockfs"))
     a = ap.parse_args()
-    text = make(a.size_mib << 20)
+    kinds = a.kinds.split(",")
+    text = make(a.size_mib << 20, kinds)
     want = os.path.getsize(text)
     mnt = tempfile.mkdtemp(prefix="blockfs-stat.")
-    kinds = ["lz4-B4", "lz4", "python-lz4", "pack", "bgzf"]
-    res = {k: [] for k in kinds}
+    rows = [(k, False) for k in kinds] + ([(k, True) for k in kinds] if a.index_cache else [])
+    icache = os.path.join(DATA, "icache")
+    res = {r: [] for r in rows}
+
+    def opts_of(cached):
+        o = [a.opts] if a.opts else []
+        return ",".join(o + (["index_cache=" + icache] if cached else []))
+
     try:
+        if a.index_cache:
+            shutil.rmtree(icache, ignore_errors=True)
+            os.makedirs(icache, mode=0o700)
+            for k in kinds:			# one walk each: the entries
+                first_stat(a.blockfs, opts_of(True), os.path.join(DATA, k), mnt)
         for _ in range(a.rounds):
-            for k in kinds:
+            for k, cached in rows:
                 src = os.path.join(DATA, k)
                 backing = glob.glob(os.path.join(src, "text.*"))[0]
                 sp.run(["cat", backing], stdout=sp.DEVNULL)  # backing file warm
-                dt, size, calls = first_stat(a.blockfs, a.opts, src, mnt)
+                dt, size, calls = first_stat(a.blockfs, opts_of(cached), src, mnt)
                 if size != want:
                     raise SystemExit("%s: st_size %d, content %d" % (k, size, want))
-                res[k].append((dt, decode_time(backing), calls))
+                res[(k, cached)].append((dt, decode_time(backing), calls))
     finally:
         os.rmdir(mnt)
     print("%d MiB of linux-source text, first stat on a fresh mount, %d paired rounds%s"
@@ -130,13 +154,13 @@ def main():
     print("| file | first stat ms (median, range) | decode ms (lz4/bgzip -dc) | stat / decode "
           "(median, range) | backing reads |")
     print("|---|---:|---:|---:|---:|")
-    for k in kinds:
-        r = res[k]
+    for k, cached in rows:
+        r = res[(k, cached)]
         st = [x[0] * 1000 for x in r]
         de = [x[1] * 1000 for x in r]
         ratio = [x[0] / x[1] for x in r]
         print("| %s | %.1f (%.1f-%.1f) | %.0f | %.3f (%.3f-%.3f) | %d |" % (
-            k, statistics.median(st), min(st), max(st), statistics.median(de),
+            k + (", index_cache warm" if cached else ""), statistics.median(st), min(st), max(st), statistics.median(de),
             statistics.median(ratio), min(ratio), max(ratio), statistics.median(x[2] for x in r)))
 
 

@@ -3,20 +3,51 @@
  * The codec registry: which codec claims a file, by content and by name.
  * Order matters: when two backing files would show under one name, the
  * codec listed first wins, and within a codec its first suffix (names.c).
+ * BGZF comes before plain gzip, so that a BGZF file (gzip with the BC
+ * extra field) stays on the BGZF codec whatever gzip's probe says.
  */
 #include "config.h"
 
 #include "blockfs/codec.h"
+#include "blockfs/index.h"
 #include "blockfs/io.h"
 
-static const struct bfs_codec *const codecs[] = { &bfs_codec_lz4, &bfs_codec_bgzf };
+static const struct bfs_codec *const codecs[] = { &bfs_codec_lz4, &bfs_codec_bgzf,
+						  &bfs_codec_gzip };
+
+/* Written by bfs_codec_configure() before any thread probes; read-only after. */
+static struct bfs_codec_conf conf = { .gzip = false, .gzip_span = BFS_GZIP_SPAN_DEFAULT };
+
+void bfs_codec_configure(const struct bfs_codec_conf *c)
+{
+	conf = *c;
+}
+
+const struct bfs_codec_conf *bfs_codec_config(void)
+{
+	return &conf;
+}
+
+/* Is @c offered? Plain gzip only when configured. */
+static bool offered(const struct bfs_codec *c)
+{
+	return c != &bfs_codec_gzip || conf.gzip;
+}
 
 const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len)
 {
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++)
-		if (codecs[i]->probe(head, len))
+		if (offered(codecs[i]) && codecs[i]->probe(head, len))
 			return codecs[i];
 	return NULL;
+}
+
+int bfs_codec_decode(const struct bfs_codec *codec, const struct bfs_index *idx, size_t k,
+		     const uint8_t *src, uint8_t *dst, bool verify, const char **why)
+{
+	if (codec->decode_indexed)
+		return codec->decode_indexed(idx, k, src, dst, verify, why);
+	return codec->decode(&idx->blk[k], src, dst, verify, why);
 }
 
 /* Preludes looked past before a file is called plain. */
@@ -38,7 +69,7 @@ const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io)
 			const struct bfs_codec *c = codecs[i];
 
 			/* After a prelude only its own format may follow. */
-			if (owner && c != owner)
+			if ((owner && c != owner) || !offered(c))
 				continue;
 			if (c->probe(head, len))
 				return c;
@@ -55,6 +86,8 @@ const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io)
 bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec, const char **suffix)
 {
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++) {
+		if (!offered(codecs[i]))
+			continue;
 		for (const char *const *s = codecs[i]->suffixes; *s; s++) {
 			if (n-- == 0) {
 				*codec = codecs[i];

@@ -407,6 +407,7 @@ static int bgzf_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 				pu = u;
 			}
 			free(tab);
+			idx->source = BFS_SRC_GZI;
 			/*
 			 * The last span has no end in the sidecar: walk from its
 			 * start, which also finds members appended since.
@@ -720,6 +721,25 @@ static int bgzf_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t 
 	return rc == -ENOMEM ? rc : rc < 0 ? -EBADMSG : 0;
 }
 
+/* --- the index cache ------------------------------------------------------ */
+
+/* A block a BGZF walk could have recorded: one member, at most 64 KiB each way. */
+static bool bgzf_check_entry(const struct bfs_blk *b)
+{
+	return b->usize <= BGZF_BLOCK_MAX && b->clen >= BGZF_MEMBER_MIN &&
+	       b->clen <= BGZF_BLOCK_MAX && b->aux == 0 && !(b->flags & BFS_BLK_CSUM);
+}
+
+/* As after a walk: an odd ISIZE is measured before it places later members. */
+static int bgzf_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len)
+{
+	(void)priv;
+	if (len != 0)
+		return 1;
+	bfs_index_guess_irregular(idx, false);
+	return 0;
+}
+
 static const char *const bgzf_suffixes[] = { ".gz", ".bgz", NULL };	/* .gz wins a tie */
 
 const struct bfs_codec bfs_codec_bgzf = {
@@ -730,4 +750,6 @@ const struct bfs_codec bfs_codec_bgzf = {
 	.scan = bgzf_scan,
 	.decode = bgzf_decode,
 	.measure = bgzf_measure,	/* only for sizes bfs_index_guess_irregular() doubts */
+	.check_entry = bgzf_check_entry,
+	.cache_load = bgzf_cache_load,
 };

@@ -806,6 +806,7 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 	if (rc < 0)
 		return rc;	/* -ENOMEM: load already checked count and total */
 	idx->block_size = t.block_size ? t.block_size : bmax;
+	idx->source = BFS_SRC_SEEKTABLE;
 	/* Sizes only the table states: an odd one is measured before it places others. */
 	bfs_index_guess_irregular(idx, true);
 	return 0;
@@ -875,6 +876,35 @@ static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 	return rc < 0 ? rc : 0;
 }
 
+/* --- the index cache ------------------------------------------------------ */
+
+/* A block an LZ4 walk could have recorded: aux its frame's block max. */
+static bool lz4_check_entry(const struct bfs_blk *b)
+{
+	uint32_t csum = b->flags & BFS_BLK_CSUM ? BLK_CSUM_LEN : 0;
+	bool bmax_ok = false;
+
+	for (unsigned int id = BMAX_ID_MIN; id <= BD_BMAX_MASK; id++)
+		bmax_ok |= b->aux == 1u << (8 + 2 * id);
+	return bmax_ok && b->usize <= b->aux && b->clen > BLK_HDR_LEN + csum &&
+	       b->clen - BLK_HDR_LEN - csum <= b->aux;
+}
+
+/*
+ * Sizes the entry states are trusted as a seek table's are: a block of
+ * the size most share, or its frame's block max, stands; any other is
+ * measured before it places a later one. (A walk measured every block
+ * before the entry was written; the entry itself proves nothing.)
+ */
+static int lz4_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len)
+{
+	(void)priv;
+	if (len != 0)
+		return 1;
+	bfs_index_guess_irregular(idx, true);
+	return 0;
+}
+
 static const char *const lz4_suffixes[] = { ".lz4", NULL };
 
 const struct bfs_codec bfs_codec_lz4 = {
@@ -886,4 +916,6 @@ const struct bfs_codec bfs_codec_lz4 = {
 	.decode = lz4_decode,
 	.decode_prefix = lz4_decode_prefix,
 	.measure = lz4_measure,
+	.check_entry = lz4_check_entry,
+	.cache_load = lz4_cache_load,
 };

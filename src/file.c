@@ -26,6 +26,7 @@
 #include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
+#include "blockfs/index_cache.h"
 #include "blockfs/vocab.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
@@ -152,9 +153,16 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 			bfs_io_init_fd(&side_io, side, (uint64_t)sst.st_size);
 			sidep = &side_io;
 		}
-		rc = codec->scan(&f->io, sidep, &f->idx);
-		if (rc == 0)
-			rc = bfs_index_measure(&f->idx, &f->io, codec, env->workq);
+		/* index_cache hook (index_cache.h): a kept index replaces the scan */
+		rc = bfs_icache_load(env->icache, &f->st, codec, &f->idx);
+		if (rc > 0) {
+			rc = codec->scan(&f->io, sidep, &f->idx);
+			if (rc == 0)
+				rc = bfs_index_measure(&f->idx, &f->io, codec, env->workq);
+			if (rc == 0)
+				bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
+						atomic_load(&f->io.nread));
+		}
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		if (rc < 0)
 			goto out_destroy;
@@ -387,7 +395,7 @@ static int codec_decode(const struct bfs_file *f, size_t k, const uint8_t *src, 
 
 	if (n < blk->usize)
 		return f->codec->decode_prefix(blk, src, dst, n, f->env->verify, why);
-	return f->codec->decode(blk, src, dst, f->env->verify, why);
+	return bfs_codec_decode(f->codec, &f->idx, k, src, dst, f->env->verify, why);
 }
 
 /* Decode the first @n bytes of block @k (all: its usize) from @src into @dst. */
@@ -896,7 +904,8 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 	return (ssize_t)done;
 
 out_err:
-	BFS_COUNT(f->ctr, errors, 1);
+	if (reader)		/* a push that fails is no program's failed read */
+		BFS_COUNT(f->ctr, errors, 1);
 	return rc;
 }
 

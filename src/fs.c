@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "blockfs/cache.h"
+#include "blockfs/index_cache.h"
 #include "blockfs/mmap.h"
 #include "blockfs/stream.h"
 #include "blockfs/workq.h"
@@ -145,6 +146,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	close(fs->root_fd);
 	bfs_cache_free(fs->env.cache);	/* after every version: no block is held */
 	bfs_maps_free(fs->env.maps);	/* likewise: no mapping is left */
+	bfs_icache_free(fs->env.icache);
 	bfs_counters_put(fs->env.mount);
 	bfs_hints_destroy(&fs->hints);
 }

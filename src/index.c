@@ -38,6 +38,10 @@ void bfs_index_destroy(struct bfs_index *idx)
 	free(idx->sums);
 	idx->sums = NULL;
 	idx->nsums = 0;
+	if (idx->priv && idx->priv_free)
+		idx->priv_free(idx->priv);
+	idx->priv = NULL;
+	idx->priv_bytes = 0;
 	pthread_mutex_destroy(&idx->settle_lock);
 }
 

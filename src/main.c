@@ -21,6 +21,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "blockfs/codec.h"
+#include "blockfs/index_cache.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
 #include "blockfs/opts.h"
@@ -36,7 +38,8 @@ static void usage(FILE *out)
 static void help(void)
 {
 	usage(stdout);
-	printf("\nShows the LZ4 and BGZF files below SOURCE decompressed, read-only.\n\n");
+	printf("\nShows the LZ4, BGZF (and with -o gzip=index, gzip) files below SOURCE\n"
+	       "decompressed, read-only.\n\n");
 	bfs_opts_help(stdout);
 	printf("\nFUSE options:\n");
 	fuse_cmdline_help();
@@ -607,12 +610,23 @@ int main(int argc, char **argv)
 	raise_nofile();
 	preload_unwinder();
 	one_arena();
+	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = opts.gzip_index,
+						      .gzip_span = opts.gzip_span });
 	rc = bfs_fs_init(&fs, opts.source, &opts, se, bfs_ops_push);
 	if (rc < 0) {
 		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));
 		goto out_session;
 	}
 	fs_up = true;
+	/* A cache directory that cannot work is refused now, in the foreground. */
+	if (opts.index_cache) {
+		char err[512];
+
+		if (bfs_icache_open(&fs.env.icache, opts.index_cache, err, sizeof(err)) < 0) {
+			fprintf(stderr, "blockfs: %s\n", err);
+			goto out_session;
+		}
+	}
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)

@@ -47,8 +47,9 @@ static void shown_as(const struct bfs_name_ops *ops, void *ctx, const char *back
 	for (size_t i = 0; bfs_codec_suffix_at(i, &c, &suffix); i++) {
 		if (!ends_with(backing, len, suffix, &sl))
 			continue;
+		/* Another codec may take the same suffix (.gz: BGZF, then plain gzip). */
 		if (!ops->claims(ctx, backing, c))
-			return;
+			continue;
 		shown[len - sl] = '\0';		/* the stem */
 		if (ops->exists(ctx, shown))
 			goto unchanged;

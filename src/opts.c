@@ -15,6 +15,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "blockfs/codec.h"
 #include "blockfs/mmap.h"
 #include "blockfs/opts.h"
 #include "blockfs/vocab.h"
@@ -34,6 +35,9 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("verify=%s", verify_s),
 	BFS_OPT("willneed=%s", willneed_s),
 	BFS_OPT("kernel_readahead=%s", kernel_readahead_s),
+	BFS_OPT("index_cache=%s", index_cache_s),
+	BFS_OPT("gzip=%s", gzip_s),
+	BFS_OPT("gzip_span=%s", gzip_span_s),
 	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
 	{ "keep_compressed", offsetof(struct bfs_opts, keep_compressed), 1 },
 	/* Taken here, so that only an explicit ask reaches libfuse (main.c); the last one wins. */
@@ -61,6 +65,11 @@ static const struct {
 				      "read_ahead_kb); 0: leave it (1M)" },
 	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
 				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
+	{ "index_cache", "DIR", "keep the block indexes of walked files in DIR across "
+				"mounts (off)" },
+	{ "gzip", "raw|index", "plain gzip files: shown unchanged, or decoded through a "
+			       "checkpoint index (raw)" },
+	{ "gzip_span", "SIZE", "gzip=index: output between checkpoints, 64K to 32M (1M)" },
 	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
 	{ "suid", NULL, "honour set-user-ID bits below SOURCE (root only; default nosuid)" },
 	{ "dev", NULL, "open device files below SOURCE (root only; default nodev)" },
@@ -146,6 +155,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	static const char *const onoff[] = { "off", "on", NULL };
 	static const char *const populates[] = { "off", "on", "async", NULL };	/* enum bfs_populate */
 	static const char *const willneeds[] = { "cache", "kernel", NULL };
+	static const char *const gzips[] = { "raw", "index", NULL };
 	struct bfs_advice_req adv;
 	enum bfs_readpath rp;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -236,6 +246,33 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		}
 		o->max_read = (uint32_t)n;
 	}
+	o->gzip_index = false;		/* a first stat would inflate the whole file: README */
+	if (o->gzip_s) {
+		if (pick("gzip", o->gzip_s, gzips, &v, err, errlen) < 0)
+			return -EINVAL;
+		o->gzip_index = v == 1;
+	}
+	o->gzip_span = BFS_GZIP_SPAN_DEFAULT;
+	if (o->gzip_span_s) {
+		uint64_t span;
+
+		if (bfs_parse_size(o->gzip_span_s, &span) < 0 || span < BFS_GZIP_SPAN_MIN ||
+		    span > BFS_GZIP_SPAN_MAX) {
+			snprintf(err, errlen, "bad value '%s' for option gzip_span: expected a size "
+				 "from 64K to 32M such as 1M", o->gzip_span_s);
+			return -EINVAL;
+		}
+		o->gzip_span = (uint32_t)span;
+	}
+	o->index_cache = NULL;
+	if (o->index_cache_s) {
+		if (!*o->index_cache_s) {
+			snprintf(err, errlen, "bad value '' for option index_cache: expected a "
+				 "directory");
+			return -EINVAL;
+		}
+		o->index_cache = o->index_cache_s;	/* opened, and checked, by main() */
+	}
 	return 0;
 }
 
@@ -253,6 +290,9 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->willneed_s);
 	free(o->kernel_readahead_s);
 	free(o->max_read_s);
+	free(o->index_cache_s);
+	free(o->gzip_s);
+	free(o->gzip_span_s);
 	memset(o, 0, sizeof(*o));
 }
 

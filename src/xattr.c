@@ -82,6 +82,50 @@ static int get_blocks(struct xctx *x, char *out)
 	return snprintf(out, VALUE_MAX, "%zu", x->f->idx.n - (x->f->idx.broken ? 1 : 0));
 }
 
+/* --- index facts (index_cache.h, codec_gzip.c): issue 15's hook ----------- */
+
+/* Where the index came from: "lz4-walk", "seektable", "gzi", "cache", ... */
+static int get_index_source(struct xctx *x, char *out)
+{
+	static const char *const src[] = {
+		[BFS_SRC_WALK] = "walk", [BFS_SRC_SEEKTABLE] = "seektable",
+		[BFS_SRC_GZI] = "gzi", [BFS_SRC_CACHE] = "cache",
+	};
+	unsigned int s = x->f->idx.source;
+
+	if (!x->f->codec || s >= BFS_ARRAY_SIZE(src))
+		return -ENODATA;
+	if (s == BFS_SRC_WALK)
+		return snprintf(out, VALUE_MAX, "%s-walk", x->f->codec->name);
+	return snprintf(out, VALUE_MAX, "%s", src[s]);
+}
+
+/* Heap bytes of the index: its entries and the codec's private data (gzip windows). */
+static int get_index_bytes(struct xctx *x, char *out)
+{
+	const struct bfs_index *idx = &x->f->idx;
+
+	if (!x->f->codec)
+		return -ENODATA;
+	return snprintf(out, VALUE_MAX, "%zu", idx->cap * sizeof(*idx->blk) + idx->priv_bytes);
+}
+
+/* gzip: checkpoints, one per span (block) */
+static int get_checkpoints(struct xctx *x, char *out)
+{
+	if (x->f->codec != &bfs_codec_gzip)
+		return -ENODATA;
+	return get_blocks(x, out);
+}
+
+/* gzip: "complete", or "damaged" when the walk stopped at damage (reads past it fail) */
+static int get_walk(struct xctx *x, char *out)
+{
+	if (x->f->codec != &bfs_codec_gzip)
+		return -ENODATA;
+	return snprintf(out, VALUE_MAX, "%s", x->f->idx.broken ? "damaged" : "complete");
+}
+
 /* Values that change on their own (VOLATILE in the table). */
 static int get_cached(struct xctx *x, char *out)
 {
@@ -261,6 +305,10 @@ static const struct attr {
 	  set_advice, del_advice },
 	{ BFS_XATTR_PREFIX "readpath", ON_REG | ON_DIR, false, false, BFS_HINT_READPATH,
 	  get_readpath, set_readpath, del_readpath },
+	{ BFS_XATTR_PREFIX "index_source", ON_REG, true, false, -1, get_index_source, NULL, NULL },
+	{ BFS_XATTR_PREFIX "index_bytes", ON_REG, true, false, -1, get_index_bytes, NULL, NULL },
+	{ BFS_XATTR_PREFIX "checkpoints", ON_REG, true, false, -1, get_checkpoints, NULL, NULL },
+	{ BFS_XATTR_PREFIX "walk", ON_REG, true, false, -1, get_walk, NULL, NULL },
 };
 
 static const struct attr *find_attr(const char *name)

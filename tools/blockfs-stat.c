@@ -3,7 +3,8 @@
  * blockfs-stat: what blockfs knows about mounted files, read through
  * getxattr(2) only (the user.blockfs.* attributes, SPEC §4), so it works
  * on any blockfs mount a user can read, with no access to the daemon.
- * For each PATH: format, sizes, ratio, blocks, cached bytes, effective
+ * For each PATH: format, sizes, ratio, blocks, cached bytes, where the
+ * index came from and its memory (gzip: checkpoints, walk), effective
  * hints and counters; on the mount root, the mount-wide counters. A table
  * for people, --json for scripts.
  */
@@ -32,8 +33,9 @@ struct info {
 	const char *path;
 	bool dir, root;			/* root: a directory with mount-wide stats */
 	char format[32], advice[64], readpath[32];
-	bool has_csize, has_bsize, has_blocks, has_cached;
-	uint64_t size, csize, bsize, blocks, cached;
+	char index_source[32], walk[32];	/* "" when absent */
+	bool has_csize, has_bsize, has_blocks, has_cached, has_ibytes, has_cps;
+	uint64_t size, csize, bsize, blocks, cached, ibytes, cps;
 	size_t nstats;
 	struct {
 		char key[48];
@@ -83,6 +85,18 @@ static int get_str(const char *path, const char *name, char *dst, size_t len)
 	if (rc == 0) {
 		snprintf(dst, len, "%s", v);
 		free(v);
+	}
+	return rc;
+}
+
+/* get_str() of an attribute that may not apply: "" then. */
+static int get_opt_str(const char *path, const char *name, char *dst, size_t len)
+{
+	int rc = get_str(path, name, dst, len);
+
+	if (rc == -ENODATA) {
+		*dst = '\0';
+		return 0;
 	}
 	return rc;
 }
@@ -181,6 +195,16 @@ static int collect(const char *path, struct info *in, char *why, size_t wlen)
 			rc = get_u64(path, PREFIX "blocks", &in->blocks, &in->has_blocks);
 		if (rc == 0)
 			rc = get_u64(path, PREFIX "cached", &in->cached, &in->has_cached);
+		/* read by name: not listed, and absent where they do not apply */
+		if (rc == 0)
+			rc = get_opt_str(path, PREFIX "index_source", in->index_source,
+					 sizeof(in->index_source));
+		if (rc == 0)
+			rc = get_u64(path, PREFIX "index_bytes", &in->ibytes, &in->has_ibytes);
+		if (rc == 0)
+			rc = get_u64(path, PREFIX "checkpoints", &in->cps, &in->has_cps);
+		if (rc == 0)
+			rc = get_opt_str(path, PREFIX "walk", in->walk, sizeof(in->walk));
 	}
 	if (rc == 0) {
 		rc = get(path, PREFIX "stats", &stats);
@@ -269,6 +293,16 @@ static void print_table(const struct info *in)
 			printf(ROW, "cached", human(in->cached, h, sizeof(h)));
 		if (slow_blocks(in))
 			printf(ROW, "warning", slow_blocks(in));
+		if (*in->index_source)
+			printf(ROW, "index from", in->index_source);
+		if (in->has_ibytes)
+			printf(ROW, "index memory", human(in->ibytes, h, sizeof(h)));
+		if (in->has_cps) {
+			snprintf(v, sizeof(v), "%" PRIu64, in->cps);
+			printf(ROW, "checkpoints", v);
+		}
+		if (*in->walk)
+			printf(ROW, "walk", in->walk);
 	}
 	printf(ROW, "advice", in->advice);
 	printf(ROW, "readpath", in->readpath);
@@ -336,6 +370,12 @@ static void print_json(const struct info *in, const char *err)
 			json_str(slow_blocks(in));
 		else
 			printf("null");
+		printf(", \"index_source\": ");
+		*in->index_source ? json_str(in->index_source) : (void)printf("null");
+		json_u64("index_bytes", in->ibytes, in->has_ibytes);
+		json_u64("checkpoints", in->cps, in->has_cps);
+		printf(", \"walk\": ");
+		*in->walk ? json_str(in->walk) : (void)printf("null");
 	}
 	printf(", \"advice\": ");
 	json_str(in->advice);

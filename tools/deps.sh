@@ -20,9 +20,9 @@ BUILD=(meson ninja-build pkg-config gcc libfuse3-dev liblz4-dev zlib1g-dev libde
 RUN=(fuse3 lz4 tabix attr)
 # tools/test.sh: the fuzz tree (clang, libFuzzer in libclang-rt-dev), the
 # integration scripts' tools (fio: load.sh; strace: pack.sh, mmap.sh;
-# python3-lz4: sizes.sh; rsync: copies.sh; samtools: sidecars.sh) and the
+# python3-lz4: sizes.sh; rsync: copies.sh; samtools: sidecars.sh; pigz: gzip.sh) and the
 # lint suite (shellcheck; nm from binutils).
-TEST=(clang libclang-rt-dev fio strace python3-lz4 rsync samtools shellcheck binutils)
+TEST=(clang libclang-rt-dev fio strace python3-lz4 rsync samtools shellcheck binutils pigz)
 FUZZ=(clang libclang-rt-dev)
 
 usage() {

@@ -79,10 +79,70 @@ struct bfs_codec {
 	 */
 	int (*measure)(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
 		       const char **why);
+
+	/*
+	 * Optional, for formats whose blocks do not decode from their own
+	 * bytes alone (gzip: a span starts at a checkpoint, whose bit offset
+	 * and window idx->priv keeps). Decodes block @k of @idx as decode
+	 * does, with the same contract. Readers go through
+	 * bfs_codec_decode(), which calls this when it is set.
+	 */
+	int (*decode_indexed)(const struct bfs_index *idx, size_t k, const uint8_t *src,
+			      uint8_t *dst, bool verify, const char **why);
+
+	/*
+	 * The index cache (index_cache.h). NULL cache_load: this codec's
+	 * indexes are never cached.
+	 *
+	 * check_entry: could this format have produced block @b, read back
+	 * from a cache entry (sizes within the format's limits, flags and
+	 * aux meaningful)? The cache has checked order and bounds already.
+	 *
+	 * cache_save: optional; the codec-private bytes to keep with the
+	 * entries (*@out: malloc'd, caller frees; *@len 0 for none).
+	 * Return: 0 or -ENOMEM.
+	 *
+	 * cache_load: finish an index whose entries the cache restored: adopt
+	 * @len private bytes (checking them; 0 bytes when cache_save wrote
+	 * none), and distrust what the entry states but cannot prove, as scan
+	 * does with a seek table (bfs_index_guess_irregular()).
+	 * Return: 0; 1 when the bytes are unusable (the entry is ignored);
+	 * -ENOMEM.
+	 */
+	bool (*check_entry)(const struct bfs_blk *b);
+	int (*cache_save)(const struct bfs_index *idx, uint8_t **out, size_t *len);
+	int (*cache_load)(struct bfs_index *idx, const uint8_t *priv, size_t len);
 };
 
 extern const struct bfs_codec bfs_codec_lz4;
 extern const struct bfs_codec bfs_codec_bgzf;
+extern const struct bfs_codec bfs_codec_gzip;
+
+/**
+ * bfs_codec_decode() - decode block @k of @idx with @codec: its
+ * decode_indexed when it has one, else its decode. Same contract.
+ */
+int bfs_codec_decode(const struct bfs_codec *codec, const struct bfs_index *idx, size_t k,
+		     const uint8_t *src, uint8_t *dst, bool verify, const char **why);
+
+/*
+ * Which codecs the registry offers, and their settings: one mount per
+ * process, so set once by main() before anything is probed (tests may
+ * set it between cases). Plain gzip is off unless asked for
+ * (-o gzip=index): such files are shown unchanged.
+ */
+struct bfs_codec_conf {
+	bool gzip;		/* plain gzip is decoded (gzip=index) */
+	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
+};
+
+/* Default gzip_span (see codec_gzip.c for the measurement) and its bounds. */
+#define BFS_GZIP_SPAN_DEFAULT (1u << 20)
+#define BFS_GZIP_SPAN_MIN (64u << 10)
+#define BFS_GZIP_SPAN_MAX (32u << 20)
+
+void bfs_codec_configure(const struct bfs_codec_conf *conf);
+const struct bfs_codec_conf *bfs_codec_config(void);
 
 /* The codec that claims @head, or NULL (serve the file unchanged). */
 const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len);
@@ -93,7 +153,8 @@ const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len);
 const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io);
 /*
  * The @n-th (codec, suffix) pair in registry order, false past the end.
- * This order decides name collisions: .lz4, then .gz, then .bgz.
+ * This order decides name collisions: .lz4, then .gz and .bgz of BGZF,
+ * then .gz of plain gzip (when configured).
  */
 bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec, const char **suffix);
 

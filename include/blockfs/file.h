@@ -36,6 +36,7 @@ struct bfs_counters;
 
 struct bfs_maps;
 struct bfs_workq;
+struct bfs_icache;
 
 /* What every file version of one mount shares. */
 struct bfs_file_env {
@@ -49,6 +50,7 @@ struct bfs_file_env {
 	int advice;			/* enum bfs_advice for files without a hint */
 	bool verify;			/* check block checksums */
 	uint64_t kernel_readahead;	/* the kernel's own read-ahead into the mount, bytes */
+	struct bfs_icache *icache;	/* -o index_cache: kept indexes (index_cache.h), or NULL */
 	/*
 	 * Hand @len decoded bytes at @off of the file shown as FUSE inode
 	 * @ino to the kernel's page cache (fuse_lowlevel_notify_store), one
@@ -93,7 +95,8 @@ struct bfs_file {
  * @out:    on success, one reference owned by the caller.
  * Scans the file (a codec walk, or the seek table) unless @codec is NULL,
  * and measures what the scan could only guess (env->workq helps), so the
- * size is exact from the start.
+ * size is exact from the start. With env->icache, an index kept for this
+ * very file version replaces the scan, and a walk worth keeping is kept.
  * Return: 0 or -errno (-ENOMEM, -EIO, -EFBIG, -ENOTSUP).
  */
 BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, int side,

@@ -43,6 +43,14 @@ enum {
 	BFS_BLK_CLAIMED = 1u << 3,	/* with GUESS: usize is what the file states, not proven */
 };
 
+/* Where an index came from: user.blockfs.index_source. */
+enum bfs_index_source {
+	BFS_SRC_WALK,		/* the codec walked the file ("lz4-walk", "bgzf-walk", ...) */
+	BFS_SRC_SEEKTABLE,	/* blockfs-pack's seek table (LZ4) */
+	BFS_SRC_GZI,		/* a .gzi sidecar (BGZF) */
+	BFS_SRC_CACHE,		/* an index cache entry (index_cache.h) */
+};
+
 /* Upper bound on blocks in one file: 16 Mi entries, 512 MiB of index. */
 #define BFS_INDEX_MAX_BLOCKS (1u << 24)
 
@@ -74,6 +82,18 @@ struct bfs_index {
 	struct bfs_sum *sums;	/* totals to check once measured; scan-time only */
 	size_t nsums;
 	pthread_mutex_t settle_lock;	/* serialises bfs_index_settle() */
+	uint8_t source;		/* enum bfs_index_source; set by scan (0: a walk) */
+	/*
+	 * Codec-private data the index owns, for formats whose blocks need
+	 * more than their own bytes to decode (gzip: the checkpoints' bit
+	 * offsets and windows). Set by the codec's scan or cache_load with
+	 * the function that frees it; read-only once the index is built;
+	 * bfs_index_destroy() frees it. priv_bytes: its heap size, counted
+	 * in user.blockfs.index_bytes.
+	 */
+	void *priv;
+	void (*priv_free)(void *priv);
+	size_t priv_bytes;
 };
 
 /* Prepare an empty index for a backing file of @file_size bytes. */

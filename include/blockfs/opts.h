@@ -38,6 +38,7 @@ struct bfs_opts {
 	char *readpath_s, *verify_s, *populate_s, *advice_s;
 	char *cache_size_s, *readahead_s, *workers_s, *willneed_s, *kernel_readahead_s;
 	char *max_read_s;	/* a FUSE option: also left in the arguments for libfuse */
+	char *index_cache_s, *gzip_s, *gzip_span_s;
 
 	/* Checked values. */
 	enum bfs_readpath readpath;
@@ -53,6 +54,9 @@ struct bfs_opts {
 	int keep_compressed;	/* -o keep_compressed: decoded files shown raw too, sidecars kept */
 	int suid, dev;		/* -o suid, -o dev: asked for explicitly (else nosuid, nodev) */
 	uint32_t max_read;	/* -o max_read: INIT must ask for it too; 0 when not given */
+	const char *index_cache;	/* directory of kept indexes (index_cache_s), or NULL */
+	bool gzip_index;	/* plain gzip shown decoded (gzip=index), not unchanged */
+	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
 };
 
 /**

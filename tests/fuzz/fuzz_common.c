@@ -172,6 +172,7 @@ void fz_gunzip(const uint8_t *in, size_t len, struct fz_ref *ref)
 	z_stream zs;
 	size_t cap = 0;
 	bool boundary = true;	/* between members: the input may end here */
+	bool full = false;	/* the last call filled the output: more may be pending */
 
 	*ref = (struct fz_ref){ 0 };
 	memset(&zs, 0, sizeof(zs));
@@ -181,7 +182,7 @@ void fz_gunzip(const uint8_t *in, size_t len, struct fz_ref *ref)
 	for (;;) {
 		int rc;
 
-		if (zs.avail_in == 0) {
+		if (zs.avail_in == 0 && !full) {
 			ref->complete = boundary;
 			break;
 		}
@@ -191,6 +192,7 @@ void fz_gunzip(const uint8_t *in, size_t len, struct fz_ref *ref)
 		zs.avail_out = (uInt)(cap - ref->len);
 		rc = inflate(&zs, Z_NO_FLUSH);
 		ref->len = cap - zs.avail_out;
+		full = zs.avail_out == 0 && rc != Z_STREAM_END;
 		if (rc == Z_STREAM_END) {
 			boundary = true;
 			FZ_CHECK(inflateReset(&zs) == Z_OK);

@@ -5,10 +5,11 @@
 # TARGET/seed-*) from small deterministic data, with the real tools: lz4
 # (block sizes, checksums, content size, linked and legacy frames,
 # concatenated and skippable frames), bgzip (with .gzi), gzip and
-# blockfs-pack (seek tables, BGZF). crash-* inputs (regressions) are kept.
+# blockfs-pack (seek tables, BGZF), and for plain gzip gzip, pigz and
+# Python. crash-* inputs (regressions) are kept.
 #
 # Usage: tests/fuzz/make-corpus.sh BLOCKFS-PACK
-# Needs: lz4, bgzip (tabix), gzip, python3.
+# Needs: lz4, bgzip (tabix), gzip, pigz, python3.
 
 set -euo pipefail
 
@@ -18,7 +19,7 @@ C=$PWD/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-for t in lz4 bgzf gzi seektable block hints opts; do
+for t in lz4 bgzf gzi seektable block hints opts gzip; do
 	mkdir -p "$C/$t"
 	rm -f "$C/$t"/seed-*
 done
@@ -44,6 +45,7 @@ open(t + "/rand66k", "wb").write(bytes(r.getrandbits(8) for _ in range(66000)))
 open(t + "/zeros5m", "wb").write(bytes(5 << 20))
 open(t + "/hello", "wb").write(b"hello, blockfs\n")
 open(t + "/empty", "wb").write(b"")
+open(t + "/text300k", "wb").write(text(300000))   # last: the files above stay as they were
 PY
 
 # --- lz4: whole files ----------------------------------------------------
@@ -78,6 +80,38 @@ gzip -n -c "$T/text3k" > "$G/seed-plain-gzip.gz"
 head -c 8000 "$G/seed-text.gz" > "$G/seed-truncated.gz"
 "$pack" -q -c gzip -B 4K -o "$T/pack.gz" "$T/text20k"
 cp "$T/pack.gz" "$G/seed-pack-4k.gz"
+
+# --- gzip (plain): whole files, several 64 KiB spans in the larger ones ------
+Z=$C/gzip
+gzip -n -1 -c "$T/text300k" > "$Z/seed-gzip1-300k.gz"
+gzip -n -9 -c "$T/text300k" > "$Z/seed-gzip9-300k.gz"
+gzip -c "$T/text20k" > "$Z/seed-name.gz"		# FNAME set, as gzip FILE writes it
+gzip -n -c "$T/empty" > "$Z/seed-empty.gz"
+pigz -n -c -b 32 "$T/text300k" > "$Z/seed-pigz.gz"	# sync-flushed 32 KiB blocks
+gzip -n -c "$T/rand66k" > "$Z/seed-random.gz"		# stored blocks
+cat "$Z/seed-name.gz" "$Z/seed-empty.gz" "$Z/seed-random.gz" > "$Z/seed-concat.gz"
+head -c 30000 "$Z/seed-gzip1-300k.gz" > "$Z/seed-truncated.gz"
+{ cat "$Z/seed-name.gz"; head -c 64 /dev/zero; } > "$Z/seed-padded.gz"
+cp "$G/seed-text.gz" "$Z/seed-bgzf.gz"			# BGZF is gzip too
+# Python's gzip module, and a header with every field (FEXTRA, FNAME, FCOMMENT, FHCRC)
+python3 - "$T" "$Z" <<'PY'
+import gzip, struct, sys, zlib
+t, z = sys.argv[1], sys.argv[2]
+text = open(t + "/text70k", "rb").read()
+with open(z + "/seed-python.gz", "wb") as f:
+    with gzip.GzipFile(fileobj=f, mode="wb", mtime=0, compresslevel=6) as g:
+        for i in range(0, len(text), 7000):
+            g.write(text[i:i + 7000])
+            g.flush()                      # Z_SYNC_FLUSH: empty stored blocks
+extra = b"XY" + struct.pack("<H", 3) + b"abc"
+hdr = b"\x1f\x8b\x08" + bytes([0x1e]) + struct.pack("<I", 0) + b"\x00\xff"
+hdr += struct.pack("<H", len(extra)) + extra + b"name\0" + b"comment\0"
+hdr += struct.pack("<H", zlib.crc32(hdr) & 0xffff)
+c = zlib.compressobj(6, zlib.DEFLATED, -15)
+body = c.compress(text[:20000]) + c.flush()
+trailer = struct.pack("<II", zlib.crc32(text[:20000]), 20000)
+open(z + "/seed-fields.gz", "wb").write(hdr + body + trailer)
+PY
 
 # --- gzi: LE32 length of the .gzi, the .gzi, then the BGZF file -------------
 pair() { # OUT GZI GZ

@@ -268,6 +268,37 @@ static void test_keep_compressed(void **state)
 	expect_resolve(&d, "s.gz", 0, "s.gz", NULL);
 }
 
+/*
+ * Plain gzip (-o gzip=index) takes .gz after BGZF: a .gz that BGZF does not
+ * claim goes on to gzip; among collisions BGZF's .gz and .bgz come first.
+ */
+static void test_plain_gzip_after_bgzf(void **state)
+{
+	static const struct fake_ent e[] = {
+		{ "x.gz", &bfs_codec_gzip }, { "y.gz", BGZF },
+		{ "z.gz", &bfs_codec_gzip }, { "z.bgz", BGZF },
+	};
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = true,
+						      .gzip_span = BFS_GZIP_SPAN_DEFAULT });
+	expect_shown(&d, "x.gz", "x", &bfs_codec_gzip);
+	expect_resolve(&d, "x", 0, "x.gz", &bfs_codec_gzip);
+	expect_shown(&d, "y.gz", "y", BGZF);
+	expect_resolve(&d, "y", 0, "y.gz", BGZF);
+	expect_shown(&d, "z.bgz", "z", BGZF);
+	expect_shown(&d, "z.gz", "z.gz", NULL);
+	expect_resolve(&d, "z", 0, "z.bgz", BGZF);
+	expect_resolve(&d, "z.gz", 0, "z.gz", NULL);
+	/* gzip=raw: plain gzip keeps its name */
+	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = false,
+						      .gzip_span = BFS_GZIP_SPAN_DEFAULT });
+	expect_shown(&d, "x.gz", "x.gz", NULL);
+	expect_resolve(&d, "x", -ENOENT, NULL, NULL);
+	expect_shown(&d, "y.gz", "y", BGZF);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -283,6 +314,7 @@ int main(void)
 		cmocka_unit_test(test_longest_names),
 		cmocka_unit_test(test_sidecars_hidden),
 		cmocka_unit_test_setup(test_keep_compressed, keep_off),
+		cmocka_unit_test(test_plain_gzip_after_bgzf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

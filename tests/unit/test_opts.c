@@ -269,6 +269,40 @@ static void test_willneed(void **state)
 	assert_string_equal(err, "bad value 'pagecache' for option willneed: expected cache or kernel");
 }
 
+/* gzip=raw|index, gzip_span (64K..32M), index_cache=DIR (checked by main: a string here) */
+static void test_gzip_and_index_cache(void **state)
+{
+	char *none[] = { "blockfs", "src", "mnt" };
+	char *on[] = { "blockfs", "-o", "gzip=index,gzip_span=4M,index_cache=/var/cache/x", "src",
+		       "mnt" };
+	struct bfs_opts bad = { .gzip_span_s = "100M" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 3, none), 0);
+	assert_false(o.gzip_index);
+	assert_int_equal(o.gzip_span, 1u << 20);
+	assert_null(o.index_cache);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, on), 0);
+	assert_true(o.gzip_index);
+	assert_int_equal(o.gzip_span, 4u << 20);
+	assert_string_equal(o.index_cache, "/var/cache/x");
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("gzip=yes");
+	expect_refused("gzip_span=63K");
+	expect_refused("gzip_span=33M");
+	expect_refused("gzip_span=1X");
+	expect_refused("index_cache=");
+	assert_int_equal(bfs_opts_check(&bad, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "bad value '100M' for option gzip_span: expected a size from 64K "
+			    "to 32M such as 1M");
+}
+
 static void test_check_message_names_option(void **state)
 {
 	struct bfs_opts o = { .readpath_s = "sideways" };
@@ -320,6 +354,7 @@ int main(void)
 		cmocka_unit_test(test_suid_dev_taken_last_wins),
 		cmocka_unit_test(test_max_read_checked_and_kept),
 		cmocka_unit_test(test_third_argument_refused),
+		cmocka_unit_test(test_gzip_and_index_cache),
 		cmocka_unit_test(test_check_message_names_option),
 		cmocka_unit_test(test_parse_size),
 	};

@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Plain gzip through blockfs (-o gzip=index): issue 15's aims, in paired rounds.
+
+Each round, for each checkpoint spacing (--spans), runs back to back:
+
+  walk       first stat(2) of the file on a fresh mount (the whole walk),
+             against `gzip -dc FILE > /dev/null`
+  first-md5  `md5sum MNT/text` on a fresh mount without an index cache (the
+             stat walks, then the read), against `gzip -dc FILE | md5sum`
+  later-md5  the same on a fresh mount whose index cache is warm (no walk),
+             against md5sum of the same data as BGZF through a fresh mount
+             with default options
+  rand4k     fio, 4 KiB random reads, psync, 1 job, --fio-seconds, on a
+             fresh mount whose index cache is warm (the walk done), against a
+             fresh BGZF mount: IOPS (fresh, so that no page is in the
+             kernel's cache yet)
+
+and reports, per spacing, the median ratio over the rounds (and its range)
+with "x" meaning how fast blockfs is relative to the other side (above 1:
+blockfs faster), plus the index memory (user.blockfs.index_bytes) as a
+fraction of the decompressed size. On a shared 2-core machine only such
+paired ratios mean anything.
+
+    bench/gzip.py [--size-mib 1024] [--rounds 3] [--spans 256K,1M,4M]
+                  [--fio-seconds 5] [--cases walk,first-md5,later-md5,rand4k]
+
+Data, made once under bench/data/gzip/: the first --size-mib of Debian's
+linux-source tarball, `gzip -6` of it (what gzip does by default) and
+`bgzip` of it. As root (FUSE), with fio.
+"""
+import argparse
+import glob
+import os
+import statistics
+import subprocess as sp
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, "bench", "data", "gzip")
+
+
+def make(size):
+    os.makedirs(DATA, exist_ok=True)
+    text = os.path.join(DATA, "text")
+    if not os.path.exists(text) or os.path.getsize(text) != size:
+        src = sorted(glob.glob("/usr/src/linux-source-*.tar.xz"))
+        if not src:
+            raise SystemExit("needs Debian's linux-source package")
+        sp.run("xz -dc %s | head -c %d > %s" % (src[-1], size, text), shell=True, check=True)
+        for f in glob.glob(os.path.join(DATA, "*", "text.gz")):
+            os.unlink(f)
+    for kind, cmd in (("gzip", "gzip -6 -c %s > %s"), ("bgzf", "bgzip -@2 -c %s > %s")):
+        d = os.path.join(DATA, kind)
+        os.makedirs(d, exist_ok=True)
+        out = os.path.join(d, "text.gz")
+        if not os.path.exists(out):
+            sp.run(cmd % (text, out + ".tmp"), shell=True, check=True)
+            os.rename(out + ".tmp", out)
+    return text
+
+
+class Mount:
+    def __init__(self, binary, kind, opts):
+        self.mnt = tempfile.mkdtemp(prefix="blockfs-gz.")
+        argv = [binary, "-f", os.path.join(DATA, kind), self.mnt]
+        self.proc = sp.Popen(argv + (["-o", opts] if opts else []))
+        deadline = time.time() + 30
+        while not os.path.ismount(self.mnt):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise SystemExit("blockfs %s -o %s did not mount" % (kind, opts))
+            time.sleep(0.01)
+        self.path = os.path.join(self.mnt, "text")
+
+    def xattr(self, name):
+        return os.getxattr(self.path, "user.blockfs." + name).decode()
+
+    def close(self):
+        sp.run(["fusermount3", "-u", self.mnt], check=True)
+        self.proc.wait()
+        os.rmdir(self.mnt)
+
+
+def timed(cmd):
+    t = time.perf_counter()
+    sp.run(cmd, shell=True, check=True, stdout=sp.DEVNULL)
+    return time.perf_counter() - t
+
+
+def md5(path):
+    t = time.perf_counter()
+    out = sp.run(["md5sum", path], check=True, capture_output=True, text=True).stdout
+    return time.perf_counter() - t, out.split()[0]
+
+
+def fio(path, secs):
+    out = sp.run(["fio", "--name=r", "--filename=" + path, "--rw=randread", "--bs=4k",
+                  "--ioengine=psync", "--numjobs=1", "--time_based", "--runtime=%d" % secs,
+                  "--invalidate=0", "--randseed=%d" % int(time.time()),
+                  "--output-format=terse", "--terse-version=3"],
+                 check=True, capture_output=True, text=True).stdout
+    return float(out.split(";")[7])
+
+
+def parse_size(s):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size-mib", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--spans", default="256K,1M,4M")
+    ap.add_argument("--fio-seconds", type=int, default=5)
+    ap.add_argument("--cases", default="walk,first-md5,later-md5,rand4k")
+    ap.add_argument("--blockfs", default=os.path.join(REPO, "build/src/blockfs"))
+    a = ap.parse_args()
+    text = make(a.size_mib << 20)
+    size = os.path.getsize(text)
+    gz = os.path.join(DATA, "gzip", "text.gz")
+    bg = os.path.join(DATA, "bgzf", "text.gz")
+    spans = a.spans.split(",")
+    cases = a.cases.split(",")
+    want = None
+    res = {(s, c): [] for s in spans for c in cases}
+    raw = {(s, c): [] for s in spans + ["base"] for c in cases}	# seconds, or IOPS
+    mem = {}
+    icache = {}
+    for s in spans:
+        icache[s] = os.path.join(DATA, "icache-" + s)
+        os.makedirs(icache[s], mode=0o700, exist_ok=True)
+        os.chmod(icache[s], 0o700)
+        m = Mount(a.blockfs, "gzip", "gzip=index,gzip_span=%s,index_cache=%s" % (s, icache[s]))
+        if os.stat(m.path).st_size != size:
+            raise SystemExit("st_size differs")
+        mem[s] = (int(m.xattr("index_bytes")), int(m.xattr("checkpoints")))
+        m.close()
+    for r in range(a.rounds):
+        sp.run("cat %s %s > /dev/null" % (gz, bg), shell=True, check=True)	# backing warm
+        base = {}
+        if "walk" in cases:
+            base["walk"] = timed("gzip -dc %s > /dev/null" % gz)
+        if "first-md5" in cases:
+            base["first-md5"] = timed("gzip -dc %s | md5sum" % gz)
+        if "later-md5" in cases:
+            m = Mount(a.blockfs, "bgzf", "")
+            t, h = md5(m.path)
+            want = want or h
+            if h != want:
+                raise SystemExit("bgzf md5 differs")
+            base["later-md5"] = t
+            m.close()
+        if "rand4k" in cases:
+            m = Mount(a.blockfs, "bgzf", "")
+            base["rand4k"] = fio(m.path, a.fio_seconds)
+            m.close()
+        for c in base:
+            raw[("base", c)].append(base[c])
+        for s in spans:
+            opts = "gzip=index,gzip_span=%s" % s
+            if "walk" in cases:
+                m = Mount(a.blockfs, "gzip", opts)
+                t = time.perf_counter()
+                os.stat(m.path)
+                t = time.perf_counter() - t
+                raw[(s, "walk")].append(t)
+                res[(s, "walk")].append(base["walk"] / t)
+                m.close()
+            if "first-md5" in cases:
+                m = Mount(a.blockfs, "gzip", opts)
+                t, h = md5(m.path)
+                m.close()
+                if want and h != want:
+                    raise SystemExit("gzip md5 differs")
+                raw[(s, "first-md5")].append(t)
+                res[(s, "first-md5")].append(base["first-md5"] / t)
+            warm = opts + ",index_cache=" + icache[s]
+            if "later-md5" in cases:
+                m = Mount(a.blockfs, "gzip", warm)
+                if m.xattr("index_source") != "cache":
+                    raise SystemExit("index cache not warm")
+                t, h = md5(m.path)
+                m.close()
+                if want and h != want:
+                    raise SystemExit("gzip md5 differs")
+                raw[(s, "later-md5")].append(t)
+                res[(s, "later-md5")].append(base["later-md5"] / t)
+            if "rand4k" in cases:
+                m = Mount(a.blockfs, "gzip", warm)
+                iops = fio(m.path, a.fio_seconds)
+                m.close()
+                raw[(s, "rand4k")].append(iops)
+                res[(s, "rand4k")].append(iops / base["rand4k"])
+        print("round %d done" % (r + 1), flush=True)
+    with open("/proc/loadavg") as f:
+        load = ", ".join(f.read().split()[:3])
+    print()
+    print("%d MiB of linux-source text as `gzip -6` (%d bytes) and BGZF (%d bytes), "
+          "%d paired rounds, load average at the end %s"
+          % (a.size_mib, os.path.getsize(gz), os.path.getsize(bg), a.rounds, load))
+    print()
+    names = {"walk": "walk vs gzip -dc", "first-md5": "first md5sum vs gzip -dc, md5sum",
+             "later-md5": "later md5sum vs BGZF", "rand4k": "4 KiB random IOPS vs BGZF"}
+    print("| gzip_span | checkpoints | index memory | " +
+          " | ".join(names[c] + " (median, range)" for c in cases) + " |")
+    print("|---|---:|---:|" + "---:|" * len(cases))
+    for s in spans:
+        row = ["%s" % s, "%d" % mem[s][1], "%d B (%.2f%%)" % (mem[s][0], 100.0 * mem[s][0] / size)]
+        for c in cases:
+            v = res[(s, c)]
+            row.append("%.2fx (%.2f-%.2f)" % (statistics.median(v), min(v), max(v)))
+        print("| " + " | ".join(row) + " |")
+    print()
+    print("Medians of the raw figures: seconds (rand4k: IOPS); the base row is the other side "
+          "(gzip -dc, gzip -dc piped to md5sum, BGZF through blockfs).")
+    print()
+    print("| | " + " | ".join(c for c in cases) + " |")
+    print("|---|" + "---:|" * len(cases))
+    for s in ["base"] + spans:
+        print("| %s | " % s + " | ".join(
+            ("%.0f" if c == "rand4k" else "%.2f") % statistics.median(raw[(s, c)])
+            for c in cases) + " |")
+
+
+if __name__ == "__main__":
+    main()

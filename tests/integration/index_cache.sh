@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# -o index_cache=DIR across remounts: a stock lz4 -B4 file and a BGZF file
+# without .gzi are walked once, and after a remount their first stat(2)
+# costs at most 10 backing reads (backing_syscalls of user.blockfs.stats)
+# and reads back byte-exact. Entries that are stale, truncated,
+# bit-flipped, of another file, or of a file replaced by one with the same
+# size and mtime (but another ctime or inode) are ignored: the file is
+# walked again and still reads exact. A read-only and a full cache
+# directory degrade to no saving with exactly one log line; a directory
+# others may write is refused at mount time.
+#
+# Usage: index_cache.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
+
+set -u
+BLOCKFS=$(realpath "${1:?usage: index_cache.sh BLOCKFS}")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+bfs_begin index_cache lz4 bgzip getfattr
+S=$T/src M=$T/mnt C=$T/cache W=$T/work RO=$T/ro FULL=$T/full
+mkdir -p "$S" "$M" "$C" "$W" "$RO" "$FULL"
+chmod 700 "$C"
+bfs_at_exit bfs_lazy_umount "$FULL"
+bfs_at_exit bfs_lazy_umount "$RO"
+
+# 24 MiB that compresses about 4:3 (base64 of random bytes): 384 blocks of 64 KiB
+head -c 18M /dev/urandom | base64 -w 76 >"$W/big"
+head -c 3M /dev/urandom | base64 -w 76 >"$W/other"
+lz4 -q -B4 "$W/big" "$S/big.lz4"
+lz4 -q -B4 "$W/other" "$S/other.lz4"
+bgzip -c "$W/big" >"$S/bg.gz"
+cp "$W/big" "$W/bg"
+
+# xattr NAME FILE
+xattr() {
+	t getfattr --only-values -n "user.blockfs.$1" "$M/$2" 2>/dev/null
+}
+
+# reads FILE: backing reads of FILE's version so far
+reads() {
+	xattr stats "$1" | awk '$1 == "backing_syscalls" { print $2 }'
+}
+
+# entry FILE: the cache entry of backing file FILE
+entry() {
+	printf '%s/%016x-%016x.idx' "$C" "$(stat -c %d "$S/$1")" "$(stat -c %i "$S/$1")"
+}
+
+mount_c() {
+	bfs_mount "$S" "$M" "$T/daemon.log" "index_cache=$1" || {
+		not_ok "mount with index_cache=$1"
+		show_log
+		exit 1
+	}
+}
+
+umount_c() {
+	bfs_umount
+	check_eq "unmount; daemon exits 0" 0 "$?"
+}
+
+# remount_source FILE: mount, FILE's index_source into REPLY, unmount
+remount_source() {
+	mount_c "$C"
+	REPLY=$(xattr index_source "$1")
+	umount_c
+}
+
+# --- the first mount walks and keeps -----------------------------------------
+mount_c "$C"
+t stat "$M/big" "$M/other" "$M/bg" >/dev/null
+check_eq "first mount: big walked" lz4-walk "$(xattr index_source big)"
+check_eq "first mount: bg walked" bgzf-walk "$(xattr index_source bg)"
+n=$(reads big)
+if ((n > 100)); then ok "first mount: the walk of big cost $n reads"; else not_ok "walk reads: $n"; fi
+umount_c
+for f in big.lz4 other.lz4 bg.gz; do
+	is "entry kept for $f" test -s "$(entry "$f")"
+done
+check_eq "no temporary files left" "" "$(find "$C" -name '.tmp*')"
+
+# --- remount: the first stat costs a few reads --------------------------------
+mount_c "$C"
+check_eq "remount: big's size from the first stat" "$(stat -c %s "$W/big")" "$(t stat -c %s "$M/big")"
+n=$(reads big)
+if ((n <= 10)); then ok "remount: first stat of big: $n backing reads (<= 10)"; else
+	not_ok "remount: first stat of big: $n backing reads (> 10)"; fi
+check_eq "remount: big from the cache" cache "$(xattr index_source big)"
+n=$(reads bg)
+if ((n <= 10)); then ok "remount: first stat of bg: $n backing reads (<= 10)"; else
+	not_ok "remount: first stat of bg: $n backing reads (> 10)"; fi
+check_eq "remount: bg from the cache" cache "$(xattr index_source bg)"
+check "remount: big reads exact" cmp "$M/big" "$W/big"
+check "remount: bg reads exact" cmp "$M/bg" "$W/bg"
+# shellcheck disable=SC2016 # the script's own arguments
+check "remount: random ranges of big" bash -c '
+	for o in 0 65535 65536 1000000 7777777 12345678 24000000; do
+		cmp <(dd if="$1" iflag=skip_bytes,count_bytes bs=64k skip=$o count=70000 2>/dev/null) \
+		    <(dd if="$2" iflag=skip_bytes,count_bytes bs=64k skip=$o count=70000 2>/dev/null) ||
+			exit 1
+	done' _ "$M/big" "$W/big"
+umount_c
+
+# ignored FILE WHY: after damage to FILE's entry, FILE is walked again and reads exact
+ignored() {
+	local f=$1 why=$2 src
+	mount_c "$C"
+	src=$(xattr index_source "$f")
+	if [[ "$src" == *-walk ]]; then ok "$why: entry ignored ($src)"; else
+		not_ok "$why: entry ignored" "index_source: $src"; fi
+	check "$why: $f reads exact" cmp "$M/$f" "$W/$f"
+	umount_c
+}
+
+# stale: the file was touched (mtime and ctime move)
+touch "$S/big.lz4"
+ignored big "stale entry"
+remount_source big
+check_eq "stale entry rewritten" cache "$REPLY"
+
+# truncated, bit-flipped
+e=$(entry big.lz4)
+truncate -s $(($(stat -c %s "$e") / 2)) "$e"
+ignored big "truncated entry"
+e=$(entry big.lz4)
+printf '\x5a' | dd of="$e" bs=1 seek=$(($(stat -c %s "$e") / 3)) conv=notrunc 2>/dev/null
+ignored big "bit-flipped entry"
+
+# foreign: another file's entry under big's name
+cp "$(entry other.lz4)" "$(entry big.lz4)"
+ignored big "another file's entry"
+remount_source other
+check_eq "other still from the cache" cache "$REPLY"
+
+# another codec's entry under this file's name
+cp "$(entry bg.gz)" "$(entry big.lz4)"
+ignored big "another codec's entry"
+
+# Replaced by a file of the same size and mtime. Random bytes are stored
+# uncompressed by lz4, so any 8 MiB of them make a file of one size.
+head -c 8M /dev/urandom >"$W/rnd"
+lz4 -q -B4 "$W/rnd" "$S/rnd.lz4"
+remount_source rnd
+check_eq "rnd walked and kept" lz4-walk "$REPLY"
+sz=$(stat -c %s "$S/rnd.lz4")
+mtime=$(stat -c %y "$S/rnd.lz4")
+head -c 8M /dev/urandom >"$W/rnd"
+lz4 -q -B4 "$W/rnd" "$T/rnd2.lz4"
+check_eq "the new content has the old size" "$sz" "$(stat -c %s "$T/rnd2.lz4")"
+# in place: the same inode, mtime put back, ctime moves
+sleep 0.05
+dd if="$T/rnd2.lz4" of="$S/rnd.lz4" bs=1M conv=notrunc 2>/dev/null
+touch -d "$mtime" "$S/rnd.lz4"
+check_eq "rewritten in place: mtime kept" "$mtime" "$(stat -c %y "$S/rnd.lz4")"
+mount_c "$C"
+check_eq "same size and mtime, new ctime: entry ignored" lz4-walk "$(xattr index_source rnd)"
+check "same size and mtime, new ctime: reads the new content" cmp "$M/rnd" "$W/rnd"
+umount_c
+remount_source rnd
+check_eq "entry for the new content kept" cache "$REPLY"
+# by rename: another inode, same size and mtime (and the new inode's own entry is absent)
+head -c 8M /dev/urandom >"$W/rnd"
+lz4 -q -B4 "$W/rnd" "$S/.rnd.new"
+touch -d "$mtime" "$S/.rnd.new"
+mv "$S/.rnd.new" "$S/rnd.lz4"
+mount_c "$C"
+check_eq "replaced by rename (new inode, same size and mtime): walked" lz4-walk \
+	"$(xattr index_source rnd)"
+check "replaced by rename: reads the new content" cmp "$M/rnd" "$W/rnd"
+umount_c
+
+# --- a cache directory that cannot be written ---------------------------------
+rm -f "$C"/*.idx
+if mount -t tmpfs -o ro,size=1m,mode=0700 tmpfs "$RO" 2>/dev/null; then
+	mount_c "$RO"
+	t stat "$M/big" "$M/other" "$M/bg" >/dev/null
+	check "read-only cache: big reads exact" cmp "$M/big" "$W/big"
+	umount_c
+	check_eq "read-only cache: exactly one log line" 1 \
+		"$(grep -c 'cannot write entries' "$T/daemon.log")"
+else
+	diag "cannot mount a read-only tmpfs: read-only case skipped"
+fi
+if mount -t tmpfs -o size=64k,mode=0700 tmpfs "$FULL" 2>/dev/null; then
+	dd if=/dev/zero of="$FULL/fill" bs=4k 2>/dev/null
+	mount_c "$FULL"
+	t stat "$M/big" "$M/other" "$M/bg" >/dev/null
+	check "full cache: bg reads exact" cmp "$M/bg" "$W/bg"
+	umount_c
+	check_eq "full cache: exactly one log line" 1 \
+		"$(grep -c 'cannot write entries' "$T/daemon.log")"
+	check_eq "full cache: no temporary left" "" "$(find "$FULL" -name '.tmp*')"
+else
+	diag "cannot mount a tmpfs: full-cache case skipped"
+fi
+
+# --- refused at mount time ------------------------------------------------------
+chmod 777 "$C"
+check_fails "a cache directory others may write is refused" "written by others" \
+	"$BLOCKFS" -f "$S" "$M" -o "index_cache=$C"
+chmod 700 "$C"
+check_fails "a missing cache directory is refused" "index_cache directory" \
+	"$BLOCKFS" -f "$S" "$M" -o "index_cache=$T/nonexistent"
+check_fails "an empty index_cache= is refused" "bad value '' for option index_cache" \
+	"$BLOCKFS" -f "$S" "$M" -o "index_cache="
+
+bfs_end
