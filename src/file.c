@@ -40,6 +40,8 @@
 /* A run of misses decoded on idle workers too: at least this many blocks and bytes. */
 #define PAR_BLOCKS_MIN 4
 #define PAR_BYTES_MIN (256u << 10)
+/* A backing file this small is read whole to be indexed (issue 12: one read per file). */
+#define WHOLE_MAX (128u << 10)
 /* readpath=auto: a sequential stream through a file this large uses pread. */
 #define AUTO_PREAD_ABOVE (64ull << 20)
 
@@ -152,9 +154,21 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 			bfs_io_init_fd(&side_io, side, (uint64_t)sst.st_size);
 			sidep = &side_io;
 		}
-		rc = codec->scan(&f->io, sidep, &f->idx);
+		struct bfs_io whole, *io = &f->io;
+		uint8_t *buf = NULL;
+
+		/* A small file is read whole, once: its scan and measure then cost one read. */
+		if (f->st.st_size > 0 && f->st.st_size <= (off_t)WHOLE_MAX &&
+		    (buf = malloc((size_t)f->st.st_size))) {
+			if (bfs_io_read(&f->io, buf, (size_t)f->st.st_size, 0) == 0) {
+				bfs_io_init_mem(&whole, buf, (size_t)f->st.st_size);
+				io = &whole;
+			}
+		}
+		rc = codec->scan(io, sidep, &f->idx);
 		if (rc == 0)
-			rc = bfs_index_measure(&f->idx, &f->io, codec, env->workq);
+			rc = bfs_index_measure(&f->idx, io, codec, env->workq);
+		free(buf);
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		if (rc < 0)
 			goto out_destroy;

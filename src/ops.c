@@ -25,14 +25,12 @@
 #include "xattr.h"
 
 /*
- * Backing files may change, so names and attributes are trusted for one
- * second, as libfuse's default; file data is kept across opens unless the
- * backing file changed (bfs_op_open), which is what keeps repeated reads
- * of an unchanged file away from the daemon.
+ * Backing files may change, so names and attributes are trusted for
+ * -o entry_timeout and attr_timeout seconds (README: how the defaults were
+ * chosen); file data is kept across opens unless the backing file changed
+ * (bfs_op_open), which is what keeps repeated reads of an unchanged file
+ * away from the daemon.
  */
-#define ENTRY_TIMEOUT 1.0
-#define ATTR_TIMEOUT 1.0
-
 _Static_assert(sizeof(fuse_ino_t) >= sizeof(struct bfs_inode *), "inode pointers are node ids");
 
 static struct bfs_fs *fs_of(fuse_req_t req)
@@ -97,11 +95,12 @@ static void reply_entry(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *in,
 	struct fuse_entry_param e = {
 		.ino = ino_of(fs, in),
 		.attr = *st,
-		.attr_timeout = ATTR_TIMEOUT,
-		.entry_timeout = ENTRY_TIMEOUT,
+		.attr_timeout = fs->opts->attr_timeout,
+		.entry_timeout = fs->opts->entry_timeout,
 	};
 
-	fuse_reply_entry(req, &e);
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		bfs_inode_forget(fs, in, 1);	/* interrupted: the kernel never got it */
 }
 
 static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -111,10 +110,16 @@ static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct stat st;
 	int rc = bfs_inode_lookup(fs, inode_of(req, parent), name, &in, &st);
 
-	if (rc < 0)
+	if (rc == -ENOENT && fs->opts->entry_timeout > 0) {
+		/* Node id 0: the kernel keeps a negative entry for entry_timeout. */
+		struct fuse_entry_param e = { .entry_timeout = fs->opts->entry_timeout };
+
+		fuse_reply_entry(req, &e);
+	} else if (rc < 0) {
 		fuse_reply_err(req, bfs_kernel_errno(rc));
-	else
+	} else {
 		reply_entry(req, fs, in, &st);
+	}
 }
 
 static void bfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -159,7 +164,7 @@ static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	if (rc < 0)
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 	else
-		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		fuse_reply_attr(req, &st, fs_of(req)->opts->attr_timeout);
 }
 
 static void bfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -273,8 +278,9 @@ static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
 	bfs_handle_close(fs_of(req), handle_of(fi));
+	/* before the reply: after it the kernel may forget the inode */
+	bfs_inode_idle(fs_of(req), inode_of(req, ino));
 	fuse_reply_err(req, 0);
 }
 
@@ -299,9 +305,11 @@ static bool is_dot(const char *name)
 
 /* One entry of readdirplus; 0 when it did not fit (and was undone). */
 static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
-		       const struct bfs_dirent *de, char *p, size_t rem, off_t next)
+		       const struct bfs_dir *d, const struct bfs_dirent *de, char *p, size_t rem,
+		       off_t next)
 {
-	struct fuse_entry_param e = { .attr_timeout = ATTR_TIMEOUT, .entry_timeout = ENTRY_TIMEOUT };
+	struct fuse_entry_param e = { .attr_timeout = fs->opts->attr_timeout,
+				      .entry_timeout = fs->opts->entry_timeout };
 	struct bfs_inode *in = NULL;
 	size_t len;
 
@@ -309,7 +317,7 @@ static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
 		/* Node id 0: the kernel makes no dentry, only a name. */
 		e.attr.st_ino = de->ino;
 		e.attr.st_mode = (mode_t)de->type << 12;
-	} else if (bfs_inode_lookup_entry(fs, dir, de, &in, &e.attr) == 0) {
+	} else if (bfs_inode_lookup_entry(fs, dir, d, de, &in, &e.attr) == 0) {
 		e.ino = ino_of(fs, in);
 	} else {
 		return SIZE_MAX;	/* gone since the listing: skip it */
@@ -341,7 +349,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		size_t len;
 
 		if (plus) {
-			len = add_plus(req, fs, dir, de, p, rem, (off_t)i + 1);
+			len = add_plus(req, fs, dir, d, de, p, rem, (off_t)i + 1);
 			if (len == SIZE_MAX)
 				continue;
 		} else {

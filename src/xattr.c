@@ -292,9 +292,9 @@ static int ctx_init(struct xctx *x, struct bfs_fs *fs, struct bfs_inode *in, boo
 	int rc;
 
 	*x = (struct xctx){ .fs = fs, .in = in };
-	bfs_mutex_lock(&in->lock);
+	bfs_mutex_lock(bfs_ilock(fs, in));
 	x->rpath = strdup(in->rpath ? in->rpath : "");
-	bfs_mutex_unlock(&in->lock);
+	bfs_mutex_unlock(bfs_ilock(fs, in));
 	if (!x->rpath)
 		return -ENOMEM;
 	if (file && in->type == S_IFREG) {
