@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "blockfs/codec.h"
+#include "blockfs/file.h"
 #include "blockfs/io.h"
 #include "fs_i.h"
 
@@ -103,23 +104,55 @@ uint64_t bfs_backing_stamp(const struct stat *st)
 	return h ? h : 1;
 }
 
+void bfs_probe_release(struct bfs_probe *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	free(p->whole);
+	p->fd = -1;
+	p->whole = NULL;
+	p->name = NULL;
+}
+
 const struct bfs_codec *bfs_backing_probe(struct bfs_fs *fs, int dirfd, const char *name,
-					  uint64_t *stamp)
+					  uint64_t *stamp, struct bfs_probe *keep)
 {
 	int fd = bfs_backing_openat(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
 	const struct bfs_codec *c = NULL;
+	uint8_t *whole = NULL;
 	struct bfs_io io;
 	struct stat st;
+	size_t size;
 
 	*stamp = 0;
+	if (keep)
+		bfs_probe_release(keep);
 	if (fd < 0)
 		return NULL;		/* unreadable: shown unchanged, reads say why */
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-		*stamp = bfs_backing_stamp(&st);
-		bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
-		c = bfs_codec_sniff(&io);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return NULL;
 	}
-	close(fd);
+	*stamp = bfs_backing_stamp(&st);
+	size = (size_t)st.st_size;
+	bfs_io_init_fd(&io, fd, size);
+	/* kept for a lookup: a small file is read whole, its index is made from that */
+	if (keep && size > 0 && size <= BFS_WHOLE_MAX && (whole = malloc(size))) {
+		if (bfs_io_read(&io, whole, size, 0) == 0) {
+			bfs_io_init_mem(&io, whole, size);
+		} else {
+			free(whole);
+			whole = NULL;
+		}
+	}
+	c = bfs_codec_sniff(&io);
+	if (keep) {
+		keep->fd = fd;
+		keep->st = st;
+		keep->whole = whole;
+	} else {
+		close(fd);
+	}
 	return c;
 }
 

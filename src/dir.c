@@ -282,7 +282,10 @@ static const struct bfs_codec *probe(struct bfs_snap_ctx *c, struct snent *e)
 
 	if (atomic_load_explicit(&e->probed, memory_order_acquire))
 		return atomic_load(&e->codec);
-	codec = bfs_backing_probe(c->fs, c->dirfd, ename(c->snap, e), &stamp);
+	codec = bfs_backing_probe(c->fs, c->dirfd, ename(c->snap, e), &stamp,
+				  c->keep ? &c->pr : NULL);
+	if (c->keep && c->pr.fd >= 0)
+		c->pr.name = ename(c->snap, e);
 	atomic_store(&e->codec, codec);
 	atomic_store(&e->stamp, stamp);
 	atomic_store_explicit(&e->probed, true, memory_order_release);
@@ -306,6 +309,11 @@ static bool snap_claims(void *ctx, const char *name, const struct bfs_codec *cod
 
 const struct bfs_name_ops bfs_snap_name_ops = { .exists = snap_exists, .claims = snap_claims };
 
+void bfs_snap_ctx_release(struct bfs_snap_ctx *c)
+{
+	bfs_probe_release(&c->pr);
+}
+
 int bfs_snap_recheck(struct bfs_snap_ctx *c, const char *name, const struct stat *st,
 		     const struct bfs_codec *codec)
 {
@@ -318,7 +326,7 @@ int bfs_snap_recheck(struct bfs_snap_ctx *c, const char *name, const struct stat
 	if (atomic_load(&e->stamp) == bfs_backing_stamp(st))
 		return 0;
 	was = atomic_load(&e->codec);
-	now = bfs_backing_probe(c->fs, c->dirfd, name, &stamp);
+	now = bfs_backing_probe(c->fs, c->dirfd, name, &stamp, NULL);
 	atomic_store(&e->codec, now);
 	atomic_store(&e->stamp, stamp);
 	(void)codec;
@@ -341,53 +349,83 @@ void bfs_dir_free(struct bfs_dir *d)
 static int add_dirent(struct bfs_dir *d, const char *name, const struct bfs_snap *s,
 		      const struct snent *e, const struct bfs_codec *codec)
 {
-	struct bfs_dirent *de = &d->ent[d->n++];
+	struct bfs_dirent *de = &d->ent[d->n];
 
 	de->backing = ename(s, e);	/* the snapshot outlives the listing */
 	de->name = strcmp(name, de->backing) == 0 ? de->backing : strdup(name);
 	de->codec = codec;
 	de->ino = bfs_inode_shown_ino(e->ino, codec);	/* as stat says */
 	de->type = e->type;
-	return de->name ? 0 : -ENOMEM;
+	if (!de->name)
+		return -ENOMEM;
+	d->n++;
+	return 0;
+}
+
+/* The next snapshot entry as shown: none (a hidden sidecar), one, or two (keep_compressed). */
+static int list_next(struct bfs_dir *d, struct bfs_snap_ctx *c)
+{
+	const struct snent *e = &d->snap->e[d->next];
+	const char *name = ename(d->snap, e);
+	bool keep = c->fs->opts->keep_compressed;
+	const struct bfs_codec *codec = NULL;
+	char shown[NAME_MAX + 1];
+	int rc;
+
+	if (d->n + 2 > d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		struct bfs_dirent *ne = realloc(d->ent, cap * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		d->ent = ne;
+		d->cap = cap;
+	}
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		snprintf(shown, sizeof(shown), "%s", name);
+	else if (!bfs_name_shown(&bfs_snap_name_ops, c, name, shown, &codec, keep))
+		goto out_next;	/* a sidecar of a file shown decoded */
+	rc = add_dirent(d, shown, d->snap, e, codec);
+	if (rc == 0 && codec && keep)
+		rc = add_dirent(d, name, d->snap, e, NULL);
+	if (rc < 0)
+		return rc;
+out_next:
+	d->next++;
+	return 0;
+}
+
+int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t i, const struct bfs_dirent **out)
+{
+	while (d->n <= i && d->next < d->snap->n) {
+		int rc = list_next(d, c);
+
+		if (rc < 0)
+			return rc;
+	}
+	if (i >= d->n)
+		return 1;
+	*out = &d->ent[i];
+	return 0;
 }
 
 int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
 {
-	bool keep = fs->opts->keep_compressed;
-	struct bfs_snap_ctx c = { .fs = fs };
 	struct bfs_dir *d;
-	int rc;
+	int rc, dirfd;
 
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	c.dirfd = bfs_inode_fd(fs, dir);
-	rc = c.dirfd < 0 ? c.dirfd : bfs_snap_get(fs, c.dirfd, &c.snap);
-	d->snap = c.snap;
-	if (rc == 0 && c.snap->n > 0) {
-		/* keep_compressed: a decoded entry is listed twice, decoded and raw */
-		d->ent = calloc(keep ? 2 * c.snap->n : c.snap->n, sizeof(*d->ent));
-		if (!d->ent)
-			rc = -ENOMEM;
+	dirfd = bfs_inode_fd(fs, dir);
+	if (dirfd < 0) {
+		free(d);
+		return dirfd;
 	}
-	for (size_t i = 0; rc == 0 && i < c.snap->n; i++) {
-		const struct snent *e = &c.snap->e[i];
-		const char *name = ename(c.snap, e);
-		const struct bfs_codec *codec = NULL;
-		char shown[NAME_MAX + 1];
-
-		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-			snprintf(shown, sizeof(shown), "%s", name);
-		else if (!bfs_name_shown(&bfs_snap_name_ops, &c, name, shown, &codec, keep))
-			continue;	/* a sidecar of a file shown decoded */
-		rc = add_dirent(d, shown, c.snap, e, codec);
-		if (rc == 0 && codec && keep)
-			rc = add_dirent(d, name, c.snap, e, NULL);
-	}
-	if (c.dirfd >= 0)
-		bfs_inode_fd_put(fs, dir);
+	rc = bfs_snap_get(fs, dirfd, &d->snap);
+	bfs_inode_fd_put(fs, dir);
 	if (rc < 0) {
-		bfs_dir_free(d);
+		free(d);
 		return rc;
 	}
 	*out = d;

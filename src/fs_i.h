@@ -109,6 +109,7 @@ struct bfs_handle {
 #define BFS_SNAP_BUCKETS 256	/* chains of the snapshot cache */
 
 struct bfs_snap;
+struct bfs_snap_ctx;
 
 /* The hook that pushes decoded pages to the kernel (file.h, env->push). */
 typedef int (*bfs_push_fn)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
@@ -155,10 +156,29 @@ struct bfs_dirent {
 	unsigned char type;		/* DT_* */
 };
 
+/*
+ * A listing as shown, made from a snapshot as readdir reaches it, so that
+ * readdirplus looks each entry up right after probing it, on the
+ * descriptor the probe opened (bfs_dir_at()).
+ */
 struct bfs_dir {
-	struct bfs_dirent *ent;
-	size_t n;
-	struct bfs_snap *snap;		/* what it was made from; one reference, or NULL */
+	struct bfs_dirent *ent;		/* the entries shown so far */
+	size_t n, cap;
+	struct bfs_snap *snap;		/* what it is made from; one reference */
+	size_t next;			/* snapshot entries gone through */
+};
+
+/*
+ * A regular file just probed, kept open for the lookup that follows:
+ * its descriptor (open for reading), its stat, and the whole file when it
+ * is small (at most BFS_WHOLE_MAX bytes), so that probing, looking up and
+ * indexing it cost one open and one read.
+ */
+struct bfs_probe {
+	const char *name;		/* the entry probed (its snapshot's), or NULL */
+	int fd;				/* or -1 */
+	struct stat st;
+	uint8_t *whole;			/* st_size bytes, or NULL */
 };
 
 /*
@@ -204,9 +224,14 @@ BFS_MUST_CHECK int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags);
  * ctime, never 0. What is remembered about a file holds while it is equal.
  */
 uint64_t bfs_backing_stamp(const struct stat *st);
-/* The codec that claims regular file @name in @dirfd, or NULL; its stamp (0: unreadable). */
+/*
+ * The codec that claims regular file @name in @dirfd, or NULL; its stamp
+ * (0: unreadable). With @keep (emptied first), a regular file stays open
+ * in it, read whole if small.
+ */
 const struct bfs_codec *bfs_backing_probe(struct bfs_fs *fs, int dirfd, const char *name,
-					  uint64_t *stamp);
+					  uint64_t *stamp, struct bfs_probe *keep);
+void bfs_probe_release(struct bfs_probe *p);
 /*
  * A descriptor open for reading on @in, whose pinned descriptor is @fd: a
  * duplicate when that is open for reading already, else reopened (flags
@@ -253,9 +278,12 @@ void bfs_inode_table_free(struct bfs_fs *fs);
  */
 BFS_MUST_CHECK int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 		     struct bfs_inode **out, struct stat *st);
-/* Like lookup, for entry @de of listing @d, already resolved (readdirplus). */
+/*
+ * Like lookup, for entry @de of a listing, already resolved (readdirplus);
+ * @c: the context it was made in, with the directory's descriptor.
+ */
 BFS_MUST_CHECK int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir,
-					  const struct bfs_dir *d, const struct bfs_dirent *de,
+					  struct bfs_snap_ctx *c, const struct bfs_dirent *de,
 					  struct bfs_inode **out, struct stat *st);
 void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlookup);
 
@@ -348,7 +376,19 @@ struct bfs_snap_ctx {
 	struct bfs_fs *fs;
 	int dirfd;			/* the directory, for probes */
 	struct bfs_snap *snap;
+	bool keep;			/* keep the last probe open in @pr for a lookup */
+	struct bfs_probe pr;		/* .fd = -1 when there is none */
 };
+/* Close what @c keeps of its last probe. */
+void bfs_snap_ctx_release(struct bfs_snap_ctx *c);
+
+/**
+ * bfs_dir_at() - entry @i of listing @d, made as far as needed.
+ * @c: the snapshot context of @d->snap, for the probes the rules ask for.
+ * Return: 0 and *@out, 1 past the last entry, or -errno.
+ */
+BFS_MUST_CHECK int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t i,
+			      const struct bfs_dirent **out);
 extern const struct bfs_name_ops bfs_snap_name_ops;
 
 /*

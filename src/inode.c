@@ -233,7 +233,8 @@ static void set_rpath(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_inode
 	bfs_mutex_unlock(bfs_ilock(fs, in));
 }
 
-static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
+static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
+		      struct bfs_probe *pr);
 
 /*
  * The inode of backing entry @backing of @dir (open as @dfd), shown with
@@ -241,26 +242,39 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
  * entry timed out) costs one fstatat and no open while the inode is known;
  * a new inode keeps the descriptor its stat was taken from, open for
  * reading when it is a regular file, so that its versions need no open
- * of their own. @sc: the snapshot the name was resolved in, or NULL;
- * -EAGAIN when the entry was rewritten since and probes otherwise now.
+ * of their own: the probe's, when @sc kept the probe of @backing open
+ * (then its stat and bytes are used too: one open and one read in all).
+ * @sc: the snapshot the name was resolved in, or NULL; -EAGAIN when the
+ * entry was rewritten since and probes otherwise now.
  */
 static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 			  struct bfs_snap_ctx *sc, const char *backing,
 			  const struct bfs_codec *codec, struct bfs_inode **out, struct stat *st)
 {
+	struct bfs_probe *pr = NULL;
 	struct bfs_inode *in;
 	bool rd;
 	int fd, rc;
 
-	if (fstatat(dfd, backing, st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (sc) {
-		rc = bfs_snap_recheck(sc, backing, st, codec);
-		if (rc < 0)
-			return rc;
+	if (sc && sc->pr.fd >= 0 && sc->pr.name && strcmp(sc->pr.name, backing) == 0) {
+		pr = &sc->pr;		/* probed just now, for this lookup */
+		*st = pr->st;
+	} else {
+		if (fstatat(dfd, backing, st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		if (sc) {
+			rc = bfs_snap_recheck(sc, backing, st, codec);
+			if (rc < 0)
+				return rc;
+		}
 	}
 	in = inode_ref(fs, st, S_ISREG(st->st_mode) ? codec : NULL);
-	if (!in) {
+	if (!in && pr) {
+		rc = inode_get(fs, pr->fd, true, st, codec, &in);
+		pr->fd = -1;		/* the inode's now */
+		if (rc < 0)
+			return rc;
+	} else if (!in) {
 		rd = S_ISREG(st->st_mode);
 		fd = rd ? bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) : -1;
 		if (fd < 0) {
@@ -279,7 +293,9 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 			return rc;
 	}
 	set_rpath(fs, dir, in, backing);
-	rc = stat_shown(fs, in, st);
+	rc = stat_shown(fs, in, st, pr);
+	if (pr)
+		bfs_probe_release(pr);
 	if (rc < 0) {
 		bfs_inode_forget(fs, in, 1);
 		return rc;
@@ -296,7 +312,7 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 {
 	const struct bfs_codec *codec;
 	char backing[NAME_MAX + 1];
-	struct bfs_snap_ctx sc = { .fs = fs };
+	struct bfs_snap_ctx sc = { .fs = fs, .keep = true, .pr.fd = -1 };
 	struct sysdir d = { .fs = fs };
 	int rc = 0, dfd;
 
@@ -322,23 +338,16 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 		if (rc != -EAGAIN)
 			break;
 	}
+	bfs_snap_ctx_release(&sc);
 	bfs_snap_put(sc.snap);
 	bfs_inode_fd_put(fs, dir);
 	return rc == -EAGAIN ? -ESTALE : rc;
 }
 
-int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir, const struct bfs_dir *d,
+int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_snap_ctx *c,
 			   const struct bfs_dirent *de, struct bfs_inode **out, struct stat *st)
 {
-	struct bfs_snap_ctx sc = { .fs = fs, .snap = d->snap };
-	int rc, dfd = bfs_inode_fd(fs, dir);
-
-	if (dfd < 0)
-		return dfd;
-	sc.dirfd = dfd;
-	rc = lookup_backing(fs, dir, dfd, d->snap ? &sc : NULL, de->backing, de->codec, out, st);
-	bfs_inode_fd_put(fs, dir);
-	return rc;
+	return lookup_backing(fs, dir, c->dirfd, c, de->backing, de->codec, out, st);
 }
 
 /* --- file versions -------------------------------------------------------- */
@@ -517,10 +526,11 @@ void bfs_inode_idle(struct bfs_fs *fs, struct bfs_inode *in)
  * version, or the memo of one that was dropped, saw other bytes.
  */
 static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
-			  const struct stat *now, struct bfs_file **out, bool *changed)
+			  const struct stat *now, struct bfs_probe *pr, struct bfs_file **out,
+			  bool *changed)
 {
 	struct bfs_file *f, *old = in->file;
-	uint64_t stamp = bfs_backing_stamp(now);
+	uint8_t *whole = NULL;
 	int fd, side = -1, rc;
 
 	*changed = false;
@@ -528,12 +538,26 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		*out = bfs_file_get(old);
 		return 0;
 	}
-	fd = bfs_inode_rdfd(fs, in, opath, 0);
+	/*
+	 * Unchanged since a version was last built (one dropped when idle):
+	 * the inode's descriptor serves. Changed (a chmod too): opened again,
+	 * so that the backing file's permissions are asked anew.
+	 */
+	if (old || (in->stamp != 0 && in->stamp != bfs_backing_stamp(now)))
+		fd = bfs_backing_reopen(fs, opath, O_RDONLY);
+	else
+		fd = bfs_inode_rdfd(fs, in, opath, 0);
 	if (fd < 0)
 		return -errno;
 	if (in->codec)
 		side = open_sidecar(fs, in, now);
-	rc = bfs_file_open(&f, fd, side, in->codec, in->rpath ? in->rpath : "?", &fs->env);
+	/* the probe's bytes, if it read this very file whole (same identity and stamp) */
+	if (pr && pr->whole && bfs_backing_stamp(&pr->st) == bfs_backing_stamp(now)) {
+		whole = pr->whole;
+		pr->whole = NULL;
+	}
+	rc = bfs_file_open_whole(&f, fd, whole, whole ? (size_t)now->st_size : 0, side, in->codec,
+				 in->rpath ? in->rpath : "?", &fs->env);
 	if (side >= 0)
 		close(side);
 	if (rc < 0) {
@@ -550,7 +574,6 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	*changed = old != NULL || (in->stamp != 0 && in->stamp != bfs_backing_stamp(&f->st));
 	in->stamp = bfs_backing_stamp(&f->st);	/* what it was built from: @now, or newer */
 	in->memo = bfs_file_size(f);
-	(void)stamp;
 	bfs_file_put(old);		/* open readers keep it alive */
 	return 0;
 }
@@ -617,7 +640,8 @@ static void shown_attrs(struct bfs_fs *fs, int opath, struct bfs_inode *in, stru
  * backing file's stamp is the one it was found under, else from a version
  * built now (and dropped again if cheap). Only that last reads the file.
  */
-static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
+static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
+		      struct bfs_probe *pr)
 {
 	bool decoded = in->codec && S_ISREG(st->st_mode), known = false, built = false, changed;
 	uint64_t stamp = bfs_backing_stamp(st), size = 0;
@@ -652,7 +676,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 		if (in->file && atomic_load(&in->file->refs) > 1) {
 			size = bfs_file_size(in->file);
 		} else {
-			rc = current_locked(fs, in, fd, st, &f, &changed);
+			rc = current_locked(fs, in, fd, st, pr, &f, &changed);
 			if (rc == 0) {
 				size = bfs_file_size(f);
 				bfs_file_put(f);	/* in->file holds it still */
@@ -686,7 +710,7 @@ static int file_of(struct bfs_fs *fs, struct bfs_inode *in, struct stat *now, bo
 		rc = -EINVAL;
 	if (rc == 0) {
 		bfs_mutex_lock(bfs_ilock(fs, in));
-		rc = current_locked(fs, in, fd, now, out, changed);
+		rc = current_locked(fs, in, fd, now, NULL, out, changed);
 		bfs_mutex_unlock(bfs_ilock(fs, in));
 	}
 	bfs_inode_fd_put(fs, in);
@@ -754,7 +778,7 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
 	int rc = stat_now(fs, in, st);
 
-	return rc < 0 ? rc : stat_shown(fs, in, st);
+	return rc < 0 ? rc : stat_shown(fs, in, st, NULL);
 }
 
 int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct bfs_file *f,

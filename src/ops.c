@@ -78,6 +78,17 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	/*
+	 * READDIRPLUS, in the kernel's AUTO mode (libfuse's default, asked for
+	 * here on purpose): names and attributes in one reply for the first
+	 * chunk of a listing and whenever its entries are being looked up (ls
+	 * -l), plain names otherwise. 30,000 files of bench/trees.py, fresh
+	 * mounts, busy machine, 3 rounds: ls -lR 2.7-4.7 s always, 3.2-4.2 s
+	 * auto, 3.5-5.9 s never; find 0.69-0.74 s always, 0.57-0.65 s auto,
+	 * 0.22-0.26 s never.
+	 */
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+	/*
 	 * The kernel offers its bdi's read-ahead and keeps the smaller of
 	 * that and this; main.c has raised the bdi to -o kernel_readahead
 	 * already, so ask for as much here or the reply lowers it again.
@@ -305,7 +316,7 @@ static bool is_dot(const char *name)
 
 /* One entry of readdirplus; 0 when it did not fit (and was undone). */
 static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
-		       const struct bfs_dir *d, const struct bfs_dirent *de, char *p, size_t rem,
+		       struct bfs_snap_ctx *c, const struct bfs_dirent *de, char *p, size_t rem,
 		       off_t next)
 {
 	struct fuse_entry_param e = { .attr_timeout = fs->opts->attr_timeout,
@@ -317,7 +328,7 @@ static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
 		/* Node id 0: the kernel makes no dentry, only a name. */
 		e.attr.st_ino = de->ino;
 		e.attr.st_mode = (mode_t)de->type << 12;
-	} else if (bfs_inode_lookup_entry(fs, dir, d, de, &in, &e.attr) == 0) {
+	} else if (bfs_inode_lookup_entry(fs, dir, c, de, &in, &e.attr) == 0) {
 		e.ino = ino_of(fs, in);
 	} else {
 		return SIZE_MAX;	/* gone since the listing: skip it */
@@ -337,19 +348,27 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	struct bfs_dir *d = (struct bfs_dir *)(uintptr_t)fi->fh;
 	struct bfs_fs *fs = fs_of(req);
 	struct bfs_inode *dir = inode_of(req, ino);
+	struct bfs_snap_ctx c = { .fs = fs, .snap = d->snap, .keep = plus, .pr.fd = -1 };
 	char *buf = malloc(size), *p = buf;
+	const struct bfs_dirent *de;
 	size_t rem = size;
+	int rc = 0;
 
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	for (size_t i = (size_t)off; i < d->n; i++) {
-		const struct bfs_dirent *de = &d->ent[i];
+	c.dirfd = bfs_inode_fd(fs, dir);	/* the probes the listing makes need it */
+	if (c.dirfd < 0) {
+		free(buf);
+		fuse_reply_err(req, bfs_kernel_errno(c.dirfd));
+		return;
+	}
+	for (size_t i = (size_t)off; (rc = bfs_dir_at(d, &c, i, &de)) == 0; i++) {
 		size_t len;
 
 		if (plus) {
-			len = add_plus(req, fs, dir, d, de, p, rem, (off_t)i + 1);
+			len = add_plus(req, fs, dir, &c, de, p, rem, (off_t)i + 1);
 			if (len == SIZE_MAX)
 				continue;
 		} else {
@@ -364,7 +383,12 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		p += len;
 		rem -= len;
 	}
-	fuse_reply_buf(req, buf, size - rem);
+	bfs_snap_ctx_release(&c);
+	bfs_inode_fd_put(fs, dir);
+	if (rc < 0 && rem == size)
+		fuse_reply_err(req, bfs_kernel_errno(rc));	/* nothing to show for it */
+	else
+		fuse_reply_buf(req, buf, size - rem);
 	free(buf);
 }
 
