@@ -5,7 +5,7 @@
     bench/trees.py make [--files 100000] [--dirs 100]
     bench/trees.py run [--files 100000] [--rounds 3] [--cases ls,find,cat,grep]
                        [--load] [--variant NAME=bfs:OPTIONS[:BINARY] ...]
-                       [--strace] [--base squashfuse]
+                       [--strace [VARIANTS]] [--base squashfuse]
 
 make: text files of 0.1-3 KiB (slices of Debian's linux-source text, or
 of generated words without it) in DIRS directories, under
@@ -178,7 +178,8 @@ def main():
     ap.add_argument("--only", help="comma-separated variants (default: all)")
     ap.add_argument("--base", default="squashfuse")
     ap.add_argument("--load", action="store_true")
-    ap.add_argument("--strace", action="store_true")
+    ap.add_argument("--strace", nargs="?", const="", default=None,
+                    help="also count the daemon's syscalls (of these variants, comma-separated)")
     a = ap.parse_args()
     dirs = a.dirs or (100 if a.files <= 100000 else 1000)
     top = make(a.files, dirs)
@@ -211,10 +212,10 @@ def main():
                         mem[(v, c)].append(m.rss())
                     finally:
                         m.close()
-        if a.strace:
+        if a.strace is not None:
             for c in cases:
                 for v in names:
-                    if variants[v][0] == "plain":
+                    if variants[v][0] == "plain" or (a.strace and v not in a.strace.split(",")):
                         continue
                     m = Mount(top, *variants[v])
                     try:

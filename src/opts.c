@@ -62,8 +62,8 @@ static const struct {
 	{ "kernel_readahead", "SIZE", "the kernel's read-ahead into the mount (its bdi "
 				      "read_ahead_kb); 0: leave it (1M)" },
 	{ "entry_timeout", "SECONDS", "how long the kernel trusts a name, or that a name is "
-				     "absent; longer for a tree that does not change (1)" },
-	{ "attr_timeout", "SECONDS", "how long the kernel trusts attributes (1)" },
+				     "absent; an open always checks (10)" },
+	{ "attr_timeout", "SECONDS", "how long the kernel trusts attributes (10)" },
 	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
 				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
 	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
