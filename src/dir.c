@@ -333,6 +333,24 @@ int bfs_snap_recheck(struct bfs_snap_ctx *c, const char *name, const struct stat
 	return now == was ? 0 : -EAGAIN;	/* else the rule may show it otherwise now */
 }
 
+/* --- listings ------------------------------------------------------------ */
+
+/*
+ * The decoded view of a backing inode shows other bytes than its raw view
+ * (a hard link with another name, or keep_compressed), so the two must not
+ * share st_ino: cp -a, tar and rsync -H would write one view's bytes under
+ * the other's names. The raw view keeps the backing number, so raw names
+ * of one inode still agree; the decoded view gets it with the top bit
+ * flipped, a bit no inode number of ext4, XFS, btrfs or tmpfs uses. Both
+ * are as stable as the backing number, across lookups and mounts.
+ */
+#define DECODED_INO_BIT (1ull << 63)
+
+ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec)
+{
+	return codec ? (ino_t)((uint64_t)ino ^ DECODED_INO_BIT) : ino;
+}
+
 void bfs_dir_free(struct bfs_dir *d)
 {
 	if (!d)

@@ -262,11 +262,6 @@ BFS_MUST_CHECK int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in,
 
 /* --- inode.c: the table, lookups, versions ----------------------------------- */
 
-/*
- * The st_ino a view of backing inode @ino shows: the raw view its own, the
- * decoded one (@codec) another, stable one (stat and readdir agree).
- */
-ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec);
 
 /* Free every inode and the table (the mount is ending: nobody looks up). */
 void bfs_inode_table_free(struct bfs_fs *fs);
@@ -354,6 +349,12 @@ BFS_MUST_CHECK int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *inode, str
 void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char *dir);
 
 /* --- dir.c: listings and snapshots ------------------------------------------ */
+
+/*
+ * The st_ino a view of backing inode @ino shows: the raw view its own, the
+ * decoded one (@codec) another, stable one (stat and readdir agree).
+ */
+ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec);
 
 BFS_MUST_CHECK int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out);
 void bfs_dir_free(struct bfs_dir *d);
