@@ -435,8 +435,16 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 		rc = bfs_inode_fd(fs, in);
 		if (rc < 0)
 			return rc;
-		procpath(rc, path, sizeof(path));
-		n = getxattr(path, name, buf, size);
+		/*
+		 * A regular file's descriptor is open for reading: asked directly
+		 * (ls -l asks two names of every file). O_PATH ones are EBADF
+		 * there and go through /proc.
+		 */
+		n = fgetxattr(rc, name, buf, size);
+		if (n < 0 && errno == EBADF) {
+			procpath(rc, path, sizeof(path));
+			n = getxattr(path, name, buf, size);
+		}
 		n = n < 0 ? -errno : n;
 		bfs_inode_fd_put(fs, in);
 		return n;
