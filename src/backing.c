@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "blockfs/codec.h"
+#include "blockfs/file.h"
 #include "blockfs/io.h"
 #include "fs_i.h"
 
@@ -86,6 +87,90 @@ const struct bfs_codec *bfs_backing_sniff_fd(int fd)
 const struct bfs_codec *bfs_backing_sniff(struct bfs_fs *fs, int dirfd, const char *name)
 {
 	return bfs_backing_sniff_fd(bfs_backing_openat(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+}
+
+uint64_t bfs_backing_stamp(const struct stat *st)
+{
+	const uint64_t v[] = { (uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+			       (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec,
+			       (uint64_t)st->st_ctim.tv_sec, (uint64_t)st->st_ctim.tv_nsec };
+	uint64_t h = 0x243f6a8885a308d3ull;
+
+	/* a 64-bit mix: two files' stamps collide by chance once in 2^64 */
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		h = (h ^ v[i]) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 31;
+	}
+	return h ? h : 1;
+}
+
+void bfs_probe_release(struct bfs_probe *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	free(p->whole);
+	p->fd = -1;
+	p->whole = NULL;
+	p->name = NULL;
+}
+
+const struct bfs_codec *bfs_backing_probe(struct bfs_fs *fs, int dirfd, const char *name,
+					  uint64_t *stamp, struct bfs_probe *keep)
+{
+	int fd = bfs_backing_openat(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+	const struct bfs_codec *c = NULL;
+	uint8_t *whole = NULL;
+	struct bfs_io io;
+	struct stat st;
+	size_t size;
+
+	*stamp = 0;
+	if (keep)
+		bfs_probe_release(keep);
+	if (fd < 0)
+		return NULL;		/* unreadable: shown unchanged, reads say why */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return NULL;
+	}
+	*stamp = bfs_backing_stamp(&st);
+	size = (size_t)st.st_size;
+	bfs_io_init_fd(&io, fd, size);
+	/* kept for a lookup: a small file is read whole, its index is made from that */
+	if (keep && size > 0 && size <= BFS_WHOLE_MAX && (whole = malloc(size))) {
+		if (bfs_io_read(&io, whole, size, 0) == 0) {
+			bfs_io_init_mem(&io, whole, size);
+		} else {
+			free(whole);
+			whole = NULL;
+		}
+	}
+	c = bfs_codec_sniff(&io);
+	if (keep) {
+		keep->fd = fd;
+		keep->st = st;
+		keep->whole = whole;
+	} else {
+		close(fd);
+	}
+	return c;
+}
+
+int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags)
+{
+	bool rd;
+
+	bfs_mutex_lock(&fs->fd_lock);
+	rd = in->fd == fd && in->fd_rdonly;	/* pinned: it stays this descriptor */
+	bfs_mutex_unlock(&fs->fd_lock);
+	if (rd && !(flags & ~O_NONBLOCK)) {
+		int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+		if (d >= 0 || !shed_on_emfile(fs))
+			return d;
+		return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	}
+	return bfs_backing_reopen(fs, fd, O_RDONLY | flags);
 }
 
 int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags)
@@ -168,44 +253,61 @@ static void fd_shed(struct bfs_fs *fs)
 }
 
 /* Give @in descriptor @fd (consumed), unless it has one; fs->fd_lock held. */
-static void fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd)
+static void fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd)
 {
 	if (in->fd >= 0) {
 		close(fd);
 		return;
 	}
 	in->fd = fd;
+	in->fd_rdonly = rd;
 	fs->nfds++;
 	fd_push(fs, in);
 }
 
-static char *rpath_dup(struct bfs_inode *in)
+static char *rpath_dup(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	char *p;
 
-	bfs_mutex_lock(&in->lock);
+	bfs_mutex_lock(bfs_ilock(fs, in));
 	p = in->rpath ? strdup(in->rpath) : NULL;
-	bfs_mutex_unlock(&in->lock);
+	bfs_mutex_unlock(bfs_ilock(fs, in));
 	return p;
 }
 
+/* openat2 beneath SOURCE, shedding cached descriptors on EMFILE once. */
+static int open_beneath(struct bfs_fs *fs, const char *path, int flags)
+{
+	int fd = bfs_backing_open_beneath(fs->root_fd, path, flags);
+
+	if (fd < 0 && shed_on_emfile(fs))
+		fd = bfs_backing_open_beneath(fs->root_fd, path, flags);
+	return fd;
+}
+
 /*
- * An O_PATH descriptor for what @in's path below SOURCE names now, if that
- * is still @in (its stat in *@st). openat2, so that not even this follows
- * a symbolic link out of SOURCE.
+ * A descriptor for what @in's path below SOURCE names now, if that is
+ * still @in (its stat in *@st): open for reading when @in is a regular
+ * file that can be read (the opens of a version then duplicate it), else
+ * O_PATH. openat2, so that not even this follows a symbolic link out of
+ * SOURCE. *@rd says which.
  * Return: the descriptor; -ESTALE when the path names another object or
  * nothing, or @in was never named; other -errno from openat2 or fstat.
  */
-static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
+static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st, bool *rd)
 {
-	char *path = rpath_dup(in);
-	int fd, rc;
+	char *path = rpath_dup(fs, in);
+	int fd = -1, rc;
 
 	if (!path)
 		return -ESTALE;		/* never named: nothing to find it by */
-	fd = bfs_backing_open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
-	if (fd < 0 && shed_on_emfile(fs))
-		fd = bfs_backing_open_beneath(fs->root_fd, path, O_PATH | O_NOFOLLOW);
+	*rd = in->type == S_IFREG;
+	if (*rd)
+		fd = open_beneath(fs, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0 && (!*rd || errno == EACCES || errno == EPERM)) {
+		*rd = false;	/* unreadable (a daemon not run by root): stat still works */
+		fd = open_beneath(fs, path, O_PATH | O_NOFOLLOW);
+	}
 	free(path);
 	if (fd < 0)
 		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : -errno;
@@ -222,6 +324,7 @@ static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st
 int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	struct stat st;
+	bool rd;
 	int fd;
 
 	if (in == &fs->root)
@@ -236,14 +339,31 @@ int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
 		return fd;
 	}
 	bfs_mutex_unlock(&fs->fd_lock);
-	fd = open_by_name(fs, in, &st);
+	fd = open_by_name(fs, in, &st, &rd);
 	if (fd < 0)
 		return fd;
 	bfs_mutex_lock(&fs->fd_lock);
-	fd_adopt(fs, in, fd);
+	fd_adopt(fs, in, fd, rd);
 	in->fd_pins++;
 	fd_trim(fs);
 	fd = in->fd;
+	bfs_mutex_unlock(&fs->fd_lock);
+	return fd;
+}
+
+int bfs_inode_fd_cached(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	int fd = -1;
+
+	if (in == &fs->root)
+		return fs->root_fd;
+	bfs_mutex_lock(&fs->fd_lock);
+	if (in->fd >= 0) {
+		in->fd_pins++;
+		fd_unlink(fs, in);
+		fd_push(fs, in);
+		fd = in->fd;
+	}
 	bfs_mutex_unlock(&fs->fd_lock);
 	return fd;
 }
@@ -259,10 +379,10 @@ void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
 	bfs_mutex_unlock(&fs->fd_lock);
 }
 
-void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool pin)
+void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin)
 {
 	bfs_mutex_lock(&fs->fd_lock);
-	fd_adopt(fs, in, fd);	/* a closed one is worth reviving */
+	fd_adopt(fs, in, fd, rd);	/* a closed one is worth reviving */
 	if (pin)
 		in->fd_pins++;
 	fd_trim(fs);
@@ -283,16 +403,23 @@ void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in)
 
 int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
-	int fd;
+	char *path;
+	int rc;
 
 	if (in == &fs->root)
 		return 1;
-	fd = open_by_name(fs, in, st);
-	if (fd < 0)
-		return fd == -ESTALE ? -ESTALE : 1;
-	bfs_mutex_lock(&fs->fd_lock);
-	fd_adopt(fs, in, fd);
-	fd_trim(fs);
-	bfs_mutex_unlock(&fs->fd_lock);
-	return 0;
+	path = rpath_dup(fs, in);
+	if (!path)
+		return -ESTALE;		/* never named: nothing to find it by */
+	/*
+	 * A stat, not an open: it may follow a link that replaced a directory
+	 * of the path, but all it tells is whether that is still this very
+	 * object; what is then read is opened beneath SOURCE (bfs_inode_fd()).
+	 */
+	rc = fstatat(fs->root_fd, path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	free(path);
+	if (rc == -ENOENT || rc == -ENOTDIR ||
+	    (rc == 0 && (st->st_ino != in->ino || st->st_dev != in->dev)))
+		return -ESTALE;
+	return rc < 0 ? 1 : 0;
 }

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Directory listings as shown (contract in fs_i.h): one snapshot of a
- * backing directory per opendir, each name passed through the name rules
- * (names.c) with the codec sniffed only where a rule needs it.
+ * Directory listings as shown (contract in fs_i.h): snapshots of backing
+ * directories, kept while the directory does not change, each name passed
+ * through the name rules (names.c) with the codec probed only where a
+ * rule needs it, once per file per change. Lookups ask the same snapshot
+ * (inode.c), so that neither repeats a getdents or a probe after the
+ * kernel's timeouts.
  */
 #include "config.h"
 
@@ -10,164 +13,444 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "blockfs/codec.h"
 #include "blockfs/names.h"
 #include "fs_i.h"
 
-struct lent {
-	char *name;
+/*
+ * A snapshot: the entries of one backing directory as getdents returned
+ * them, sorted by name, names packed in one buffer (about 30 bytes an
+ * entry with its name), and per entry what probing found. It is valid
+ * while the directory's identity, mtime and ctime are those it was read
+ * under: adding, removing or renaming an entry changes the directory's
+ * mtime. A probe is remembered with the change stamp of the file it
+ * looked at; lookups, which stat the file anyway, probe again when that
+ * changed (a file rewritten in place: bfs_snap_recheck()).
+ */
+struct snent {
+	uint32_t name;			/* offset in names */
+	unsigned char type;		/* DT_* */
+	atomic_bool probed;		/* codec and stamp are known */
 	ino_t ino;
-	unsigned char type;
-	bool probed;			/* codec is known */
-	const struct bfs_codec *codec;	/* what claims it, when probed */
+	_Atomic(const struct bfs_codec *) codec;	/* what claims it, once probed */
+	atomic_uint_fast64_t stamp;	/* bfs_backing_stamp() of the file probed */
 };
 
-struct listing {
-	struct bfs_fs *fs;
-	int dirfd;
-	struct lent *e;			/* sorted by name */
-	size_t n;
+struct bfs_snap {
+	atomic_uint refs;		/* the cache's, and each user's */
+	dev_t dev;			/* the directory: identity ... */
+	ino_t ino;
+	struct timespec mtime, ctime;	/* ... and times when read */
+	size_t n, bytes;		/* entries; memory held */
+	struct snent *e;
+	char *names;
+	bool cached;			/* in the cache; protected by fs->snap_lock */
+	struct bfs_snap *hnext, *prev, *next;	/* chain and LRU; protected by fs->snap_lock */
 };
 
-static int lent_cmp(const void *a, const void *b)
+static const char *ename(const struct bfs_snap *s, const struct snent *e)
 {
-	return strcmp(((const struct lent *)a)->name, ((const struct lent *)b)->name);
+	return s->names + e->name;
 }
 
-static struct lent *list_find(struct listing *l, const char *name)
+static void snap_free(struct bfs_snap *s)
 {
-	struct lent key = { .name = (char *)name };
-
-	return bsearch(&key, l->e, l->n, sizeof(*l->e), lent_cmp);
+	free(s->e);
+	free(s->names);
+	free(s);
 }
 
-static bool list_exists(void *ctx, const char *name)
+void bfs_snap_put(struct bfs_snap *s)
 {
-	return list_find(ctx, name) != NULL;
+	if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+		snap_free(s);
 }
 
-static bool list_claims(void *ctx, const char *name, const struct bfs_codec *codec)
+static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 {
-	struct listing *l = ctx;
-	struct lent *e = list_find(l, name);
+	size_t lo = 0, hi = s->n;
 
-	if (!e || (e->type != DT_REG && e->type != DT_UNKNOWN))
-		return false;
-	if (!e->probed) {
-		e->codec = bfs_backing_sniff(l->fs, l->dirfd, name);
-		e->probed = true;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, ename(s, &s->e[mid]));
+
+		if (c == 0)
+			return &s->e[mid];
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
 	}
-	return e->codec == codec;
+	return NULL;
 }
 
-static const struct bfs_name_ops list_name_ops = { .exists = list_exists, .claims = list_claims };
-
-static int read_listing(struct listing *l)
+static int snent_cmp(const void *a, const void *b, void *names)
 {
+	return strcmp((const char *)names + ((const struct snent *)a)->name,
+		      (const char *)names + ((const struct snent *)b)->name);
+}
+
+/* Read the directory open as O_PATH @dirfd into a new snapshot. */
+static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struct bfs_snap **out)
+{
+	size_t cap = 0, ncap = 0, nlen = 0;
+	struct bfs_snap *s;
 	struct dirent *d;
-	size_t cap = 0;
 	DIR *dp;
 	int fd;
 
-	fd = bfs_backing_openat(l->fs, l->dirfd, ".", O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	atomic_init(&s->refs, 1);
+	s->dev = dst->st_dev;
+	s->ino = dst->st_ino;
+	s->mtime = dst->st_mtim;
+	s->ctime = dst->st_ctim;
+	fd = bfs_backing_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY);
+	if (fd < 0) {
+		free(s);
 		return -errno;
+	}
 	dp = fdopendir(fd);
 	if (!dp) {
 		close(fd);
+		free(s);
 		return -errno;
 	}
 	while ((errno = 0, d = readdir(dp))) {
-		if (l->n == cap) {
-			struct lent *ne = realloc(l->e, (cap = cap ? cap * 2 : 64) * sizeof(*ne));
+		size_t len = strlen(d->d_name) + 1;
+
+		if (s->n == cap) {
+			struct snent *ne = realloc(s->e, (cap = cap ? cap * 2 : 64) * sizeof(*ne));
 
 			if (!ne)
 				goto out_nomem;
-			l->e = ne;
+			s->e = ne;
 		}
-		l->e[l->n] = (struct lent){ .name = strdup(d->d_name), .ino = d->d_ino,
-					    .type = d->d_type };
-		if (!l->e[l->n].name)
-			goto out_nomem;
-		l->n++;
+		if (nlen + len > ncap) {
+			char *nn;
+
+			ncap = ncap ? ncap * 2 : 2048;
+			if (ncap < nlen + len)
+				ncap = nlen + len;
+			nn = realloc(s->names, ncap);
+			if (!nn)
+				goto out_nomem;
+			s->names = nn;
+		}
+		memcpy(s->names + nlen, d->d_name, len);
+		s->e[s->n] = (struct snent){ .name = (uint32_t)nlen, .ino = d->d_ino,
+					     .type = d->d_type };
+		nlen += len;
+		s->n++;
 	}
 	closedir(dp);
-	qsort(l->e, l->n, sizeof(*l->e), lent_cmp);
+	qsort_r(s->e, s->n, sizeof(*s->e), snent_cmp, s->names);
+	s->bytes = sizeof(*s) + cap * sizeof(*s->e) + ncap;
+	*out = s;
 	return 0;
 
 out_nomem:
 	closedir(dp);
+	snap_free(s);
 	return -ENOMEM;
+}
+
+static size_t snap_bucket(dev_t dev, ino_t ino)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ull ^ (uint64_t)dev;
+
+	return (size_t)(h >> 40) & (BFS_SNAP_BUCKETS - 1);
+}
+
+static bool same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* Take @s out of the cache, dropping the cache's reference; fs->snap_lock held. */
+static void snap_unlink(struct bfs_fs *fs, struct bfs_snap *s)
+{
+	struct bfs_snap **pp = &fs->snaps[snap_bucket(s->dev, s->ino)];
+
+	while (*pp != s)
+		pp = &(*pp)->hnext;
+	*pp = s->hnext;
+	*(s->prev ? &s->prev->next : &fs->snap_mru) = s->next;
+	*(s->next ? &s->next->prev : &fs->snap_lru) = s->prev;
+	fs->snap_bytes -= s->bytes;
+	s->cached = false;
+	bfs_snap_put(s);
+}
+
+/*
+ * A directory changed within this long before it was read may change
+ * again within the same tick of the coarse clock that file times come
+ * from, leaving its mtime as it was: such a snapshot is used once, not
+ * kept (git's "racy" entries).
+ */
+#define RACY_NS 50000000ll
+
+static bool racy(const struct stat *dst)
+{
+	struct timespec now;
+	long long t, m = dst->st_mtim.tv_sec * 1000000000ll + dst->st_mtim.tv_nsec;
+	long long c = dst->st_ctim.tv_sec * 1000000000ll + dst->st_ctim.tv_nsec;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	t = now.tv_sec * 1000000000ll + now.tv_nsec;
+	return t - (m > c ? m : c) < RACY_NS;
+}
+
+int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
+{
+	struct bfs_snap *s, *old = NULL;
+	struct stat dst;
+	size_t b;
+	int rc;
+
+	if (fstat(dirfd, &dst) < 0)
+		return -errno;
+	/*
+	 * Removed (and perhaps made again under the same name): the kernel
+	 * takes ESTALE as a sign to walk the path again, revalidating each
+	 * name, and so finds the new directory or none.
+	 */
+	if (dst.st_nlink == 0)
+		return -ESTALE;
+	b = snap_bucket(dst.st_dev, dst.st_ino);
+	bfs_mutex_lock(&fs->snap_lock);
+	for (s = fs->snaps[b]; s; s = s->hnext)
+		if (s->ino == dst.st_ino && s->dev == dst.st_dev)
+			break;
+	if (s && same_time(&s->mtime, &dst.st_mtim) && same_time(&s->ctime, &dst.st_ctim)) {
+		atomic_fetch_add(&s->refs, 1);
+		if (s->prev) {		/* the most recently used now */
+			s->prev->next = s->next;
+			*(s->next ? &s->next->prev : &fs->snap_lru) = s->prev;
+			s->prev = NULL;
+			s->next = fs->snap_mru;
+			fs->snap_mru->prev = s;
+			fs->snap_mru = s;
+		}
+		bfs_mutex_unlock(&fs->snap_lock);
+		*out = s;
+		return 0;
+	}
+	bfs_mutex_unlock(&fs->snap_lock);
+	rc = snap_read(fs, dirfd, &dst, &s);
+	if (rc < 0)
+		return rc;
+	/* Probes of the entries that kept their inode still hold: files are stamped anyway. */
+	if (racy(&dst) || s->bytes > BFS_SNAP_BUDGET / 4) {
+		*out = s;
+		return 0;
+	}
+	bfs_mutex_lock(&fs->snap_lock);
+	for (old = fs->snaps[b]; old; old = old->hnext)
+		if (old->ino == s->ino && old->dev == s->dev)
+			break;
+	if (old)
+		snap_unlink(fs, old);	/* outdated, or another thread's read of the same */
+	atomic_fetch_add(&s->refs, 1);	/* the cache's */
+	s->cached = true;
+	s->hnext = fs->snaps[b];
+	fs->snaps[b] = s;
+	s->next = fs->snap_mru;
+	*(fs->snap_mru ? &fs->snap_mru->prev : &fs->snap_lru) = s;
+	fs->snap_mru = s;
+	fs->snap_bytes += s->bytes;
+	while (fs->snap_bytes > BFS_SNAP_BUDGET && fs->snap_lru != s)
+		snap_unlink(fs, fs->snap_lru);
+	bfs_mutex_unlock(&fs->snap_lock);
+	*out = s;
+	return 0;
+}
+
+void bfs_snap_cache_free(struct bfs_fs *fs)
+{
+	while (fs->snap_lru)
+		snap_unlink(fs, fs->snap_lru);
+}
+
+/* What claims entry @e of the snapshot in @c, probing it the first time. */
+static const struct bfs_codec *probe(struct bfs_snap_ctx *c, struct snent *e)
+{
+	const struct bfs_codec *codec;
+	uint64_t stamp;
+
+	if (atomic_load_explicit(&e->probed, memory_order_acquire))
+		return atomic_load(&e->codec);
+	codec = bfs_backing_probe(c->fs, c->dirfd, ename(c->snap, e), &stamp,
+				  c->keep ? &c->pr : NULL);
+	if (c->keep && c->pr.fd >= 0)
+		c->pr.name = ename(c->snap, e);
+	atomic_store(&e->codec, codec);
+	atomic_store(&e->stamp, stamp);
+	atomic_store_explicit(&e->probed, true, memory_order_release);
+	return codec;
+}
+
+static bool snap_exists(void *ctx, const char *name)
+{
+	return snap_find(((struct bfs_snap_ctx *)ctx)->snap, name) != NULL;
+}
+
+static bool snap_claims(void *ctx, const char *name, const struct bfs_codec *codec)
+{
+	struct bfs_snap_ctx *c = ctx;
+	struct snent *e = snap_find(c->snap, name);
+
+	if (!e || (e->type != DT_REG && e->type != DT_UNKNOWN))
+		return false;
+	return probe(c, e) == codec;
+}
+
+const struct bfs_name_ops bfs_snap_name_ops = { .exists = snap_exists, .claims = snap_claims };
+
+void bfs_snap_ctx_release(struct bfs_snap_ctx *c)
+{
+	bfs_probe_release(&c->pr);
+}
+
+int bfs_snap_recheck(struct bfs_snap_ctx *c, const char *name, const struct stat *st,
+		     const struct bfs_codec *codec)
+{
+	struct snent *e = snap_find(c->snap, name);
+	const struct bfs_codec *was, *now;
+	uint64_t stamp;
+
+	if (!e || !S_ISREG(st->st_mode) || !atomic_load_explicit(&e->probed, memory_order_acquire))
+		return 0;		/* never probed: the rule did not ask what claims it */
+	if (atomic_load(&e->stamp) == bfs_backing_stamp(st))
+		return 0;
+	was = atomic_load(&e->codec);
+	now = bfs_backing_probe(c->fs, c->dirfd, name, &stamp, NULL);
+	atomic_store(&e->codec, now);
+	atomic_store(&e->stamp, stamp);
+	(void)codec;
+	return now == was ? 0 : -EAGAIN;	/* else the rule may show it otherwise now */
+}
+
+/* --- listings ------------------------------------------------------------ */
+
+/*
+ * The decoded view of a backing inode shows other bytes than its raw view
+ * (a hard link with another name, or keep_compressed), so the two must not
+ * share st_ino: cp -a, tar and rsync -H would write one view's bytes under
+ * the other's names. The raw view keeps the backing number, so raw names
+ * of one inode still agree; the decoded view gets it with the top bit
+ * flipped, a bit no inode number of ext4, XFS, btrfs or tmpfs uses. Both
+ * are as stable as the backing number, across lookups and mounts.
+ */
+#define DECODED_INO_BIT (1ull << 63)
+
+ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec)
+{
+	return codec ? (ino_t)((uint64_t)ino ^ DECODED_INO_BIT) : ino;
 }
 
 void bfs_dir_free(struct bfs_dir *d)
 {
 	if (!d)
 		return;
-	for (size_t i = 0; i < d->n; i++) {
-		free(d->ent[i].name);
-		free(d->ent[i].backing);
-	}
+	for (size_t i = 0; i < d->n; i++)
+		if (d->ent[i].name != d->ent[i].backing)
+			free((char *)d->ent[i].name);
 	free(d->ent);
+	bfs_snap_put(d->snap);
 	free(d);
 }
 
-/* Append backing entry @e, shown as @name with @codec, to @d (room for it is made). */
-static int add_dirent(struct bfs_dir *d, const char *name, const struct lent *e,
-		      const struct bfs_codec *codec)
+/* Append entry @e of @s, shown as @name with @codec, to @d (room for it is made). */
+static int add_dirent(struct bfs_dir *d, const char *name, const struct bfs_snap *s,
+		      const struct snent *e, const struct bfs_codec *codec)
 {
-	struct bfs_dirent *de = &d->ent[d->n++];
+	struct bfs_dirent *de = &d->ent[d->n];
 
-	de->name = strdup(name);
-	de->backing = strdup(e->name);
+	de->backing = ename(s, e);	/* the snapshot outlives the listing */
+	de->name = strcmp(name, de->backing) == 0 ? de->backing : strdup(name);
 	de->codec = codec;
 	de->ino = bfs_inode_shown_ino(e->ino, codec);	/* as stat says */
 	de->type = e->type;
-	return de->name && de->backing ? 0 : -ENOMEM;
+	if (!de->name)
+		return -ENOMEM;
+	d->n++;
+	return 0;
+}
+
+/* The next snapshot entry as shown: none (a hidden sidecar), one, or two (keep_compressed). */
+static int list_next(struct bfs_dir *d, struct bfs_snap_ctx *c)
+{
+	const struct snent *e = &d->snap->e[d->next];
+	const char *name = ename(d->snap, e);
+	bool keep = c->fs->opts->keep_compressed;
+	const struct bfs_codec *codec = NULL;
+	char shown[NAME_MAX + 1];
+	int rc;
+
+	if (d->n + 2 > d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		struct bfs_dirent *ne = realloc(d->ent, cap * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		d->ent = ne;
+		d->cap = cap;
+	}
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		snprintf(shown, sizeof(shown), "%s", name);
+	else if (!bfs_name_shown(&bfs_snap_name_ops, c, name, shown, &codec, keep))
+		goto out_next;	/* a sidecar of a file shown decoded */
+	rc = add_dirent(d, shown, d->snap, e, codec);
+	if (rc == 0 && codec && keep)
+		rc = add_dirent(d, name, d->snap, e, NULL);
+	if (rc < 0)
+		return rc;
+out_next:
+	d->next++;
+	return 0;
+}
+
+int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t i, const struct bfs_dirent **out)
+{
+	while (d->n <= i && d->next < d->snap->n) {
+		int rc = list_next(d, c);
+
+		if (rc < 0)
+			return rc;
+	}
+	if (i >= d->n)
+		return 1;
+	*out = &d->ent[i];
+	return 0;
 }
 
 int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
 {
-	struct listing l = { .fs = fs, .dirfd = -1 };
-	bool keep = fs->opts->keep_compressed;
 	struct bfs_dir *d;
-	int rc;
+	int rc, dirfd;
 
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	l.dirfd = bfs_inode_fd(fs, dir);
-	rc = l.dirfd < 0 ? l.dirfd : read_listing(&l);
-	if (rc == 0 && l.n > 0) {
-		/* keep_compressed: a decoded entry is listed twice, decoded and raw */
-		d->ent = calloc(keep ? 2 * l.n : l.n, sizeof(*d->ent));
-		if (!d->ent)
-			rc = -ENOMEM;
+	dirfd = bfs_inode_fd(fs, dir);
+	if (dirfd < 0) {
+		free(d);
+		return dirfd;
 	}
-	for (size_t i = 0; rc == 0 && i < l.n; i++) {
-		const struct bfs_codec *codec = NULL;
-		char shown[NAME_MAX + 1];
-
-		if (strcmp(l.e[i].name, ".") == 0 || strcmp(l.e[i].name, "..") == 0)
-			snprintf(shown, sizeof(shown), "%s", l.e[i].name);
-		else if (!bfs_name_shown(&list_name_ops, &l, l.e[i].name, shown, &codec, keep))
-			continue;	/* a sidecar of a file shown decoded */
-		rc = add_dirent(d, shown, &l.e[i], codec);
-		if (rc == 0 && codec && keep)
-			rc = add_dirent(d, l.e[i].name, &l.e[i], NULL);
-	}
-	if (l.dirfd >= 0)
-		bfs_inode_fd_put(fs, dir);
-	for (size_t i = 0; i < l.n; i++)
-		free(l.e[i].name);
-	free(l.e);
+	rc = bfs_snap_get(fs, dirfd, &d->snap);
+	bfs_inode_fd_put(fs, dir);
 	if (rc < 0) {
-		bfs_dir_free(d);
+		free(d);
 		return rc;
 	}
 	*out = d;

@@ -41,6 +41,8 @@
 /* A run of misses decoded on idle workers too: at least this many blocks and bytes. */
 #define PAR_BLOCKS_MIN 4
 #define PAR_BYTES_MIN (256u << 10)
+/* ... and this small, kept with its version for the reads (at most BFS_IDLE_KEEP idle ones). */
+#define HEAD_KEEP (16u << 10)
 /* readpath=auto: a sequential stream through a file this large uses pread. */
 #define AUTO_PREAD_ABOVE (64ull << 20)
 
@@ -119,6 +121,13 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
 int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_codec *codec,
 		  const char *name, const struct bfs_file_env *env)
 {
+	return bfs_file_open_whole(out, fd, NULL, 0, side, codec, name, env);
+}
+
+int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t len, int side,
+			const struct bfs_codec *codec, const char *name,
+			const struct bfs_file_env *env)
+{
 	struct bfs_io side_io, *sidep = NULL;
 	struct stat sst;
 	struct bfs_file *f;
@@ -153,16 +162,39 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 			bfs_io_init_fd(&side_io, side, (uint64_t)sst.st_size);
 			sidep = &side_io;
 		}
+		struct bfs_io mem, *io = &f->io;
+		size_t size = (size_t)f->st.st_size;
+
+		/* A small file is read whole, once: its scan and measure then cost one read. */
+		if (whole && len != size) {
+			free(whole);	/* read from another file than the one open */
+			whole = NULL;
+		}
 		/* index_cache hook (index_cache.h): a kept index replaces the scan */
 		rc = bfs_icache_load(env->icache, &f->st, codec, &f->idx);
 		if (rc > 0) {
-			rc = codec->scan(&f->io, sidep, &f->idx);
+			if (!whole && size > 0 && size <= BFS_WHOLE_MAX && (whole = malloc(size)) &&
+			    bfs_io_read(&f->io, whole, size, 0) < 0) {
+				free(whole);
+				whole = NULL;
+			}
+			if (whole) {
+				bfs_io_init_mem(&mem, whole, size);
+				io = &mem;
+			}
+			rc = codec->scan(io, sidep, &f->idx);
 			if (rc == 0)
-				rc = bfs_index_measure(&f->idx, &f->io, codec, env->workq);
+				rc = bfs_index_measure(&f->idx, io, codec, env->workq);
 			if (rc == 0)
 				bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
 						atomic_load(&f->io.nread));
 		}
+		/* and a very small one is kept: the first READ needs no read either */
+		if (whole && size <= HEAD_KEEP)
+			f->head = whole;
+		else
+			free(whole);
+		whole = NULL;
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		if (rc < 0)
 			goto out_destroy;
@@ -172,6 +204,7 @@ int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_code
 		if (f->idx.broken)
 			bfs_warn("%s: %s", name, f->idx.why);
 	}
+	free(whole);		/* a file shown unchanged reads its descriptor */
 	*out = f;
 	return 0;
 
@@ -180,8 +213,10 @@ out_destroy:
 	pthread_mutex_destroy(&f->fd_lock);
 out_free:
 	bfs_counters_put(f->ctr);
+	free(f->head);
 	free(f->name);
 	free(f);
+	free(whole);
 	return rc;
 }
 
@@ -202,6 +237,7 @@ void bfs_file_put(struct bfs_file *f)
 	bfs_index_destroy(&f->idx);
 	bfs_counters_put(f->ctr);
 	free(atomic_load(&f->touched));
+	free(f->head);
 	free(f->name);
 	free(f);
 }
@@ -328,6 +364,10 @@ bool bfs_file_stale(const struct bfs_file *f, const struct stat *now)
 
 static int read_backing(struct bfs_file *f, void *buf, size_t len, uint64_t off)
 {
+	if (f->head && off + len <= (uint64_t)f->st.st_size) {
+		memcpy(buf, f->head + off, len);	/* the bytes this version was built from */
+		return 0;
+	}
 	BFS_COUNT(f->ctr, syscalls, 1);
 	return bfs_io_read(&f->io, buf, len, off);
 }

@@ -49,8 +49,9 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 		goto out_close;
 	fs->nbuckets = 1024;
 	fs->table = calloc(fs->nbuckets, sizeof(*fs->table));
+	fs->snaps = calloc(BFS_SNAP_BUCKETS, sizeof(*fs->snaps));
 	fs->root.rpath = strdup(".");
-	if (!fs->table || !fs->root.rpath) {
+	if (!fs->table || !fs->snaps || !fs->root.rpath) {
 		errno = ENOMEM;
 		goto out_close;
 	}
@@ -71,7 +72,10 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 		goto out_close;
 	}
 	bfs_hints_init(&fs->hints);
-	bfs_mutex_init(&fs->root.lock);
+	for (size_t i = 0; i < BFS_ILOCKS; i++)
+		bfs_mutex_init(&fs->ilocks[i]);
+	bfs_mutex_init(&fs->snap_lock);
+	bfs_mutex_init(&fs->idle_lock);
 	bfs_mutex_init(&fs->lock);
 	bfs_mutex_init(&fs->fd_lock);
 	bfs_mutex_init(&fs->handles_lock);
@@ -83,6 +87,7 @@ out_close:
 	bfs_cache_free(fs->env.cache);
 	bfs_counters_put(fs->env.mount);
 	free(fs->table);
+	free(fs->snaps);
 	free(fs->root.rpath);
 	close(fs->root_fd);
 	return -errno;
@@ -138,9 +143,14 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	bfs_workq_free(fs->env.aheadq);		/* then the jobs, which hold versions */
 	bfs_workq_free(fs->env.workq);
 	bfs_inode_table_free(fs);
+	bfs_snap_cache_free(fs);
+	free(fs->snaps);
 	free(fs->root.rpath);
 	pthread_mutex_destroy(&fs->handles_lock);
-	pthread_mutex_destroy(&fs->root.lock);
+	for (size_t i = 0; i < BFS_ILOCKS; i++)
+		pthread_mutex_destroy(&fs->ilocks[i]);
+	pthread_mutex_destroy(&fs->snap_lock);
+	pthread_mutex_destroy(&fs->idle_lock);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->fd_lock);
 	close(fs->root_fd);

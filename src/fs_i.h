@@ -16,11 +16,17 @@
  * FUSE reply; the exceptions for I/O are named.
  *
  *   fs->lock            the inode table, counts and every nlookup (inode.c)
- *   inode->lock         its current version and rpath; held while a new
+ *   inode lock          bfs_ilock(): one of BFS_ILOCKS stripes, chosen by
+ *                       the inode's address (a mutex per inode would be 40
+ *                       bytes of every file the kernel remembers). Its
+ *                       current version, rpath and memo; held while a new
  *                       version is built (scan, measure on the work queue,
  *                       hints applied), so that concurrent first opens scan
- *                       once. bfs_inode_fd() takes it when it must reopen:
- *                       never call that with it held.
+ *                       once. Never two at once (two inodes may share one).
+ *                       bfs_inode_fd() takes it when it must reopen:
+ *                       never call that with one held.
+ *   fs->snap_lock       the cache of directory snapshots (dir.c); a
+ *                       snapshot's entries are atomics, probed without it
  *   fs->fd_lock         the descriptor cache (backing.c)
  *   index settle_lock   settling claimed sizes; held across the backing
  *                       reads settling does (index.c), takes nothing else
@@ -28,6 +34,7 @@
  *   file fd_lock        a version's leased descriptor and its uses (file.c)
  *   hints lock          the hint store (hints.c)
  *   fs->handles_lock    the list of open handles (fs.c)
+ *   fs->idle_lock       the ring of idle inodes (inode.c)
  *   stream lock         a reader's window (stream.c)
  *   cache shard lock    one shard; never two at once (cache.c)
  *   maps lock           the live mappings; held across mmap/munmap (mmap.c)
@@ -38,6 +45,7 @@
 #define BLOCKFS_FS_I_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -48,23 +56,36 @@
 
 struct bfs_codec;
 struct bfs_file;
+struct bfs_name_ops;
 struct bfs_stream;
 struct fuse_session;
 
+/*
+ * What the daemon keeps for every inode the kernel remembers: 104 bytes,
+ * plus its rpath and a share of the table (README: memory per file). A
+ * regular file's version (its block index, counters, descriptor) is kept
+ * only while it is read or dear to build; what stat needs, the shown
+ * size, is remembered in @memo under the backing file's change stamp.
+ */
 struct bfs_inode {
 	struct bfs_inode *hnext;	/* hash chain; protected by fs->lock */
 	uint64_t nlookup;		/* protected by fs->lock */
 	dev_t dev;			/* key: backing identity ... */
 	ino_t ino;
 	const struct bfs_codec *codec;	/* ... and how it is shown (NULL: unchanged) */
-	mode_t type;			/* S_IFMT bits of the backing object */
-	int fd;				/* O_PATH or -1; protected by fs->fd_lock ... */
-	unsigned int fd_pins;		/* ... as are the pins (users of fd) ... */
-	struct bfs_inode *fd_prev, *fd_next;	/* ... and the LRU links while fd >= 0 */
-	pthread_mutex_t lock;		/* protects file and rpath */
+	struct bfs_inode *fd_prev, *fd_next;	/* protected by fs->fd_lock: LRU links while fd >= 0 */
+	/* protected by the inode lock (bfs_ilock()): */
 	struct bfs_file *file;		/* current version of a regular file, or NULL */
 	char *rpath;			/* backing path below SOURCE, as last looked up */
+	uint64_t stamp;			/* bfs_backing_stamp() @memo was found under; 0: none */
+	uint64_t memo;			/* decoded: its size; raw: 1 if a codec claims its bytes */
+	int fd;				/* O_PATH (O_RDONLY: fd_rdonly) or -1; protected by fs->fd_lock ... */
+	unsigned int fd_pins;		/* ... as are the pins (users of fd) ... */
+	uint16_t type;			/* S_IFMT bits of the backing object */
+	bool fd_rdonly;			/* ... and this: fd is open for reading (regular files) */
+	bool idle;			/* in fs->idle, holding a lookup; protected by fs->idle_lock */
 };
+
 
 /*
  * An open file handle (fi->fh): a reader's stream of the version it reads,
@@ -76,6 +97,19 @@ struct bfs_handle {
 	struct bfs_stream *s;		/* holds the version */
 	struct bfs_handle *prev, *next;	/* protected by fs->handles_lock */
 };
+
+#define BFS_ILOCKS 512		/* inode lock stripes */
+/*
+ * Versions nobody reads are kept for the last this many inodes whose
+ * versions went idle (a stat built one, a handle was released), with
+ * their counters and index; older ones are dropped if cheap to build
+ * again (inode.c), their size kept in the inode's memo.
+ */
+#define BFS_IDLE_KEEP 1024
+#define BFS_SNAP_BUCKETS 256	/* chains of the snapshot cache */
+
+struct bfs_snap;
+struct bfs_snap_ctx;
 
 /* The hook that pushes decoded pages to the kernel (file.h, env->push). */
 typedef int (*bfs_push_fn)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
@@ -95,21 +129,66 @@ struct bfs_fs {
 	size_t nfds, max_fds;		/* open inode descriptors, and their bound */
 	pthread_mutex_t handles_lock;	/* a leaf: protects the list of open handles */
 	struct bfs_handle *handles;
+	pthread_mutex_t snap_lock;	/* protects the snapshot cache: */
+	struct bfs_snap **snaps;	/* BFS_SNAP_BUCKETS chains by directory identity */
+	struct bfs_snap *snap_mru, *snap_lru;	/* every cached snapshot, newest first */
+	size_t snap_bytes;		/* their size, bounded by BFS_SNAP_BUDGET */
+	pthread_mutex_t ilocks[BFS_ILOCKS];	/* the inode locks */
+	pthread_mutex_t idle_lock;	/* a leaf: protects the ring of idle inodes */
+	struct bfs_inode *idle[BFS_IDLE_KEEP];	/* the last inodes whose versions went idle */
+	size_t idle_next;		/* the slot the next one takes */
 };
+
+/* The lock of inode @in's version, rpath and memo: a stripe shared with others. */
+static inline pthread_mutex_t *bfs_ilock(struct bfs_fs *fs, const struct bfs_inode *in)
+{
+	uintptr_t h = (uintptr_t)in / 8;
+
+	return &fs->ilocks[(h ^ h >> 9 ^ h >> 18) & (BFS_ILOCKS - 1)];
+}
 
 /* A directory listing as shown: one snapshot per opendir. */
 struct bfs_dirent {
-	char *name;			/* shown name */
-	char *backing;			/* backing name */
+	const char *name;		/* shown name: @backing, or a copy of its own */
+	const char *backing;		/* backing name, in the listing's snapshot */
 	const struct bfs_codec *codec;
 	ino_t ino;
 	unsigned char type;		/* DT_* */
 };
 
+/*
+ * A listing as shown, made from a snapshot as readdir reaches it, so that
+ * readdirplus looks each entry up right after probing it, on the
+ * descriptor the probe opened (bfs_dir_at()).
+ */
 struct bfs_dir {
-	struct bfs_dirent *ent;
-	size_t n;
+	struct bfs_dirent *ent;		/* the entries shown so far */
+	size_t n, cap;
+	struct bfs_snap *snap;		/* what it is made from; one reference */
+	size_t next;			/* snapshot entries gone through */
 };
+
+/*
+ * A regular file just probed, kept open for the lookup that follows:
+ * its descriptor (open for reading), its stat, and the whole file when it
+ * is small (at most BFS_WHOLE_MAX bytes), so that probing, looking up and
+ * indexing it cost one open and one read.
+ */
+struct bfs_probe {
+	const char *name;		/* the entry probed (its snapshot's), or NULL */
+	int fd;				/* or -1 */
+	struct stat st;
+	uint8_t *whole;			/* st_size bytes, or NULL */
+};
+
+/*
+ * A backing directory's entries as read, sorted, with what probing their
+ * bytes found (which codec claims them): kept while the directory's
+ * mtime and ctime stay as they were, in a cache of at most
+ * BFS_SNAP_BUDGET bytes, so that lookups and listings after a timeout do
+ * not read the directory or probe its files again (dir.c).
+ */
+#define BFS_SNAP_BUDGET (8u << 20)
 
 /* --- fs.c: the mount -------------------------------------------------------- */
 
@@ -140,32 +219,49 @@ BFS_MUST_CHECK int bfs_backing_openat(struct bfs_fs *fs, int dirfd, const char *
 BFS_MUST_CHECK int bfs_backing_open_beneath(int root, const char *rpath, int flags);
 /* A real descriptor for the object behind O_PATH @opath, shedding on EMFILE once. */
 BFS_MUST_CHECK int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags);
+/*
+ * A backing file's change stamp: a hash of its identity, size, mtime and
+ * ctime, never 0. What is remembered about a file holds while it is equal.
+ */
+uint64_t bfs_backing_stamp(const struct stat *st);
+/*
+ * The codec that claims regular file @name in @dirfd, or NULL; its stamp
+ * (0: unreadable). With @keep (emptied first), a regular file stays open
+ * in it, read whole if small.
+ */
+const struct bfs_codec *bfs_backing_probe(struct bfs_fs *fs, int dirfd, const char *name,
+					  uint64_t *stamp, struct bfs_probe *keep);
+void bfs_probe_release(struct bfs_probe *p);
+/*
+ * A descriptor open for reading on @in, whose pinned descriptor is @fd: a
+ * duplicate when that is open for reading already, else reopened (flags
+ * O_RDONLY plus @flags). -1 with errno on failure.
+ */
+BFS_MUST_CHECK int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags);
 /* The codec that claims the file open as @fd (consumed), or NULL. */
 const struct bfs_codec *bfs_backing_sniff_fd(int fd);
 /* The codec that claims regular file @name in @dirfd, or NULL. */
 const struct bfs_codec *bfs_backing_sniff(struct bfs_fs *fs, int dirfd, const char *name);
 /* How many inode descriptors to keep open: a quarter of RLIMIT_NOFILE. */
 size_t bfs_backing_fd_budget(void);
-/* Give @in descriptor @fd (consumed unless kept), pinned if @pin; trims the cache. */
-void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool pin);
+/*
+ * Give @in descriptor @fd (consumed unless kept; O_PATH, or open for
+ * reading if @rd), pinned if @pin; trims the cache.
+ */
+void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin);
 /* @in is going: close its cached descriptor. */
 void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in);
 /*
  * Does the path @in was last found at still name it? 0 and *@st when it
  * does (its stat, which open then needs anyway), 1 when that cannot be
  * told (the root; an error other than a mismatch), -ESTALE when another
- * object or nothing is there now. The descriptor it opened to tell goes
- * into the cache: the open that follows needs one.
+ * object or nothing is there now. One fstatat(2), no open: the cached
+ * descriptor, or one opened beneath SOURCE, is what is read.
  */
 BFS_MUST_CHECK int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
 
 /* --- inode.c: the table, lookups, versions ----------------------------------- */
 
-/*
- * The st_ino a view of backing inode @ino shows: the raw view its own, the
- * decoded one (@codec) another, stable one (stat and readdir agree).
- */
-ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec);
 
 /* Free every inode and the table (the mount is ending: nobody looks up). */
 void bfs_inode_table_free(struct bfs_fs *fs);
@@ -177,9 +273,13 @@ void bfs_inode_table_free(struct bfs_fs *fs);
  */
 BFS_MUST_CHECK int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 		     struct bfs_inode **out, struct stat *st);
-/* Like lookup, for an entry already resolved by a listing (readdirplus). */
+/*
+ * Like lookup, for entry @de of a listing, already resolved (readdirplus);
+ * @c: the context it was made in, with the directory's descriptor.
+ */
 BFS_MUST_CHECK int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir,
-			   const struct bfs_dirent *de, struct bfs_inode **out, struct stat *st);
+					  struct bfs_snap_ctx *c, const struct bfs_dirent *de,
+					  struct bfs_inode **out, struct stat *st);
 void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlookup);
 
 /**
@@ -191,6 +291,8 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlook
  */
 BFS_MUST_CHECK int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *inode);
 void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *inode);
+/* @inode's descriptor pinned (bfs_inode_fd_put()) if it is open now, else -1: never opens. */
+int bfs_inode_fd_cached(struct bfs_fs *fs, struct bfs_inode *inode);
 
 /* Attributes as shown: the backing file's, with the decompressed size. */
 BFS_MUST_CHECK int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st);
@@ -220,6 +322,13 @@ BFS_MUST_CHECK int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *inode, st
 		   bool *changed);
 
 /*
+ * A handle of @inode was released: its version may be idle now; kept for
+ * a while, then dropped if cheap to build again (the memo keeps its size).
+ * Context: no inode lock held.
+ */
+void bfs_inode_idle(struct bfs_fs *fs, struct bfs_inode *inode);
+
+/*
  * Take a use of @f's descriptor (@f: a version of @inode), opening the
  * backing file again if it was closed. -ESTALE if the file changed since
  * @f was built.
@@ -239,7 +348,57 @@ BFS_MUST_CHECK int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *inode, str
  */
 void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char *dir);
 
+/* --- dir.c: listings and snapshots ------------------------------------------ */
+
+/*
+ * The st_ino a view of backing inode @ino shows: the raw view its own, the
+ * decoded one (@codec) another, stable one (stat and readdir agree).
+ */
+ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec);
+
 BFS_MUST_CHECK int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out);
 void bfs_dir_free(struct bfs_dir *d);
+
+/**
+ * bfs_snap_get() - the snapshot of the directory open as @dirfd.
+ * The cached one if the directory's mtime and ctime are as it was read
+ * under (one fstat), else read anew and cached unless it is too large or
+ * the directory changed just before (racy).
+ * @out: one reference (bfs_snap_put()).
+ * Return: 0 or -errno. Context: takes fs->snap_lock, not across the read.
+ */
+BFS_MUST_CHECK int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out);
+void bfs_snap_put(struct bfs_snap *s);
+/* Drop every cached snapshot (the mount ends). */
+void bfs_snap_cache_free(struct bfs_fs *fs);
+
+/* The name rules' questions (names.h) answered from a snapshot, probing where asked. */
+struct bfs_snap_ctx {
+	struct bfs_fs *fs;
+	int dirfd;			/* the directory, for probes */
+	struct bfs_snap *snap;
+	bool keep;			/* keep the last probe open in @pr for a lookup */
+	struct bfs_probe pr;		/* .fd = -1 when there is none */
+};
+/* Close what @c keeps of its last probe. */
+void bfs_snap_ctx_release(struct bfs_snap_ctx *c);
+
+/**
+ * bfs_dir_at() - entry @i of listing @d, made as far as needed.
+ * @c: the snapshot context of @d->snap, for the probes the rules ask for.
+ * Return: 0 and *@out, 1 past the last entry, or -errno.
+ */
+BFS_MUST_CHECK int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t i,
+			      const struct bfs_dirent **out);
+extern const struct bfs_name_ops bfs_snap_name_ops;
+
+/*
+ * Backing entry @name, a candidate the rules resolved to, has stat @st
+ * now: if it was probed under another stamp (rewritten in place), probe
+ * it again. Return: 0 when what claims it is as before, -EAGAIN when not
+ * (resolve the name again).
+ */
+BFS_MUST_CHECK int bfs_snap_recheck(struct bfs_snap_ctx *c, const char *name,
+				    const struct stat *st, const struct bfs_codec *codec);
 
 #endif

@@ -96,7 +96,6 @@ static void inode_free(struct bfs_fs *fs, struct bfs_inode *in)
 	bfs_inode_fd_release(fs, in);
 	bfs_file_put(in->file);
 	free(in->rpath);
-	pthread_mutex_destroy(&in->lock);
 	free(in);
 }
 
@@ -112,33 +111,49 @@ void bfs_inode_table_free(struct bfs_fs *fs)
 	fs->table = NULL;
 }
 
-/*
- * Find or add the inode for O_PATH @fd (consumed) shown with @codec. Its
- * descriptor comes back pinned: bfs_inode_fd_put() when done.
- */
-static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
-		     struct bfs_inode **out)
+/* The inode of backing object @st shown with @codec, if known; fs->lock held. */
+static struct bfs_inode *table_find(struct bfs_fs *fs, const struct stat *st,
+				    const struct bfs_codec *codec)
+{
+	struct bfs_inode *in = fs->table[bucket(fs, st->st_dev, st->st_ino, codec)];
+
+	while (in && (in->ino != st->st_ino || in->dev != st->st_dev || in->codec != codec))
+		in = in->hnext;
+	return in;
+}
+
+/* The known inode of @st shown with @codec, with one more lookup; or NULL. */
+static struct bfs_inode *inode_ref(struct bfs_fs *fs, const struct stat *st,
+				   const struct bfs_codec *codec)
 {
 	struct bfs_inode *in;
-	struct stat st;
+
+	bfs_mutex_lock(&fs->lock);
+	in = table_find(fs, st, codec);
+	if (in)
+		in->nlookup++;
+	bfs_mutex_unlock(&fs->lock);
+	return in;
+}
+
+/*
+ * Find or add the inode for descriptor @fd (consumed; open for reading if
+ * @rd, else O_PATH) of backing object @st shown with @codec, with one more
+ * lookup. The descriptor goes to the cache, unpinned.
+ */
+static int inode_get(struct bfs_fs *fs, int fd, bool rd, const struct stat *st,
+		     const struct bfs_codec *codec, struct bfs_inode **out)
+{
+	struct bfs_inode *in;
 	size_t b;
 
-	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
-		int rc = -errno;
-
-		close(fd);
-		return rc;
-	}
-	if (!S_ISREG(st.st_mode))
+	if (!S_ISREG(st->st_mode))
 		codec = NULL;
 	bfs_mutex_lock(&fs->lock);
-	b = bucket(fs, st.st_dev, st.st_ino, codec);
-	for (in = fs->table[b]; in; in = in->hnext)
-		if (in->ino == st.st_ino && in->dev == st.st_dev && in->codec == codec)
-			break;
+	in = table_find(fs, st, codec);
 	if (in) {
 		in->nlookup++;
-		bfs_inode_fd_adopt(fs, in, fd, true);
+		bfs_inode_fd_adopt(fs, in, fd, rd, false);
 		bfs_mutex_unlock(&fs->lock);
 		*out = in;
 		return 0;
@@ -149,18 +164,18 @@ static int inode_get(struct bfs_fs *fs, int fd, const struct bfs_codec *codec,
 		close(fd);
 		return -ENOMEM;
 	}
-	in->dev = st.st_dev;
-	in->ino = st.st_ino;
+	in->dev = st->st_dev;
+	in->ino = st->st_ino;
 	in->codec = codec;
-	in->type = st.st_mode & S_IFMT;
+	in->type = (uint16_t)(st->st_mode & S_IFMT);
 	in->fd = -1;
 	in->nlookup = 1;
-	bfs_mutex_init(&in->lock);
+	b = bucket(fs, st->st_dev, st->st_ino, codec);
 	in->hnext = fs->table[b];
 	fs->table[b] = in;
 	fs->count++;
 	maybe_grow(fs);
-	bfs_inode_fd_adopt(fs, in, fd, true);
+	bfs_inode_fd_adopt(fs, in, fd, rd, false);
 	bfs_mutex_unlock(&fs->lock);
 	*out = in;
 	return 0;
@@ -191,49 +206,96 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *in, uint64_t nlookup)
 }
 
 /* Remember where @in was last seen, for sidecars and log lines. */
-static void set_rpath(struct bfs_inode *dir, struct bfs_inode *in, const char *backing)
+static void set_rpath(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_inode *in,
+		      const char *backing)
 {
-	char *p;
+	char path[PATH_MAX];
+	char *p = NULL;
 	int n;
 
-	bfs_mutex_lock(&dir->lock);
+	bfs_mutex_lock(bfs_ilock(fs, dir));
 	if (strcmp(dir->rpath, ".") == 0)
-		n = asprintf(&p, "%s", backing);
+		n = snprintf(path, sizeof(path), "%s", backing);
 	else
-		n = asprintf(&p, "%s/%s", dir->rpath, backing);
-	bfs_mutex_unlock(&dir->lock);
-	if (n < 0)
+		n = snprintf(path, sizeof(path), "%s/%s", dir->rpath, backing);
+	bfs_mutex_unlock(bfs_ilock(fs, dir));
+	if (n < 0 || (size_t)n >= sizeof(path))
 		return;			/* keep the old path: it only names things */
-	bfs_mutex_lock(&in->lock);
-	if (!in->rpath || strcmp(in->rpath, p) != 0) {
-		free(in->rpath);
-		in->rpath = p;
-		p = NULL;
+	bfs_mutex_lock(bfs_ilock(fs, in));
+	/* a lookup after a timeout finds it where it was: no allocation */
+	if (!in->rpath || strcmp(in->rpath, path) != 0) {
+		p = strdup(path);
+		if (p) {
+			free(in->rpath);
+			in->rpath = p;
+		}
 	}
-	bfs_mutex_unlock(&in->lock);
-	free(p);
+	bfs_mutex_unlock(bfs_ilock(fs, in));
 }
 
-static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, const char *backing,
+static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
+		      struct bfs_probe *pr);
+
+/*
+ * The inode of backing entry @backing of @dir (open as @dfd), shown with
+ * @codec; its attributes in @st. A name looked up again (the kernel's
+ * entry timed out) costs one fstatat and no open while the inode is known;
+ * a new inode keeps the descriptor its stat was taken from, open for
+ * reading when it is a regular file, so that its versions need no open
+ * of their own: the probe's, when @sc kept the probe of @backing open
+ * (then its stat and bytes are used too: one open and one read in all).
+ * @sc: the snapshot the name was resolved in, or NULL; -EAGAIN when the
+ * entry was rewritten since and probes otherwise now.
+ */
+static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
+			  struct bfs_snap_ctx *sc, const char *backing,
 			  const struct bfs_codec *codec, struct bfs_inode **out, struct stat *st)
 {
-	struct bfs_inode *in = NULL;
+	struct bfs_probe *pr = NULL;
+	struct bfs_inode *in;
+	bool rd;
 	int fd, rc;
 
-	fd = bfs_inode_fd(fs, dir);
-	if (fd < 0)
-		return fd;
-	fd = bfs_backing_openat(fs, fd, backing, O_PATH | O_NOFOLLOW);
-	rc = fd < 0 ? -errno : 0;
-	bfs_inode_fd_put(fs, dir);
-	if (rc < 0)
-		return rc;
-	rc = inode_get(fs, fd, codec, &in);
-	if (rc < 0)
-		return rc;
-	set_rpath(dir, in, backing);
-	rc = bfs_inode_stat(fs, in, st);
-	bfs_inode_fd_put(fs, in);	/* inode_get() pinned it */
+	if (sc && sc->pr.fd >= 0 && sc->pr.name && strcmp(sc->pr.name, backing) == 0) {
+		pr = &sc->pr;		/* probed just now, for this lookup */
+		*st = pr->st;
+	} else {
+		if (fstatat(dfd, backing, st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		if (sc) {
+			rc = bfs_snap_recheck(sc, backing, st, codec);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	in = inode_ref(fs, st, S_ISREG(st->st_mode) ? codec : NULL);
+	if (!in && pr) {
+		rc = inode_get(fs, pr->fd, true, st, codec, &in);
+		pr->fd = -1;		/* the inode's now */
+		if (rc < 0)
+			return rc;
+	} else if (!in) {
+		rd = S_ISREG(st->st_mode);
+		fd = rd ? bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) : -1;
+		if (fd < 0) {
+			rd = false;	/* not a regular file, or unreadable: stat still works */
+			fd = bfs_backing_openat(fs, dfd, backing, O_PATH | O_NOFOLLOW);
+		}
+		if (fd < 0)
+			return -errno;
+		if (fstat(fd, st) < 0) {
+			rc = -errno;
+			close(fd);
+			return rc;
+		}
+		rc = inode_get(fs, fd, rd && S_ISREG(st->st_mode), st, codec, &in);
+		if (rc < 0)
+			return rc;
+	}
+	set_rpath(fs, dir, in, backing);
+	rc = stat_shown(fs, in, st, pr);
+	if (pr)
+		bfs_probe_release(pr);
 	if (rc < 0) {
 		bfs_inode_forget(fs, in, 1);
 		return rc;
@@ -242,31 +304,51 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, const char *
 	return 0;
 }
 
+/* Tries: a file rewritten in place between resolving and looking up resolves again. */
+#define LOOKUP_TRIES 3
+
 int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 		     struct bfs_inode **out, struct stat *st)
 {
 	const struct bfs_codec *codec;
 	char backing[NAME_MAX + 1];
+	struct bfs_snap_ctx sc = { .fs = fs, .keep = true, .pr.fd = -1 };
 	struct sysdir d = { .fs = fs };
-	int rc;
+	int rc = 0, dfd;
 
 	if (strlen(name) > NAME_MAX)
 		return -ENAMETOOLONG;
-	d.fd = bfs_inode_fd(fs, dir);
-	if (d.fd < 0)
-		return d.fd;
-	rc = bfs_name_resolve(&sys_name_ops, &d, name, backing, &codec,
-			      fs->opts->keep_compressed);
-	bfs_inode_fd_put(fs, dir);
+	dfd = bfs_inode_fd(fs, dir);
+	if (dfd < 0)
+		return dfd;
+	sc.dirfd = d.fd = dfd;
+	/* No snapshot (no memory, an unreadable directory): ask the directory itself. */
+	rc = bfs_snap_get(fs, dfd, &sc.snap);
 	if (rc < 0)
-		return rc;
-	return lookup_backing(fs, dir, backing, codec, out, st);
+		sc.snap = NULL;
+	for (int i = 0; i < LOOKUP_TRIES && rc != -ESTALE; i++) {	/* ESTALE: removed */
+		if (sc.snap)
+			rc = bfs_name_resolve(&bfs_snap_name_ops, &sc, name, backing, &codec,
+					      fs->opts->keep_compressed);
+		else
+			rc = bfs_name_resolve(&sys_name_ops, &d, name, backing, &codec,
+					      fs->opts->keep_compressed);
+		if (rc == 0)
+			rc = lookup_backing(fs, dir, dfd, sc.snap ? &sc : NULL, backing, codec, out,
+					    st);
+		if (rc != -EAGAIN)
+			break;
+	}
+	bfs_snap_ctx_release(&sc);
+	bfs_snap_put(sc.snap);
+	bfs_inode_fd_put(fs, dir);
+	return rc == -EAGAIN ? -ESTALE : rc;
 }
 
-int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir,
+int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_snap_ctx *c,
 			   const struct bfs_dirent *de, struct bfs_inode **out, struct stat *st)
 {
-	return lookup_backing(fs, dir, de->backing, de->codec, out, st);
+	return lookup_backing(fs, dir, c->dirfd, c, de->backing, de->codec, out, st);
 }
 
 /* --- file versions -------------------------------------------------------- */
@@ -321,7 +403,7 @@ static void reapply_one(struct bfs_fs *fs, struct bfs_inode *in, const char *dir
 	struct bfs_file *f = NULL;
 	int adv = 0;
 
-	bfs_mutex_lock(&in->lock);
+	bfs_mutex_lock(bfs_ilock(fs, in));
 	if (in->file && in->rpath && (!dir || below(in->rpath, dir))) {
 		adv = bfs_hints_effective(&fs->hints, in->rpath, BFS_HINT_ADVICE, fs->env.advice);
 		atomic_store(&in->file->advice, adv);
@@ -330,7 +412,7 @@ static void reapply_one(struct bfs_fs *fs, struct bfs_inode *in, const char *dir
 								      fs->env.readpath));
 		f = bfs_file_get(in->file);
 	}
-	bfs_mutex_unlock(&in->lock);
+	bfs_mutex_unlock(bfs_ilock(fs, in));
 	if (f) {
 		bfs_file_advise(f, adv, 0, 0);
 		bfs_file_put(f);
@@ -367,14 +449,89 @@ void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char
 }
 
 /*
- * Current version given the backing file's stat @now; inode->lock held,
+ * A version that took a backing file this small or smaller to build (one
+ * read: file.c reads such a file whole to index it) is dropped when nobody
+ * reads it, and built again at the next open; what stat needs stays in
+ * the inode's memo. A larger one keeps its index: walking the blocks of a
+ * stock lz4 file again would cost a read per block.
+ */
+#define CHEAP_VERSION (128u << 10)
+
+/* Only its inode holds version @f, nothing of it is cached, and building it again is cheap. */
+static bool droppable(struct bfs_file *f)
+{
+	return atomic_load(&f->refs) == 1 && atomic_load(&f->ctr->cached) == 0 &&
+	       (!f->codec || f->st.st_size <= (off_t)CHEAP_VERSION);
+}
+
+/*
+ * @in's version went idle (built for a stat, or a handle released): it is
+ * kept while @in is among the last BFS_IDLE_KEEP inodes this happened to,
+ * with its counters and index, so that the open that follows a listing
+ * and the stats read after a close find it. The inode that falls out of
+ * the ring loses its version if that is droppable(). The ring holds a
+ * lookup of each inode in it, so none is freed there.
+ * Context: no inode lock held (it takes the one of the inode that falls out).
+ */
+static void went_idle(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	struct bfs_inode *out;
+	struct bfs_file *f;
+	bool had;
+
+	if (in == &fs->root)
+		return;
+	bfs_mutex_lock(&fs->idle_lock);
+	had = in->idle;
+	bfs_mutex_unlock(&fs->idle_lock);
+	if (had)
+		return;
+	bfs_mutex_lock(&fs->lock);
+	in->nlookup++;			/* the ring's */
+	bfs_mutex_unlock(&fs->lock);
+	bfs_mutex_lock(&fs->idle_lock);
+	had = in->idle;			/* another thread put it in meanwhile */
+	out = had ? in : fs->idle[fs->idle_next];
+	if (!had) {
+		in->idle = true;
+		fs->idle[fs->idle_next] = in;
+		fs->idle_next = (fs->idle_next + 1) % BFS_IDLE_KEEP;
+		if (out)
+			out->idle = false;
+	}
+	bfs_mutex_unlock(&fs->idle_lock);
+	if (!out)
+		return;
+	if (!had) {
+		bfs_mutex_lock(bfs_ilock(fs, out));
+		f = out->file;
+		if (f && droppable(f))
+			out->file = NULL;	/* its size stays in the memo */
+		else
+			f = NULL;
+		bfs_mutex_unlock(bfs_ilock(fs, out));
+		bfs_file_put(f);
+	}
+	bfs_inode_forget(fs, out, 1);
+}
+
+void bfs_inode_idle(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	went_idle(fs, in);
+}
+
+/*
+ * Current version given the backing file's stat @now; inode lock held,
  * @opath: @in's pinned descriptor. A new version comes back with its
- * descriptor closed: a stat needs only its size.
+ * descriptor closed: a stat needs only its size. *@changed: an older
+ * version, or the memo of one that was dropped, saw other bytes.
  */
 static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
-			  const struct stat *now, struct bfs_file **out, bool *changed)
+			  const struct stat *now, struct bfs_probe *pr, struct bfs_file **out,
+			  bool *changed)
 {
 	struct bfs_file *f, *old = in->file;
+	uint8_t *whole = NULL;
 	int fd, side = -1, rc;
 
 	*changed = false;
@@ -382,12 +539,26 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		*out = bfs_file_get(old);
 		return 0;
 	}
-	fd = bfs_backing_reopen(fs, opath, O_RDONLY);
+	/*
+	 * Unchanged since a version was last built (one dropped when idle):
+	 * the inode's descriptor serves. Changed (a chmod too): opened again,
+	 * so that the backing file's permissions are asked anew.
+	 */
+	if (old || (in->stamp != 0 && in->stamp != bfs_backing_stamp(now)))
+		fd = bfs_backing_reopen(fs, opath, O_RDONLY);
+	else
+		fd = bfs_inode_rdfd(fs, in, opath, 0);
 	if (fd < 0)
 		return -errno;
 	if (in->codec)
 		side = open_sidecar(fs, in, now);
-	rc = bfs_file_open(&f, fd, side, in->codec, in->rpath ? in->rpath : "?", &fs->env);
+	/* the probe's bytes, if it read this very file whole (same identity and stamp) */
+	if (pr && pr->whole && bfs_backing_stamp(&pr->st) == bfs_backing_stamp(now)) {
+		whole = pr->whole;
+		pr->whole = NULL;
+	}
+	rc = bfs_file_open_whole(&f, fd, whole, whole ? (size_t)now->st_size : 0, side, in->codec,
+				 in->rpath ? in->rpath : "?", &fs->env);
 	if (side >= 0)
 		close(side);
 	if (rc < 0) {
@@ -401,7 +572,9 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		bfs_file_supersede(old);	/* its pushes end before the kernel drops its pages */
 	in->file = f;
 	*out = bfs_file_get(f);
-	*changed = old != NULL;
+	*changed = old != NULL || (in->stamp != 0 && in->stamp != bfs_backing_stamp(&f->st));
+	in->stamp = bfs_backing_stamp(&f->st);	/* what it was built from: @now, or newer */
+	in->memo = bfs_file_size(f);
 	bfs_file_put(old);		/* open readers keep it alive */
 	return 0;
 }
@@ -409,22 +582,6 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 static int stat_fd(int opath, struct stat *st)
 {
 	return fstatat(opath, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-}
-
-/*
- * The decoded view of a backing inode shows other bytes than its raw view
- * (a hard link with another name, or keep_compressed), so the two must not
- * share st_ino: cp -a, tar and rsync -H would write one view's bytes under
- * the other's names. The raw view keeps the backing number, so raw names
- * of one inode still agree; the decoded view gets it with the top bit
- * flipped, a bit no inode number of ext4, XFS, btrfs or tmpfs uses. Both
- * are as stable as the backing number, across lookups and mounts.
- */
-#define DECODED_INO_BIT (1ull << 63)
-
-ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec)
-{
-	return codec ? (ino_t)((uint64_t)ino ^ DECODED_INO_BIT) : ino;
 }
 
 /*
@@ -438,24 +595,91 @@ ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec)
  * bytes (one small read, only for regular files with several names);
  * otherwise 1.
  */
-static void shown_links(struct bfs_fs *fs, int opath, const struct bfs_inode *in,
-			struct stat *st)
+static bool links_need_fd(struct bfs_fs *fs, const struct bfs_inode *in, const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && st->st_nlink > 1 && !in->codec &&
+	       !fs->opts->keep_compressed;
+}
+
+static void shown_links(struct bfs_fs *fs, int opath, struct bfs_inode *in, struct stat *st)
 {
 	if (!S_ISREG(st->st_mode) || st->st_nlink <= 1)
 		return;
 	/* keep_compressed shows every name raw, the decoded ones as well: all count */
 	if (in->codec || (!fs->opts->keep_compressed &&
-			  bfs_backing_sniff_fd(bfs_backing_reopen(fs, opath, O_RDONLY | O_NONBLOCK))))
+			  bfs_backing_sniff_fd(bfs_inode_rdfd(fs, in, opath, O_NONBLOCK))))
 		st->st_nlink = 1;
 }
 
 /* The backing object's stat @st made what the view @in shows, but the size. */
-static void shown_attrs(struct bfs_fs *fs, int opath, const struct bfs_inode *in,
-			struct stat *st)
+static void shown_attrs(struct bfs_fs *fs, int opath, struct bfs_inode *in, struct stat *st)
 {
 	st->st_blksize = BFS_BLKSIZE;
 	st->st_ino = bfs_inode_shown_ino(st->st_ino, in->codec);
 	shown_links(fs, opath, in, st);
+}
+
+/*
+ * Backing stat @st of @in made what it shows. The size of a decoded file
+ * comes from the version open readers hold, else from the memo while the
+ * backing file's stamp is the one it was found under, else from a version
+ * built now (and dropped again if cheap). Only that last reads the file.
+ */
+static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
+		      struct bfs_probe *pr)
+{
+	bool decoded = in->codec && S_ISREG(st->st_mode), known = false, built = false, changed;
+	uint64_t stamp = bfs_backing_stamp(st), size = 0;
+	struct bfs_file *f;
+	int fd = -1, rc = 0;
+
+	if (decoded) {
+		bfs_mutex_lock(bfs_ilock(fs, in));
+		/*
+		 * While open readers hold the current version, keep showing it:
+		 * the kernel's one i_size serves them too, and a reader whose
+		 * backing file shrank must meet EIO, not an early end of file.
+		 * The next open, or a stat once they have let go, sees the new
+		 * file.
+		 */
+		if (in->file && atomic_load(&in->file->refs) > 1) {
+			size = bfs_file_size(in->file);
+			known = true;
+		} else if (in->stamp == stamp) {
+			size = in->memo;
+			known = true;
+		}
+		bfs_mutex_unlock(bfs_ilock(fs, in));
+	}
+	if ((decoded && !known) || links_need_fd(fs, in, st)) {
+		fd = bfs_inode_fd(fs, in);
+		if (fd < 0)
+			return fd;
+	}
+	if (decoded && !known) {
+		bfs_mutex_lock(bfs_ilock(fs, in));
+		if (in->file && atomic_load(&in->file->refs) > 1) {
+			size = bfs_file_size(in->file);
+		} else {
+			rc = current_locked(fs, in, fd, st, pr, &f, &changed);
+			if (rc == 0) {
+				size = bfs_file_size(f);
+				bfs_file_put(f);	/* in->file holds it still */
+				built = true;
+			}
+		}
+		bfs_mutex_unlock(bfs_ilock(fs, in));
+	}
+	/* current_locked() needs the backing stat as it is: the view's after */
+	if (rc == 0)
+		shown_attrs(fs, fd, in, st);
+	if (fd >= 0)
+		bfs_inode_fd_put(fs, in);
+	if (built)
+		went_idle(fs, in);
+	if (rc == 0 && decoded)
+		st->st_size = (off_t)size;
+	return rc;
 }
 
 /* The current version of regular file @in; its stat in @now if @fresh is false. */
@@ -470,9 +694,9 @@ static int file_of(struct bfs_fs *fs, struct bfs_inode *in, struct stat *now, bo
 	if (rc == 0 && !S_ISREG(now->st_mode))
 		rc = -EINVAL;
 	if (rc == 0) {
-		bfs_mutex_lock(&in->lock);
-		rc = current_locked(fs, in, fd, now, out, changed);
-		bfs_mutex_unlock(&in->lock);
+		bfs_mutex_lock(bfs_ilock(fs, in));
+		rc = current_locked(fs, in, fd, now, NULL, out, changed);
+		bfs_mutex_unlock(bfs_ilock(fs, in));
 	}
 	bfs_inode_fd_put(fs, in);
 	return rc;
@@ -496,7 +720,7 @@ int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f)
 	opath = bfs_inode_fd(fs, in);
 	if (opath < 0)
 		return opath;
-	fd = bfs_backing_reopen(fs, opath, O_RDONLY);
+	fd = bfs_inode_rdfd(fs, in, opath, 0);
 	if (fd < 0)
 		rc = -errno;
 	else if (fstat(fd, &st) < 0)
@@ -513,56 +737,43 @@ int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f)
 	return 0;
 }
 
+/*
+ * The backing object's stat now, by the cached descriptor if there is one,
+ * else by path (bfs_inode_check_name()): no open either way, unless the
+ * path cannot tell.
+ */
+static int stat_now(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
+{
+	int rc, fd = bfs_inode_fd_cached(fs, in);
+
+	if (fd < 0) {
+		rc = bfs_inode_check_name(fs, in, st);
+		if (rc <= 0)
+			return rc;
+		fd = bfs_inode_fd(fs, in);
+		if (fd < 0)
+			return fd;
+	}
+	rc = stat_fd(fd, st);
+	bfs_inode_fd_put(fs, in);
+	return rc;
+}
+
 int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
-	struct bfs_file *f;
-	bool changed;
-	int fd, rc;
+	int rc = stat_now(fs, in, st);
 
-	fd = bfs_inode_fd(fs, in);
-	if (fd < 0)
-		return fd;
-	rc = stat_fd(fd, st);
-	if (rc < 0 || !in->codec || !S_ISREG(st->st_mode)) {
-		if (rc == 0)
-			shown_attrs(fs, fd, in, st);
-		bfs_inode_fd_put(fs, in);
-		return rc;
-	}
-	bfs_mutex_lock(&in->lock);
-	/*
-	 * While open readers hold the current version, keep showing it: the
-	 * kernel's one i_size serves them too, and a reader whose backing
-	 * file shrank must meet EIO, not an early end of file. The next open,
-	 * or a stat once they have let go, sees the new file.
-	 */
-	if (in->file && atomic_load(&in->file->refs) > 1)
-		f = bfs_file_get(in->file);
-	else
-		rc = current_locked(fs, in, fd, st, &f, &changed);
-	bfs_mutex_unlock(&in->lock);
-	/* current_locked() needs the backing stat as it is: the view's after */
-	if (rc == 0)
-		shown_attrs(fs, fd, in, st);
-	bfs_inode_fd_put(fs, in);
-	if (rc < 0)
-		return rc;
-	st->st_size = (off_t)bfs_file_size(f);
-	bfs_file_put(f);
-	return 0;
+	return rc < 0 ? rc : stat_shown(fs, in, st, NULL);
 }
 
 int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct bfs_file *f,
 			   struct stat *st)
 {
-	int rc, fd = bfs_inode_fd(fs, in);
+	/* the handle holds a use of the version's descriptor: it stays open, on this object */
+	int rc = fstat(f->fd, st) < 0 ? -errno : 0;
 
-	if (fd < 0)
-		return fd;
-	rc = stat_fd(fd, st);
 	if (rc == 0)
-		shown_attrs(fs, fd, in, st);
-	bfs_inode_fd_put(fs, in);
+		shown_attrs(fs, f->fd, in, st);
 	if (rc == 0 && in->codec)
 		st->st_size = (off_t)bfs_file_size(f);
 	return rc;
@@ -583,4 +794,3 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 		bfs_file_put(*out);
 	return rc;
 }
-

@@ -25,14 +25,13 @@
 #include "xattr.h"
 
 /*
- * Backing files may change, so names and attributes are trusted for one
- * second, as libfuse's default; file data is kept across opens unless the
- * backing file changed (bfs_op_open), which is what keeps repeated reads
- * of an unchanged file away from the daemon.
+ * Backing files may change, so names and attributes are trusted for
+ * -o entry_timeout and attr_timeout seconds, absent names for
+ * negative_timeout (0: a new file shows at once) (README: how the defaults were
+ * chosen); file data is kept across opens unless the backing file changed
+ * (bfs_op_open), which is what keeps repeated reads of an unchanged file
+ * away from the daemon.
  */
-#define ENTRY_TIMEOUT 1.0
-#define ATTR_TIMEOUT 1.0
-
 _Static_assert(sizeof(fuse_ino_t) >= sizeof(struct bfs_inode *), "inode pointers are node ids");
 
 static struct bfs_fs *fs_of(fuse_req_t req)
@@ -80,6 +79,17 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	/*
+	 * READDIRPLUS, in the kernel's AUTO mode (libfuse's default, asked for
+	 * here on purpose): names and attributes in one reply for the first
+	 * chunk of a listing and whenever its entries are being looked up (ls
+	 * -l), plain names otherwise. 30,000 files of bench/trees.py, fresh
+	 * mounts, busy machine, 3 rounds: ls -lR 2.7-4.7 s always, 3.2-4.2 s
+	 * auto, 3.5-5.9 s never; find 0.69-0.74 s always, 0.57-0.65 s auto,
+	 * 0.22-0.26 s never.
+	 */
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+	/*
 	 * The kernel offers its bdi's read-ahead and keeps the smaller of
 	 * that and this; main.c has raised the bdi to -o kernel_readahead
 	 * already, so ask for as much here or the reply lowers it again.
@@ -97,11 +107,12 @@ static void reply_entry(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *in,
 	struct fuse_entry_param e = {
 		.ino = ino_of(fs, in),
 		.attr = *st,
-		.attr_timeout = ATTR_TIMEOUT,
-		.entry_timeout = ENTRY_TIMEOUT,
+		.attr_timeout = fs->opts->attr_timeout,
+		.entry_timeout = fs->opts->entry_timeout,
 	};
 
-	fuse_reply_entry(req, &e);
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		bfs_inode_forget(fs, in, 1);	/* interrupted: the kernel never got it */
 }
 
 static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -111,10 +122,16 @@ static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct stat st;
 	int rc = bfs_inode_lookup(fs, inode_of(req, parent), name, &in, &st);
 
-	if (rc < 0)
+	if (rc == -ENOENT && fs->opts->negative_timeout > 0) {
+		/* Node id 0: the kernel keeps a negative entry for negative_timeout. */
+		struct fuse_entry_param e = { .entry_timeout = fs->opts->negative_timeout };
+
+		fuse_reply_entry(req, &e);
+	} else if (rc < 0) {
 		fuse_reply_err(req, bfs_kernel_errno(rc));
-	else
+	} else {
 		reply_entry(req, fs, in, &st);
+	}
 }
 
 static void bfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -159,7 +176,7 @@ static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	if (rc < 0)
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 	else
-		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		fuse_reply_attr(req, &st, fs_of(req)->opts->attr_timeout);
 }
 
 static void bfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -273,8 +290,9 @@ static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
 	bfs_handle_close(fs_of(req), handle_of(fi));
+	/* before the reply: after it the kernel may forget the inode */
+	bfs_inode_idle(fs_of(req), inode_of(req, ino));
 	fuse_reply_err(req, 0);
 }
 
@@ -299,9 +317,11 @@ static bool is_dot(const char *name)
 
 /* One entry of readdirplus; 0 when it did not fit (and was undone). */
 static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
-		       const struct bfs_dirent *de, char *p, size_t rem, off_t next)
+		       struct bfs_snap_ctx *c, const struct bfs_dirent *de, char *p, size_t rem,
+		       off_t next)
 {
-	struct fuse_entry_param e = { .attr_timeout = ATTR_TIMEOUT, .entry_timeout = ENTRY_TIMEOUT };
+	struct fuse_entry_param e = { .attr_timeout = fs->opts->attr_timeout,
+				      .entry_timeout = fs->opts->entry_timeout };
 	struct bfs_inode *in = NULL;
 	size_t len;
 
@@ -309,7 +329,7 @@ static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
 		/* Node id 0: the kernel makes no dentry, only a name. */
 		e.attr.st_ino = de->ino;
 		e.attr.st_mode = (mode_t)de->type << 12;
-	} else if (bfs_inode_lookup_entry(fs, dir, de, &in, &e.attr) == 0) {
+	} else if (bfs_inode_lookup_entry(fs, dir, c, de, &in, &e.attr) == 0) {
 		e.ino = ino_of(fs, in);
 	} else {
 		return SIZE_MAX;	/* gone since the listing: skip it */
@@ -329,19 +349,27 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	struct bfs_dir *d = (struct bfs_dir *)(uintptr_t)fi->fh;
 	struct bfs_fs *fs = fs_of(req);
 	struct bfs_inode *dir = inode_of(req, ino);
+	struct bfs_snap_ctx c = { .fs = fs, .snap = d->snap, .keep = plus, .pr.fd = -1 };
 	char *buf = malloc(size), *p = buf;
+	const struct bfs_dirent *de;
 	size_t rem = size;
+	int rc = 0;
 
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	for (size_t i = (size_t)off; i < d->n; i++) {
-		const struct bfs_dirent *de = &d->ent[i];
+	c.dirfd = bfs_inode_fd(fs, dir);	/* the probes the listing makes need it */
+	if (c.dirfd < 0) {
+		free(buf);
+		fuse_reply_err(req, bfs_kernel_errno(c.dirfd));
+		return;
+	}
+	for (size_t i = (size_t)off; (rc = bfs_dir_at(d, &c, i, &de)) == 0; i++) {
 		size_t len;
 
 		if (plus) {
-			len = add_plus(req, fs, dir, de, p, rem, (off_t)i + 1);
+			len = add_plus(req, fs, dir, &c, de, p, rem, (off_t)i + 1);
 			if (len == SIZE_MAX)
 				continue;
 		} else {
@@ -356,7 +384,12 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		p += len;
 		rem -= len;
 	}
-	fuse_reply_buf(req, buf, size - rem);
+	bfs_snap_ctx_release(&c);
+	bfs_inode_fd_put(fs, dir);
+	if (rc < 0 && rem == size)
+		fuse_reply_err(req, bfs_kernel_errno(rc));	/* nothing to show for it */
+	else
+		fuse_reply_buf(req, buf, size - rem);
 	free(buf);
 }
 

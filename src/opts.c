@@ -38,6 +38,9 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("index_cache=%s", index_cache_s),
 	BFS_OPT("gzip=%s", gzip_s),
 	BFS_OPT("gzip_span=%s", gzip_span_s),
+	BFS_OPT("entry_timeout=%s", entry_timeout_s),
+	BFS_OPT("attr_timeout=%s", attr_timeout_s),
+	BFS_OPT("negative_timeout=%s", negative_timeout_s),
 	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
 	{ "keep_compressed", offsetof(struct bfs_opts, keep_compressed), 1 },
 	/* Taken here, so that only an explicit ask reaches libfuse (main.c); the last one wins. */
@@ -63,6 +66,11 @@ static const struct {
 				      "cache or blockfs's cache (kernel)" },
 	{ "kernel_readahead", "SIZE", "the kernel's read-ahead into the mount (its bdi "
 				      "read_ahead_kb); 0: leave it (1M)" },
+	{ "entry_timeout", "SECONDS", "how long the kernel trusts a name; an open always "
+				     "checks (10)" },
+	{ "attr_timeout", "SECONDS", "how long the kernel trusts attributes (10)" },
+	{ "negative_timeout", "SECONDS", "how long the kernel trusts that a name is absent "
+					"(0: a new file shows at once)" },
 	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
 				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
 	{ "index_cache", "DIR", "keep the block indexes of walked files in DIR across "
@@ -150,6 +158,25 @@ static int pick(const char *opt, const char *s, const char *const *names, int *o
 	return -EINVAL;
 }
 
+/* -o @opt=@s seconds: a decimal number from 0 to BFS_MAX_TIMEOUT into *@out. */
+static int seconds(const char *opt, const char *s, double *out, char *err, size_t errlen)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	/* strtod takes "inf", "nan", hex and leading blanks: only digits and one point here */
+	if (!*s || s[strspn(s, "0123456789.")] || end == s || *end || errno || !(v >= 0) ||
+	    v > BFS_MAX_TIMEOUT) {
+		snprintf(err, errlen, "bad value '%s' for option %s: expected seconds from 0 to "
+			 "%.0f, such as 0, 0.5, 1 or 3600", s, opt, BFS_MAX_TIMEOUT);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
 int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 {
 	static const char *const onoff[] = { "off", "on", NULL };
@@ -170,6 +197,19 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	o->workers = cpus > 0 ? (unsigned int)cpus : 1;
 	o->advice = BFS_ADV_NORMAL;
 	o->willneed_kernel = true;	/* twice as fast after willneed: see README */
+	o->entry_timeout = BFS_DEFAULT_ENTRY_TIMEOUT;
+	o->attr_timeout = BFS_DEFAULT_ATTR_TIMEOUT;
+	o->negative_timeout = BFS_DEFAULT_NEGATIVE_TIMEOUT;
+	if (o->entry_timeout_s &&
+	    seconds("entry_timeout", o->entry_timeout_s, &o->entry_timeout, err, errlen) < 0)
+		return -EINVAL;
+	if (o->attr_timeout_s &&
+	    seconds("attr_timeout", o->attr_timeout_s, &o->attr_timeout, err, errlen) < 0)
+		return -EINVAL;
+	if (o->negative_timeout_s &&
+	    seconds("negative_timeout", o->negative_timeout_s, &o->negative_timeout, err,
+		    errlen) < 0)
+		return -EINVAL;
 	if (o->readahead_s && bfs_parse_size(o->readahead_s, &o->readahead) < 0) {
 		snprintf(err, errlen, "bad value '%s' for option readahead: expected a size such "
 			 "as 0, 512K, 8M", o->readahead_s);
@@ -293,6 +333,9 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->index_cache_s);
 	free(o->gzip_s);
 	free(o->gzip_span_s);
+	free(o->entry_timeout_s);
+	free(o->attr_timeout_s);
+	free(o->negative_timeout_s);
 	memset(o, 0, sizeof(*o));
 }
 

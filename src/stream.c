@@ -153,6 +153,13 @@ struct bfs_file *bfs_stream_file(const struct bfs_stream *s)
  */
 static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, unsigned int run)
 {
+	/*
+	 * A READ that served the whole file (the small files of a tree, read
+	 * by cat or grep) leaves it all in the kernel's page cache: keeping
+	 * it here too would fill the cache with files nobody reads from
+	 * blockfs again (issue 12: 128 MiB of them after find | xargs cat).
+	 */
+	bool whole = off == 0 && end >= bfs_file_size(f);
 	size_t k0, k1;
 
 	if (end <= off || bfs_index_find(&f->idx, off, &k0) < 0 ||
@@ -160,7 +167,7 @@ static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, u
 		return;
 	for (size_t k = k0; k <= k1 && f->idx.blk[k].uoff + f->idx.blk[k].usize <= end; k++) {
 		if (advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE ||
-		    run >= SEQ_RUN_MIN)
+		    run >= SEQ_RUN_MIN || whole)
 			bfs_cache_drop(f->env->cache, f->id, k);
 	}
 }

@@ -340,9 +340,9 @@ static int ctx_init(struct xctx *x, struct bfs_fs *fs, struct bfs_inode *in, boo
 	int rc;
 
 	*x = (struct xctx){ .fs = fs, .in = in };
-	bfs_mutex_lock(&in->lock);
+	bfs_mutex_lock(bfs_ilock(fs, in));
 	x->rpath = strdup(in->rpath ? in->rpath : "");
-	bfs_mutex_unlock(&in->lock);
+	bfs_mutex_unlock(bfs_ilock(fs, in));
 	if (!x->rpath)
 		return -ENOMEM;
 	if (file && in->type == S_IFREG) {
@@ -483,8 +483,16 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 		rc = bfs_inode_fd(fs, in);
 		if (rc < 0)
 			return rc;
-		procpath(rc, path, sizeof(path));
-		n = getxattr(path, name, buf, size);
+		/*
+		 * A regular file's descriptor is open for reading: asked directly
+		 * (ls -l asks two names of every file). O_PATH ones are EBADF
+		 * there and go through /proc.
+		 */
+		n = fgetxattr(rc, name, buf, size);
+		if (n < 0 && errno == EBADF) {
+			procpath(rc, path, sizeof(path));
+			n = getxattr(path, name, buf, size);
+		}
 		n = n < 0 ? -errno : n;
 		bfs_inode_fd_put(fs, in);
 		return n;

@@ -38,6 +38,9 @@ struct bfs_maps;
 struct bfs_workq;
 struct bfs_icache;
 
+/* A backing file this small is read whole to be indexed: one read (issue 12). */
+#define BFS_WHOLE_MAX (128u << 10)
+
 /* What every file version of one mount shares. */
 struct bfs_file_env {
 	struct bfs_cache *cache;	/* decoded blocks */
@@ -81,6 +84,7 @@ struct bfs_file {
 	struct bfs_map map;		/* the backing file's mapping (mmap.c), when used */
 	atomic_size_t last_bad;		/* last block logged as bad: one line per block */
 	_Atomic(atomic_uint_fast64_t *) touched;	/* a bit per block a random reader read */
+	uint8_t *head;			/* a very small file's backing bytes, read once, or NULL */
 	char *name;			/* for log lines */
 };
 
@@ -102,6 +106,16 @@ struct bfs_file {
 BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, int side,
 				 const struct bfs_codec *codec, const char *name,
 				 const struct bfs_file_env *env);
+
+/*
+ * bfs_file_open() when the caller has read the whole backing file already
+ * (a probe): @whole, @len bytes from offset 0, is consumed (freed, or kept
+ * as the version's copy of a very small file); ignored unless @len is the
+ * size of the file open as @fd.
+ */
+BFS_MUST_CHECK int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t len,
+				       int side, const struct bfs_codec *codec, const char *name,
+				       const struct bfs_file_env *env);
 
 static inline struct bfs_file *bfs_file_get(struct bfs_file *f)
 {

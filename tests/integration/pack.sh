@@ -70,9 +70,9 @@ exact $((65536 + 1)) x64k_p1
 # roundtrip CODEC BLOCK DECODER...: pack every fixture, decode with the
 # stock tool, compare, and -t the result.
 roundtrip() {
-	local codec=$1 block=$2 ext=.lz4 dir f bad=() extra=()
+	local codec=$1 block=$2 ext=.lz4 also=", lz4 -t too" dir f bad=() extra=()
 	shift 2
-	[[ $codec == gzip ]] && ext=.gz
+	[[ $codec == gzip ]] && ext=.gz also=
 	[[ -n $block ]] && extra=(-B "$block")
 	dir=$STATE/rt-$codec-${block:-default}
 	[[ -d $dir ]] && dir=$dir-$1
@@ -84,10 +84,14 @@ roundtrip() {
 			bad+=("$f: $* does not give the original")
 		elif ! "$PACK" -t "$dir/$f$ext" 2>"$dir/err"; then
 			bad+=("$f: -t: $(cat "$dir/err")")
+		elif [[ $ext == .lz4 ]] && ! lz4 -t "$dir/$f$ext" 2>"$dir/err"; then
+			# lz4 1.9.4 rejected block checksums without a content checksum
+			# when the seek table followed
+			bad+=("$f: lz4 -t: $(tail -c 300 "$dir/err")")
 		fi
 	done
 	if ((${#bad[@]} == 0)); then
-		ok "-c $codec ${block:+-B $block }: ${#FILES[@]} files round-trip through $1, -t passes"
+		ok "-c $codec ${block:+-B $block }: ${#FILES[@]} files round-trip through $1, -t passes${also}"
 	else
 		not_ok "-c $codec ${block:+-B $block }round trip" "${bad[@]}"
 	fi
@@ -106,8 +110,9 @@ roundtrip gzip 16K gzip -dc
 "$PACK" -q -o "$STATE/nock.lz4" --no-checksum "$GEN/text"
 check "--no-checksum output decodes with lz4 -d" bash -c \
 	'lz4 -dc "$1" | cmp -s - "$2"' _ "$STATE/nock.lz4" "$GEN/text"
-check_eq "--no-checksum output is smaller by 4 bytes a block" \
-	$(($(stat -c %s "$STATE/rt-lz4-default/text.lz4") - 4 * 6)) "$(stat -c %s "$STATE/nock.lz4")"
+check_eq "--no-checksum output is smaller by 4 bytes a block and the content checksum" \
+	$(($(stat -c %s "$STATE/rt-lz4-default/text.lz4") - 4 * 6 - 4)) "$(stat -c %s "$STATE/nock.lz4")"
+check "--no-checksum output passes lz4 -t" lz4 -t "$STATE/nock.lz4"
 
 # The same output whatever the thread count: blocks are written in order.
 "$PACK" -q -j1 -B 64K -o "$STATE/j1.lz4" "$GEN/bin"

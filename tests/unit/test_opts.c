@@ -220,6 +220,31 @@ static void test_kernel_readahead(void **state)
 	expect_refused("kernel_readahead=-1");
 }
 
+static void test_timeouts(void **state)
+{
+	char *argv[] = { "blockfs", "-o", "entry_timeout=0.5,attr_timeout=3600,negative_timeout=2",
+			 "src", "mnt" };
+	char *bare[] = { "blockfs", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 3, bare), 0);
+	assert_true(o.entry_timeout == 10.0 && o.attr_timeout == 10.0);
+	assert_true(o.negative_timeout == 0.0);	/* a new file shows at once */
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, argv), 0);
+	assert_true(o.entry_timeout == 0.5 && o.attr_timeout == 3600.0);
+	assert_true(o.negative_timeout == 2.0);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("negative_timeout=-1");
+	expect_refused("negative_timeout=inf");
+	expect_refused("entry_timeout=1s");
+	expect_refused("attr_timeout=");
+}
+
 static void test_readahead_workers_advice(void **state)
 {
 	char *argv[] = { "blockfs", "-o", "readahead=512K,workers=0,advice=sequential", "src", "mnt" };
@@ -350,6 +375,7 @@ int main(void)
 		cmocka_unit_test(test_cache_size),
 		cmocka_unit_test(test_kernel_readahead),
 		cmocka_unit_test(test_readahead_workers_advice),
+		cmocka_unit_test(test_timeouts),
 		cmocka_unit_test(test_willneed),
 		cmocka_unit_test(test_suid_dev_taken_last_wins),
 		cmocka_unit_test(test_max_read_checked_and_kept),

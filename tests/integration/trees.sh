@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Trees on real mounts (issue 12): what blockfs remembers about names,
+# probes and sizes must never outlive a change on the backing side.
+# - -o entry_timeout= / attr_timeout=: bad values refused naming the
+#   option, exit 1, nothing mounted; good ones mount.
+# - a tree changed on the backing side (a file added where a lookup had
+#   just failed, removed, renamed, replaced by rename, rewritten in place
+#   with another size, rewritten from lz4 to plain text, a directory
+#   renamed) is seen within the timeout (default 10 s, 1 s, and at once
+#   with 0), and
+#   an open never shows a stale size or stale bytes, whatever the timeout;
+# - 100,000 small lz4 files in 100 directories under a limit of 4000
+#   descriptors: ls -lR lists them all with their sizes and every byte
+#   reads back, the daemon's descriptors stay within its budget, and its
+#   RSS stays bounded (not under a sanitizer).
+#
+# Usage: trees.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
+
+set -u
+BLOCKFS=$(realpath "${1:?usage: trees.sh BLOCKFS}")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+bfs_begin trees lz4 python3 mountpoint
+# Debian's python3-lz4 is python-lz4; it lives with Debian's interpreter.
+PY=python3
+[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+"$PY" -c 'import lz4.frame' 2>/dev/null || skip "no python lz4 module (Debian: python3-lz4)"
+
+S=$T/src M=$T/mnt
+mkdir -p "$S" "$M"
+
+mount_or_die() {
+	if ! bfs_mount "$S" "$M" "$T/daemon.log" "$1"; then
+		not_ok "mount ($1)" "daemon exit status: ${BFS_EXIT:-none}"
+		show_log
+		exit 1
+	fi
+}
+
+umount_ok() {
+	local rc=0
+	bfs_umount || rc=$?
+	check_eq "unmount ($1), exit 0" 0 "$rc"
+}
+
+# --- the options' values ---------------------------------------------------------
+
+for opt in entry_timeout attr_timeout negative_timeout; do
+	for bad in -1 abc 1s inf nan "" 0x10 " 1" 1e3 5000000000; do
+		check_fails "$opt='$bad' is refused, naming the option" \
+			"bad value '$bad' for option $opt" "$BLOCKFS" -f -o "$opt=$bad" "$S" "$M"
+	done
+	rc=0
+	"$BLOCKFS" -f -o "$opt=-1" "$S" "$M" >/dev/null 2>&1 || rc=$?
+	check_eq "$opt=-1: exit status 1" 1 "$rc"
+	is "... and nothing mounted" bash -c "! mountpoint -q '$M'"
+done
+check "blockfs -h lists entry_timeout, attr_timeout and negative_timeout" \
+	bash -c "'$BLOCKFS' -h 2>&1 | grep -q 'entry_timeout=SECONDS' &&
+		 '$BLOCKFS' -h 2>&1 | grep -q 'attr_timeout=SECONDS' &&
+		 '$BLOCKFS' -h 2>&1 | grep -q 'negative_timeout=SECONDS'"
+for good in entry_timeout=0,attr_timeout=0 entry_timeout=0.5 attr_timeout=3600 \
+	negative_timeout=2.5; do
+	mount_or_die "$good"
+	ok "$good mounts"
+	umount_ok "$good"
+done
+
+# --- a tree that changes on the backing side ----------------------------------------
+
+# mk NAME TEXT: NAME.lz4 in SOURCE holding TEXT, as lz4 -B4 writes it, by rename.
+mk() {
+	printf '%s' "$2" >"$T/plain.tmp"
+	lz4 -q -f -B4 "$T/plain.tmp" "$T/new.lz4"
+	mv "$T/new.lz4" "$S/$1.lz4"
+}
+# seen_within SECONDS CMD...: CMD succeeds within SECONDS (and the slack of
+# a busy machine: 1.5 s more); prints how long it took.
+seen_within() {
+	local limit=$1 t0 dt
+	shift
+	t0=$(date +%s%N)
+	while :; do
+		if "$@" >/dev/null 2>&1; then
+			dt=$((($(date +%s%N) - t0) / 1000000))
+			echo "${dt} ms"
+			return 0
+		fi
+		dt=$((($(date +%s%N) - t0) / 1000000))
+		if ((dt > limit * 1000 + 1500)); then
+			echo "not after ${dt} ms"
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+gone() { ! stat "$1" >/dev/null 2>&1; }
+has() { [[ "$(cat "$1" 2>/dev/null)" == "$2" ]]; }
+# open_sees PATH TEXT: one open: fstat's size and the bytes read are TEXT's.
+open_sees() {
+	python3 - "$1" "$2" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+size = os.fstat(fd).st_size
+data = os.read(fd, 1 << 20)
+want = sys.argv[2].encode()
+if size != len(want) or data != want:
+    sys.exit("size %d bytes %r, wanted %d bytes %r" % (size, data[:40], len(want), want[:40]))
+PY
+}
+
+# changes TIMEOUT NEGATIVE OPTIONS: the whole sequence on a fresh tree and
+# mount; TIMEOUT is entry_timeout's, NEGATIVE negative_timeout's.
+changes() {
+	local to=$1 neg=$2 opts=$3 r
+	rm -rf "${S:?}"/*
+	mkdir -p "$S/d/sub"
+	mk d/a "alpha"
+	mk d/b "bravo"
+	mk d/sub/c "charlie"
+	mk d/r "romeo"
+	mk d/w "whiskey"
+	mk d/p "papa"
+	mount_or_die "$opts"
+	# everything looked up, listed and read once: entries, snapshots and memos made
+	ls -lR "$M" >/dev/null
+	cat "$M/d/a" "$M/d/b" "$M/d/sub/c" "$M/d/r" "$M/d/w" "$M/d/p" >/dev/null
+	is "[$opts] a missing name: ENOENT (and remembered)" gone "$M/d/new"
+
+	mk d/new "november"
+	r=$(seen_within "$neg" has "$M/d/new" november)
+	check_eq "[$opts] a file added where a lookup failed is seen within ${neg} s ($r)" 0 $?
+	rm "$S/d/a.lz4"
+	r=$(seen_within "$to" gone "$M/d/a")
+	check_eq "[$opts] a removed file is gone within ${to} s ($r)" 0 $?
+	mv "$S/d/b.lz4" "$S/d/b2.lz4"
+	r=$(seen_within "$to" bash -c "$(declare -f gone has); gone '$M/d/b' && has '$M/d/b2' bravo")
+	check_eq "[$opts] a renamed file: the old name gone, the new one read, within ${to} s ($r)" 0 $?
+	mv "$S/d/sub" "$S/d/sub2"
+	r=$(seen_within "$to" bash -c "$(declare -f gone has); gone '$M/d/sub/c' &&
+		has '$M/d/sub2/c' charlie")
+	check_eq "[$opts] a renamed directory: seen within ${to} s ($r)" 0 $?
+	# removed and made again: a lookup below the old one is ESTALE, and the
+	# kernel walks the path again at once
+	rm -rf "$S/d/sub2"
+	mkdir "$S/d/sub2"
+	mk d/sub2/c "charlie made again"
+	is "[$opts] a directory removed and made again: its new file reads at once" \
+		has "$M/d/sub2/c" "charlie made again"
+
+	# replaced by rename: the next open has the new file, whatever the timeout
+	mk d/r "romeo, replaced by a longer text"
+	is "[$opts] replaced by rename: the next open has the new size and bytes" \
+		open_sees "$M/d/r" "romeo, replaced by a longer text"
+	# rewritten in place (same inode): likewise
+	printf 'whiskey rewritten in place, longer' >"$T/plain.tmp"
+	lz4 -q -c -B4 "$T/plain.tmp" >"$T/w.lz4"
+	cat "$T/w.lz4" >"$S/d/w.lz4"
+	is "[$opts] rewritten in place: the next open has the new size and bytes" \
+		open_sees "$M/d/w" "whiskey rewritten in place, longer"
+	r=$(seen_within "$to" bash -c "[[ \$(stat -c %s '$M/d/w') == 34 ]]")
+	check_eq "[$opts] ... and stat shows its new size within ${to} s ($r)" 0 $?
+	# no longer lz4: shown under its own name, and its decoded name gone
+	printf 'plain now\n' >"$S/d/p.lz4"
+	r=$(seen_within "$to" bash -c "$(declare -f gone has); gone '$M/d/p' &&
+		has '$M/d/p.lz4' 'plain now'")
+	check_eq "[$opts] rewritten from lz4 to plain text: shown raw within ${to} s ($r)" 0 $?
+	umount_ok "$opts"
+}
+
+changes 10 0 readpath=pread
+changes 1 1 entry_timeout=1,attr_timeout=1,negative_timeout=1
+changes 0 0 entry_timeout=0,attr_timeout=0
+
+# With a long timeout the names may stay as they were, but an open still
+# never shows stale bytes or sizes.
+rm -rf "${S:?}"/*
+mkdir -p "$S/d"
+mk d/x "x-ray"
+mount_or_die entry_timeout=60,attr_timeout=60
+cat "$M/d/x" >/dev/null
+mk d/x "x-ray, replaced while the kernel trusts the old entry"
+is "entry_timeout=60: an open after a replace has the new size and bytes" \
+	open_sees "$M/d/x" "x-ray, replaced while the kernel trusts the old entry"
+umount_ok "entry_timeout=60"
+
+# --- a big tree: descriptors and memory -----------------------------------------------
+
+NFILES=${TREES_NFILES:-100000}
+OP_TIMEOUT=300		# ls -lR of them under ASan
+rm -rf "${S:?}"/*
+"$PY" - "$S" "$NFILES" >"$T/expected" <<'PY'
+import hashlib, os, sys
+import lz4.frame
+top, n = sys.argv[1], int(sys.argv[2])
+dirs = 100
+total = hashlib.md5()
+for i in range(n):
+    d = os.path.join(top, "d%03d" % (i % dirs))
+    if i < dirs:
+        os.mkdir(d)
+    body = (b"file %d of the tree: " % i) * (1 + i % 97)
+    # what lz4 -B4 writes: 64 KiB blocks, no content size
+    with open(os.path.join(d, "f%06d.txt.lz4" % i), "wb") as f:
+        f.write(lz4.frame.compress(body, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                   store_size=False))
+print(n)
+PY
+LIMIT=4000
+BUDGET=$((LIMIT / 4))
+BFS_WRAP="prlimit --nofile=$LIMIT:$LIMIT --"
+mount_or_die readpath=pread
+BFS_WRAP=
+nfds() { find "/proc/$BFS_PID/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+t0=$SECONDS
+n=$(t ls -lR "$M" | grep -c '\.txt$')
+check_eq "ls -lR lists all $NFILES files ($((SECONDS - t0)) s)" "$NFILES" "$n"
+check_eq "... with their decoded sizes (f000096: 97 times its line)" \
+	"$((97 * $(printf 'file 96 of the tree: ' | wc -c)))" "$(stat -c %s "$M/d096/f000096.txt")"
+fds=$(nfds)
+# the budget, plus libfuse's, the log's and the operations' in flight
+check "descriptors after ls -lR within the budget ($fds <= $BUDGET + 64)" \
+	test "$fds" -le $((BUDGET + 64))
+rss_ls=$(awk '/VmRSS/ { print $2 }' "/proc/$BFS_PID/status")
+t0=$SECONDS
+got=$(cd "$M" && find . -type f -print0 | sort -z | xargs -0 cat | wc -c)
+want=$(python3 - "$NFILES" <<'PY'
+import sys
+print(sum(len((b"file %d of the tree: " % i) * (1 + i % 97)) for i in range(int(sys.argv[1]))))
+PY
+)
+check_eq "every file read back: the bytes of all ($((SECONDS - t0)) s)" "$want" "$got"
+last=$((NFILES - 1))
+check "... every byte right (the last file)" bash -c "[[ \"\$(cat '$M/d$(printf %03d $((last % 100)))/f$(printf %06d $last).txt')\" == \
+	\"\$(python3 -c 'import sys; sys.stdout.write(\"file $last of the tree: \" * (1 + $last % 97))')\" ]]"
+fds=$(nfds)
+check "descriptors after reading every file within the budget ($fds <= $BUDGET + 64)" \
+	test "$fds" -le $((BUDGET + 64))
+rss_cat=$(awk '/VmRSS/ { print $2 }' "/proc/$BFS_PID/status")
+diag "daemon RSS: $((rss_ls / 1024)) MiB after ls -lR, $((rss_cat / 1024)) MiB after reading every file"
+if bfs_sanitized "$BLOCKFS"; then
+	diag "RSS bounds skipped: a sanitizer's allocator and shadow memory"
+else
+	# 104 bytes an inode, its path, its share of the table; 8 MiB of snapshots,
+	# 1024 idle versions; glibc's arenas (README: memory per file)
+	check "RSS after ls -lR of $NFILES files: $((rss_ls / 1024)) MiB <= 64 MiB" \
+		test "$rss_ls" -le $((64 << 10))
+	check "RSS after reading every file: $((rss_cat / 1024)) MiB <= 64 MiB" \
+		test "$rss_cat" -le $((64 << 10))
+fi
+umount_ok "big tree"
+
+bfs_end
