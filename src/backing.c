@@ -325,20 +325,10 @@ int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	struct stat st;
 	bool rd;
-	int fd;
+	int fd = bfs_inode_fd_cached(fs, in);
 
-	if (in == &fs->root)
-		return fs->root_fd;
-	bfs_mutex_lock(&fs->fd_lock);
-	if (in->fd >= 0) {
-		in->fd_pins++;
-		fd_unlink(fs, in);
-		fd_push(fs, in);
-		fd = in->fd;
-		bfs_mutex_unlock(&fs->fd_lock);
+	if (fd >= 0)
 		return fd;
-	}
-	bfs_mutex_unlock(&fs->fd_lock);
 	fd = open_by_name(fs, in, &st, &rd);
 	if (fd < 0)
 		return fd;

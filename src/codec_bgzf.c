@@ -59,19 +59,11 @@
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "rfc1952.h"
 
-/* RFC 1952 section 2.3 */
-#define GZ_ID1 0x1f
-#define GZ_ID2 0x8b
-#define GZ_CM_DEFLATE 8
-#define GZ_FHCRC 0x02
-#define GZ_FEXTRA 0x04
-#define GZ_FNAME 0x08
-#define GZ_FCOMMENT 0x10
-#define GZ_FRESERVED 0xe0
+/* RFC 1952 section 2.3, beyond rfc1952.h */
 #define GZ_FIXED_LEN 12		/* ID1..OS plus XLEN */
 #define GZ_SUBFIELD_LEN 4	/* SI1 SI2 SLEN */
-#define GZ_TRAILER_LEN 8	/* CRC32 ISIZE */
 #define GZ_ISIZE_LEN 4
 
 /* SAM/BAM specification section 4.1 */

@@ -67,18 +67,10 @@
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "rfc1952.h"
 
-/* RFC 1952 section 2.3 */
-#define GZ_ID1 0x1f
-#define GZ_ID2 0x8b
-#define GZ_CM_DEFLATE 8
-#define GZ_FHCRC 0x02
-#define GZ_FEXTRA 0x04
-#define GZ_FNAME 0x08
-#define GZ_FCOMMENT 0x10
-#define GZ_FRESERVED 0xe0
+/* RFC 1952 section 2.3, beyond rfc1952.h */
 #define GZ_FIXED_LEN 10		/* ID1 ID2 CM FLG MTIME(4) XFL OS */
-#define GZ_TRAILER_LEN 8	/* CRC32 ISIZE */
 
 /* RFC 1951: back-references reach 32 KiB */
 #define WINDOW_MAX 32768u

@@ -274,6 +274,36 @@ mismatch:
 	return -EBADMSG;
 }
 
+/*
+ * check_block(), then what a decode of @blk needs before it starts: @len_ok
+ * (the caller's length rule) and a usize within the frame's maximum, the
+ * block checksum when @verify (it covers the data as stored, so it is
+ * checked before decoding), and a stored block's length.
+ */
+static int check_data(const struct bfs_blk *blk, const uint8_t *src, bool len_ok, bool verify,
+		      bool *stored, uint32_t *dlen, const char **why)
+{
+	const uint8_t *data = src + BLK_HDR_LEN;
+	int rc = check_block(blk, src, stored, dlen, why);
+
+	if (rc < 0)
+		return rc;
+	if (!len_ok || blk->usize > block_cap(blk)) {
+		*why = "block decodes to a different length";
+		return -EBADMSG;
+	}
+	if (verify && (blk->flags & BFS_BLK_CSUM) &&
+	    bfs_xxh32(data, *dlen, 0) != bfs_le32(data + *dlen)) {
+		*why = "block checksum mismatch";
+		return -EILSEQ;
+	}
+	if (*stored && *dlen != blk->usize) {
+		*why = "block decodes to a different length";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 static int lz4_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
 		       const char **why)
 {
@@ -341,24 +371,10 @@ static int lz4_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *ds
 	bool stored;
 	int rc, n;
 
-	rc = check_block(blk, src, &stored, &dlen, why);
+	rc = check_data(blk, src, blk->usize != 0, verify, &stored, &dlen, why);
 	if (rc < 0)
 		return rc;
-	if (blk->usize == 0 || blk->usize > block_cap(blk)) {
-		*why = "block decodes to a different length";
-		return -EBADMSG;
-	}
-	/* The checksum covers the data as stored, so check it before decoding. */
-	if (verify && (blk->flags & BFS_BLK_CSUM) &&
-	    bfs_xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
-		*why = "block checksum mismatch";
-		return -EILSEQ;
-	}
 	if (stored) {
-		if (dlen != blk->usize) {
-			*why = "block decodes to a different length";
-			return -EBADMSG;
-		}
 		memcpy(dst, data, dlen);
 		return 0;
 	}
@@ -389,23 +405,10 @@ static int lz4_decode_prefix(const struct bfs_blk *blk, const uint8_t *src, uint
 	bool stored;
 	int rc, got;
 
-	rc = check_block(blk, src, &stored, &dlen, why);
+	rc = check_data(blk, src, n != 0 && n < blk->usize, verify, &stored, &dlen, why);
 	if (rc < 0)
 		return rc;
-	if (n == 0 || n >= blk->usize || blk->usize > block_cap(blk)) {
-		*why = "block decodes to a different length";
-		return -EBADMSG;
-	}
-	if (verify && (blk->flags & BFS_BLK_CSUM) &&
-	    bfs_xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
-		*why = "block checksum mismatch";
-		return -EILSEQ;
-	}
 	if (stored) {
-		if (dlen != blk->usize) {
-			*why = "block decodes to a different length";
-			return -EBADMSG;
-		}
 		memcpy(dst, data, n);
 		return 0;
 	}
