@@ -33,18 +33,15 @@ import subprocess as sp
 import tempfile
 import time
 
+import benchdata
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "bench", "data", "first_stat")
 
 
 def make(size, kinds):
-    os.makedirs(DATA, exist_ok=True)
-    text = os.path.join(DATA, "text")
-    if not os.path.exists(text) or os.path.getsize(text) != size:
-        src = sorted(glob.glob("/usr/src/linux-source-*.tar.xz"))
-        if not src:
-            raise SystemExit("needs Debian's linux-source package")
-        sp.run("xz -dc %s | head -c %d > %s" % (src[-1], size, text), shell=True, check=True)
+    text, made = benchdata.linux_text(DATA, size)
+    if made:
         for f in glob.glob(os.path.join(DATA, "*", "*")):
             os.unlink(f)
     cmds = {

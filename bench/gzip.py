@@ -37,18 +37,15 @@ import subprocess as sp
 import tempfile
 import time
 
+import benchdata
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "bench", "data", "gzip")
 
 
 def make(size):
-    os.makedirs(DATA, exist_ok=True)
-    text = os.path.join(DATA, "text")
-    if not os.path.exists(text) or os.path.getsize(text) != size:
-        src = sorted(glob.glob("/usr/src/linux-source-*.tar.xz"))
-        if not src:
-            raise SystemExit("needs Debian's linux-source package")
-        sp.run("xz -dc %s | head -c %d > %s" % (src[-1], size, text), shell=True, check=True)
+    text, made = benchdata.linux_text(DATA, size)
+    if made:
         for f in glob.glob(os.path.join(DATA, "*", "text.gz")):
             os.unlink(f)
     for kind, cmd in (("gzip", "gzip -6 -c %s > %s"), ("bgzf", "bgzip -@2 -c %s > %s")):

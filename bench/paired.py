@@ -44,6 +44,8 @@ import subprocess as sp
 import tempfile
 import time
 
+import benchdata
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "bench", "data", "paired")
 BLOCKFS = os.path.join(REPO, "build", "src", "blockfs")
@@ -60,14 +62,8 @@ FORMATS = {
 
 
 def prepare(size):
-    os.makedirs(DATA, exist_ok=True)
-    text = os.path.join(DATA, "text")
-    if not os.path.exists(text) or os.path.getsize(text) != size:
-        src = sorted(glob.glob("/usr/src/linux-source-*.tar.xz"))
-        if not src:
-            raise SystemExit("needs Debian's linux-source package")
-        sp.run("xz -dc %s | head -c %d > %s.tmp && mv %s.tmp %s" % (src[-1], size, text, text,
-                                                                    text), shell=True, check=True)
+    text, made = benchdata.linux_text(DATA, size)
+    if made:
         shutil.rmtree(os.path.join(DATA, "src"), ignore_errors=True)
         for f in glob.glob(os.path.join(DATA, "*.img")):
             os.unlink(f)
