@@ -15,10 +15,10 @@
  * independent blocks, no content size (standard input has none to give),
  * and by default block checksums and the content checksum. The content
  * checksum (XXH32 of the whole content) is serial: the writing thread
- * hashes each chunk as it writes it (6.8 GB/s here; on 2 cores that time
- * is taken from the compressing threads: 512 MiB of text packed in
- * 507-621 ms against 430-521 ms without it, 3 paired runs). It is there
- * because lz4 1.9.4's -t rejects ("Stream followed by
+ * hashes each chunk as it writes it, and on 2 cores that time is taken
+ * from the compressing threads: packing 512 MiB of text takes about 1.18x
+ * as long as without it (bench/pack_speed.py, bench/results/pack/). It is
+ * there because lz4 1.9.4's -t rejects ("Stream followed by
  * undecodable data") a frame with block checksums but no content checksum
  * when a skippable frame (the seek table) follows; --no-checksum leaves
  * out both. A block that does not shrink is stored raw (size word bit
