@@ -11,6 +11,7 @@ counts the daemon's backing reads (user.blockfs.stats "syscalls").
 
     bench/first_stat.py [--size-mib 1024] [--rounds 5] [--opts O]
                         [--kinds lz4-B4,lz4,...] [--index-cache]
+                        [--zeros-gib 1024]
 
 --index-cache adds, for every kind, a row with -o index_cache=DIR whose
 entry one untimed mount made before the rounds (bench/data/first_stat/
@@ -22,6 +23,13 @@ Makes its data once under bench/data/first_stat/ from Debian's
 linux-source tarball: stock `lz4 -B4`, stock `lz4` (4 MiB blocks),
 python-lz4 flushing every 1..5000 bytes without a content size,
 blockfs-pack, bgzip. As root, with Debian's python3 (python3-lz4).
+
+The kind "zeros" (not in the default list) is a synthetic stock
+`lz4 -B4 --no-frame-crc` file, zeros/text.lz4, of --zeros-gib GiB of zero
+bytes: 1 TiB is 16 Mi blocks, 4.6 GB on disk. Compressing a terabyte
+takes lz4 many minutes, so the file is written block by block from what
+`lz4` makes of three blocks of zeros (at 1 GiB the result equals lz4's own
+output byte for byte). Its decode is not timed.
 """
 import argparse
 import glob
@@ -39,7 +47,37 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "bench", "data", "first_stat")
 
 
-def make(size, kinds):
+ZBLOCK = 64 << 10
+
+
+def make_zeros(out, gib):
+    """A stock `lz4 -B4 --no-frame-crc` frame of @gib GiB of zeros."""
+    lz4 = ["lz4", "-q", "-B4", "--no-frame-crc", "-c"]
+    t = sp.run(lz4, input=bytes(3 * ZBLOCK), stdout=sp.PIPE, check=True).stdout
+    head, body, end = t[:7], t[7:-4], t[-4:]
+    blk = body[:len(body) // 3]
+    if body != blk * 3 or end != bytes(4) or head[4] & 0x08:
+        raise SystemExit("lz4 made an unexpected frame of zeros: %s" % t.hex())
+    n = (gib << 30) // ZBLOCK
+    if os.path.exists(out) and os.path.getsize(out) == len(head) + n * len(blk) + len(end):
+        return
+    with open(out + ".tmp", "wb") as o:
+        o.write(head)
+        chunk = blk * 4096
+        for _ in range(n // 4096):
+            o.write(chunk)
+        o.write(blk * (n % 4096))
+        o.write(end)
+    os.rename(out + ".tmp", out)
+
+
+def make(size, kinds, zeros_gib):
+    if "zeros" in kinds:
+        d = os.path.join(DATA, "zeros")
+        os.makedirs(d, exist_ok=True)
+        make_zeros(os.path.join(d, "text.lz4"), zeros_gib)
+    if kinds == ["zeros"]:
+        return None
     text, made = benchdata.linux_text(DATA, size)
     if made:
         for f in glob.glob(os.path.join(DATA, "*", "*")):
@@ -115,11 +153,12 @@ def main():
     ap.add_argument("--opts", default="")
     ap.add_argument("--kinds", default="lz4-B4,lz4,python-lz4,pack,bgzf")
     ap.add_argument("--index-cache", action="store_true")
+    ap.add_argument("--zeros-gib", type=int, default=1024)
     ap.add_argument("--blockfs", default=os.path.join(REPO, "build/src/blockfs"))
     a = ap.parse_args()
     kinds = a.kinds.split(",")
-    text = make(a.size_mib << 20, kinds)
-    want = os.path.getsize(text)
+    text = make(a.size_mib << 20, kinds, a.zeros_gib)
+    want = {k: a.zeros_gib << 30 if k == "zeros" else os.path.getsize(text) for k in kinds}
     mnt = tempfile.mkdtemp(prefix="blockfs-stat.")
     rows = [(k, False) for k in kinds] + ([(k, True) for k in kinds] if a.index_cache else [])
     icache = os.path.join(DATA, "icache")
@@ -141,24 +180,33 @@ def main():
                 backing = glob.glob(os.path.join(src, "text.*"))[0]
                 sp.run(["cat", backing], stdout=sp.DEVNULL)  # backing file warm
                 dt, size, calls = first_stat(a.blockfs, opts_of(cached), src, mnt)
-                if size != want:
-                    raise SystemExit("%s: st_size %d, content %d" % (k, size, want))
-                res[(k, cached)].append((dt, decode_time(backing), calls))
+                if size != want[k]:
+                    raise SystemExit("%s: st_size %d, content %d" % (k, size, want[k]))
+                de = None if k == "zeros" else decode_time(backing)
+                res[(k, cached)].append((dt, de, calls))
     finally:
         os.rmdir(mnt)
-    print("%d MiB of linux-source text, first stat on a fresh mount, %d paired rounds%s"
-          % (a.size_mib, a.rounds, ", -o " + a.opts if a.opts else ""))
+    what = ["%d MiB of linux-source text" % a.size_mib] if text else []
+    what += ["%d GiB of zeros" % a.zeros_gib] if "zeros" in kinds else []
+    print("%s, first stat on a fresh mount, %d paired rounds%s"
+          % (" and ".join(what), a.rounds, ", -o " + a.opts if a.opts else ""))
     print("| file | first stat ms (median, range) | decode ms (lz4/bgzip -dc) | stat / decode "
           "(median, range) | backing reads |")
     print("|---|---:|---:|---:|---:|")
     for k, cached in rows:
         r = res[(k, cached)]
         st = [x[0] * 1000 for x in r]
+        name = k + (", index_cache warm" if cached else "")
+        reads = statistics.median(x[2] for x in r)
+        if r[0][1] is None:
+            print("| %s | %.1f (%.1f-%.1f) | - | - | %d |" % (name, statistics.median(st), min(st),
+                                                            max(st), reads))
+            continue
         de = [x[1] * 1000 for x in r]
         ratio = [x[0] / x[1] for x in r]
         print("| %s | %.1f (%.1f-%.1f) | %.0f | %.3f (%.3f-%.3f) | %d |" % (
-            k + (", index_cache warm" if cached else ""), statistics.median(st), min(st), max(st), statistics.median(de),
-            statistics.median(ratio), min(ratio), max(ratio), statistics.median(x[2] for x in r)))
+            name, statistics.median(st), min(st), max(st), statistics.median(de),
+            statistics.median(ratio), min(ratio), max(ratio), reads))
 
 
 if __name__ == "__main__":
