@@ -121,12 +121,12 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
 int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_codec *codec,
 		  const char *name, const struct bfs_file_env *env)
 {
-	return bfs_file_open_whole(out, fd, NULL, 0, side, codec, name, env);
+	return bfs_file_open_whole(out, fd, NULL, 0, NULL, side, codec, name, env);
 }
 
-int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t len, int side,
-			const struct bfs_codec *codec, const char *name,
-			const struct bfs_file_env *env)
+int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t len,
+			const struct stat *st, int side, const struct bfs_codec *codec,
+			const char *name, const struct bfs_file_env *env)
 {
 	struct bfs_io side_io, *sidep = NULL;
 	struct stat sst;
@@ -140,9 +140,16 @@ int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t le
 	f->ctr = bfs_counters_new(env->mount);
 	if (!f->name || !f->ctr)
 		goto out_free;
-	if (fstat(fd, &f->st) < 0) {
+	if (fd >= 0 && fstat(fd, &f->st) < 0) {
 		rc = -errno;
 		goto out_free;
+	}
+	if (fd < 0) {
+		/* no descriptor: the bytes in hand must be the whole file */
+		rc = -EINVAL;
+		if (!whole || !st || len != (size_t)st->st_size)
+			goto out_free;
+		f->st = *st;
 	}
 	atomic_init(&f->refs, 1);
 	atomic_init(&f->last_bad, SIZE_MAX);
@@ -150,7 +157,7 @@ int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t le
 	atomic_init(&f->readpath, env->readpath);
 	f->id = atomic_fetch_add(&next_id, 1);
 	f->fd = fd;
-	f->uses = 1;
+	f->uses = fd >= 0;
 	bfs_mutex_init(&f->fd_lock);
 	f->codec = codec;
 	f->env = env;
@@ -189,13 +196,19 @@ int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t le
 				bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
 						atomic_load(&f->io.nread));
 		}
-		/* and a very small one is kept: the first READ needs no read either */
-		if (whole && size <= HEAD_KEEP)
-			f->head = whole;
-		else
-			free(whole);
-		whole = NULL;
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
+		/*
+		 * And a very small one is kept: no READ of it needs the backing
+		 * file again, nor a descriptor (bfs_file_use()).
+		 */
+		if (whole && size <= HEAD_KEEP) {
+			f->head = whole;
+			bfs_io_init_mem(&f->io, f->head, size);
+			f->io.fd = fd;
+		} else {
+			free(whole);
+		}
+		whole = NULL;
 		if (rc < 0)
 			goto out_destroy;
 		bfs_dbg("%s: %s, %zu blocks, %" PRIu64 " bytes, %" PRIu64 " backing reads to index",
@@ -247,7 +260,7 @@ bool bfs_file_use(struct bfs_file *f)
 	bool open;
 
 	bfs_mutex_lock(&f->fd_lock);
-	open = f->fd >= 0;
+	open = f->fd >= 0 || f->head;	/* a head is the whole backing file */
 	if (open)
 		f->uses++;
 	bfs_mutex_unlock(&f->fd_lock);
@@ -525,6 +538,8 @@ void bfs_file_map_exit(struct bfs_file *f)
 /* Does the mmap path serve this read? */
 static bool use_map(const struct bfs_file *f)
 {
+	if (f->head)
+		return false;		/* the backing bytes are in memory already */
 	switch (atomic_load_explicit(&f->readpath, memory_order_relaxed)) {
 	case BFS_READPATH_MMAP:
 		return true;

@@ -532,7 +532,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 {
 	struct bfs_file *f, *old = in->file;
 	uint8_t *whole = NULL;
-	int fd, side = -1, rc;
+	int fd = -1, side = -1, rc;
 
 	*changed = false;
 	if (old && !bfs_file_stale(old, now)) {
@@ -540,34 +540,41 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		return 0;
 	}
 	/*
-	 * Unchanged since a version was last built (one dropped when idle):
-	 * the inode's descriptor serves. Changed (a chmod too): opened again,
-	 * so that the backing file's permissions are asked anew.
+	 * The probe's bytes, if it read this very file whole (same identity
+	 * and stamp): the version is built from them, and needs a descriptor
+	 * only when a reader does (the probe opened the file just now, so its
+	 * permissions were asked; a file this small gets no backing fadvise,
+	 * it has been read whole). Else, unchanged since a version was last
+	 * built (one dropped when idle): the inode's descriptor serves.
+	 * Changed (a chmod too): opened again, so that the backing file's
+	 * permissions are asked anew.
 	 */
-	if (old || (in->stamp != 0 && in->stamp != bfs_backing_stamp(now)))
-		fd = bfs_backing_reopen(fs, opath, O_RDONLY);
-	else
-		fd = bfs_inode_rdfd(fs, in, opath, 0);
-	if (fd < 0)
-		return -errno;
-	if (in->codec)
-		side = open_sidecar(fs, in, now);
-	/* the probe's bytes, if it read this very file whole (same identity and stamp) */
 	if (pr && pr->whole && bfs_backing_stamp(&pr->st) == bfs_backing_stamp(now)) {
 		whole = pr->whole;
 		pr->whole = NULL;
+	} else if (old || (in->stamp != 0 && in->stamp != bfs_backing_stamp(now))) {
+		fd = bfs_backing_reopen(fs, opath, O_RDONLY);
+	} else {
+		fd = bfs_inode_rdfd(fs, in, opath, 0);
 	}
-	rc = bfs_file_open_whole(&f, fd, whole, whole ? (size_t)now->st_size : 0, side, in->codec,
+	if (!whole && fd < 0)
+		return -errno;
+	if (in->codec)
+		side = open_sidecar(fs, in, now);
+	rc = bfs_file_open_whole(&f, fd, whole, whole ? (size_t)pr->st.st_size : 0,
+				 whole ? &pr->st : NULL, side, in->codec,
 				 in->rpath ? in->rpath : "?", &fs->env);
 	if (side >= 0)
 		close(side);
 	if (rc < 0) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		bfs_err("%s: cannot index: %s", in->rpath ? in->rpath : "?", strerror(-rc));
 		return rc;
 	}
 	apply_hints(fs, in->rpath ? in->rpath : "", f);	/* its advice, before anyone reads */
-	bfs_file_unuse(f);		/* its descriptor, until someone reads */
+	if (fd >= 0)
+		bfs_file_unuse(f);	/* its descriptor, until someone reads */
 	if (old)
 		bfs_file_supersede(old);	/* its pushes end before the kernel drops its pages */
 	in->file = f;
@@ -766,14 +773,24 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	return rc < 0 ? rc : stat_shown(fs, in, st, NULL);
 }
 
-int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct bfs_file *f,
+int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f,
 			   struct stat *st)
 {
-	/* the handle holds a use of the version's descriptor: it stays open, on this object */
-	int rc = fstat(f->fd, st) < 0 ? -errno : 0;
+	/*
+	 * The handle holds a use of the version's descriptor: it stays open,
+	 * on this object. A version read whole may have none; its stat serves.
+	 */
+	int fd, rc = 0;
 
+	bfs_mutex_lock(&f->fd_lock);
+	fd = f->fd;
+	bfs_mutex_unlock(&f->fd_lock);
+	if (fd < 0)
+		*st = f->st;
+	else if (fstat(fd, st) < 0)
+		rc = -errno;
 	if (rc == 0)
-		shown_attrs(fs, f->fd, in, st);
+		shown_attrs(fs, fd, in, st);
 	if (rc == 0 && in->codec)
 		st->st_size = (off_t)bfs_file_size(f);
 	return rc;

@@ -111,10 +111,14 @@ BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, int side,
  * bfs_file_open() when the caller has read the whole backing file already
  * (a probe): @whole, @len bytes from offset 0, is consumed (freed, or kept
  * as the version's copy of a very small file); ignored unless @len is the
- * size of the file open as @fd.
+ * size of the file open as @fd. With @fd -1, @st is the stat of the file
+ * @whole was read from, @len must be its size, and the version starts with
+ * no descriptor and no use: bfs_file_use_fd() gives it one when a reader
+ * needs it.
  */
 BFS_MUST_CHECK int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t len,
-				       int side, const struct bfs_codec *codec, const char *name,
+				       const struct stat *st, int side,
+				       const struct bfs_codec *codec, const char *name,
 				       const struct bfs_file_env *env);
 
 static inline struct bfs_file *bfs_file_get(struct bfs_file *f)
@@ -127,7 +131,9 @@ static inline struct bfs_file *bfs_file_get(struct bfs_file *f)
 void bfs_file_put(struct bfs_file *f);
 
 /*
- * bfs_file_use() - take a use of @f's descriptor if it is open.
+ * bfs_file_use() - take a use of @f's descriptor if it is open, or of its
+ * head: a very small file read whole when it was built, whose readers
+ * need no descriptor (fd may stay -1 while they read).
  * Return: true with a use held; false if it is closed (then reopen the
  * backing file, check it is still this version, and bfs_file_use_fd()).
  */

@@ -2,15 +2,19 @@
 # SPDX-License-Identifier: MIT
 #
 # Descriptors: a daemon started with 4000 of them (hard limit, which it
-# may not raise) serves a tree of 6000 compressed files. Each inode's
-# O_PATH descriptor is a bounded cache entry (a quarter of the limit) and
-# a file version holds a descriptor only while it is open or read, so:
+# may not raise) serves a tree of 6000 compressed files of 20 KiB (above
+# the 16 KiB up to which a file read whole is kept and needs no
+# descriptor at all). Each inode's O_PATH descriptor is a bounded cache
+# entry (a quarter of the limit) and a file version holds a descriptor
+# only while it is open or read, so:
 #   - ls -lR lists every file with its decompressed size, and reading
 #     every file gives the right bytes;
 #   - the daemon's descriptors stay under the bound while it does;
 #   - more files held open at once than the daemon can hold: the excess
 #     opens fail with EMFILE and nothing else, the daemon lives, and once
 #     they are closed everything reads again;
+#   - files of at most 16 KiB are kept whole when first read and need
+#     no descriptor: 5000 of them held open at once all open and read;
 #   - it unmounts and exits 0 (it once aborted there: glibc could not
 #     load libgcc_s for pthread_cancel without a descriptor).
 #
@@ -27,7 +31,9 @@ NFILES=6000
 S=$T/src M=$T/mnt
 mkdir -p "$S" "$M"
 
-printf 'a small file\n' > "$T/one"
+# a line, then random bytes: lz4 cannot make it smaller than 16 KiB
+{ printf 'a small file\n'; head -c $((20 << 10)) /dev/urandom; } > "$T/one"
+SIZE=$(stat -c %s "$T/one")
 lz4 -q "$T/one" "$T/one.lz4"
 python3 - "$T/one.lz4" "$S" "$NFILES" <<'PY'
 import os, shutil, sys
@@ -59,15 +65,15 @@ settled_nfds() {
 ls -lR "$M" > "$T/ls.out" 2>"$T/ls.err"
 # Names ls could not stat print as "-?????????": count the stat'ed ones.
 listed=$(grep -c '^-r.* f[0-9]*$' "$T/ls.out")
-sized=$(grep '^-r.* f[0-9]*$' "$T/ls.out" | awk '$5 == 13' | wc -l)
-diag "ls -lR listed $listed of $NFILES files, $sized with the decompressed size 13; $(wc -l < "$T/ls.err") errors"
+sized=$(grep '^-r.* f[0-9]*$' "$T/ls.out" | awk -v n="$SIZE" '$5 == n' | wc -l)
+diag "ls -lR listed $listed of $NFILES files, $sized with the decompressed size $SIZE; $(wc -l < "$T/ls.err") errors"
 check_eq "ls -lR lists every file with its decompressed size" "$NFILES $NFILES 0" \
 	"$listed $sized $(wc -l < "$T/ls.err")"
 n=$(settled_nfds $((BUDGET + 32)))
 diag "daemon descriptors after ls -lR: $n (bound $BUDGET + a few)"
 check "its descriptors stay within the bound" test "$n" -le $((BUDGET + 32))
 
-want=$(for ((i = 0; i < NFILES; i++)); do printf 'a small file\n'; done | md5sum)
+want=$(for ((i = 0; i < NFILES; i++)); do cat "$T/one"; done | md5sum)
 got=$(cd "$M" && find . -type f -print0 | sort -z | t xargs -0 cat | md5sum)
 check_eq "cat of every file gives every byte" "$want" "$got"
 n=$(settled_nfds $((BUDGET + 32)))
@@ -90,7 +96,7 @@ for p in paths:
         else:
             other += 1
             print("unexpected:", p, e, file=sys.stderr)
-good = sum(os.pread(fd, 64, 0) == b"a small file\n" for fd in fds)
+good = sum(os.pread(fd, 13, 0) == b"a small file\n" for fd in fds)
 print(len(fds), good, emfile, other)
 PY
 read -r opened good emfile other < <(t python3 "$T/hold.py" "$M" 3000)
@@ -111,6 +117,21 @@ check_eq "once closed, every file reads again" "$want" "$got"
 n=$(settled_nfds $((BUDGET + 32)))
 diag "daemon descriptors after: $n"
 check "its descriptors are back within the bound" test "$n" -le $((BUDGET + 32))
+
+# Files small enough to be kept whole need no descriptor while open.
+printf 'a small file\n' > "$T/tiny"
+lz4 -q "$T/tiny" "$T/tiny.lz4"
+mkdir "$S/small"
+for ((i = 0; i < 5000; i++)); do
+	cp "$T/tiny.lz4" "$S/small/f$i.lz4" || break
+done
+read -r opened good emfile other < <(t python3 "$T/hold.py" "$M/small" 5000)
+diag "5000 small files held open: $opened opened ($good read right), $emfile EMFILE, $other other errors"
+check_eq "5000 small files held open at once all open and read" "5000 5000 0" \
+	"$opened $good $((emfile + other))"
+n=$(settled_nfds $((BUDGET + 32)))
+diag "daemon descriptors after: $n"
+check "and the descriptors are within the bound" test "$n" -le $((BUDGET + 32))
 bfs_umount
 check_eq "unmount; daemon exits 0" 0 "$?"
 bfs_end
