@@ -888,8 +888,15 @@ static ssize_t step(struct tls *t, struct dstate *d, uint8_t *dst, size_t room, 
 	return (ssize_t)(room - t->inf.avail_out);
 }
 
+/*
+ * The first @n bytes of span @k: restore its checkpoint and inflate that
+ * far. The whole span (@n its usize) must also end exactly where the
+ * next checkpoint stands, and with @verify match its CRC32; a prefix
+ * cannot be held to either, only to inflating without error (a random
+ * reader's first read of a span, file.c; its second decodes it whole).
+ */
 static int gzip_decode_indexed(const struct bfs_index *idx, size_t k, const uint8_t *src,
-			       uint8_t *dst, bool verify, const char **why)
+			       uint8_t *dst, uint32_t n_want, bool verify, const char **why)
 {
 	const struct gz_index *gi = idx->priv;
 	const struct bfs_blk *b = &idx->blk[k];
@@ -915,16 +922,22 @@ static int gzip_decode_indexed(const struct bfs_index *idx, size_t k, const uint
 	if (rc < 0)
 		return rc;
 	d.in_header = cp->kind == CP_MEMBER;
-	while (out < b->usize) {
-		n = step(t, &d, dst + out, b->usize - out, &progress, why);
+	if (n_want == 0 || n_want > b->usize) {
+		*why = "gzip span prefix out of range";
+		return -EINVAL;
+	}
+	while (out < n_want) {
+		n = step(t, &d, dst + out, n_want - out, &progress, why);
 		if (n < 0)
 			return (int)n;
 		out += (size_t)n;
-		if (out < b->usize && (!progress || (d.in_header && d.ipos == d.clen))) {
+		if (out < n_want && (!progress || (d.in_header && d.ipos == d.clen))) {
 			*why = "gzip span holds fewer bytes than the index says";
 			return -EBADMSG;
 		}
 	}
+	if (n_want < b->usize)
+		return 0;
 	/*
 	 * Prove the extent: go on without room for output until the place the
 	 * next checkpoint (or the last span's end) says; a byte more or less

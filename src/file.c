@@ -444,10 +444,9 @@ static uint64_t now_ns(void)
 static int codec_decode(const struct bfs_file *f, size_t k, const uint8_t *src, uint8_t *dst,
 			uint32_t n, const char **why)
 {
-	const struct bfs_blk *blk = &f->idx.blk[k];
-
-	if (n < blk->usize)
-		return f->codec->decode_prefix(blk, src, dst, n, f->env->verify, why);
+	if (n < f->idx.blk[k].usize)
+		return bfs_codec_decode_prefix(f->codec, &f->idx, k, src, dst, n, f->env->verify,
+					       why);
 	return bfs_codec_decode(f->codec, &f->idx, k, src, dst, f->env->verify, why);
 }
 
@@ -869,7 +868,7 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 		rv->again_from = f->idx.blk[k0].uoff;
 		rv->again_to = b->uoff + b->usize;
 	}
-	if (again || k0 != k1 || !f->codec->decode_prefix || (b->flags & BFS_BLK_BAD) ||
+	if (again || k0 != k1 || !bfs_codec_has_prefix(f->codec) || (b->flags & BFS_BLK_BAD) ||
 	    need >= b->usize)
 		return 0;
 	rc = bfs_cache_lookup(f->env->cache, f->id, k1, &hit);

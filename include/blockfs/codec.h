@@ -83,12 +83,16 @@ struct bfs_codec {
 	/*
 	 * Optional, for formats whose blocks do not decode from their own
 	 * bytes alone (gzip: a span starts at a checkpoint, whose bit offset
-	 * and window idx->priv keeps). Decodes block @k of @idx as decode
-	 * does, with the same contract. Readers go through
-	 * bfs_codec_decode(), which calls this when it is set.
+	 * and window idx->priv keeps). Decodes the first @n bytes of block @k
+	 * of @idx (0 < @n <= its usize; @dst has room for @n) as decode
+	 * does when @n is the usize, as decode_prefix does when it is less
+	 * (a prefix checks what can be checked without the rest: for gzip,
+	 * that the deflate data inflates, not the span's CRC32). Readers go
+	 * through bfs_codec_decode() and bfs_codec_decode_prefix(), which
+	 * call this when it is set.
 	 */
 	int (*decode_indexed)(const struct bfs_index *idx, size_t k, const uint8_t *src,
-			      uint8_t *dst, bool verify, const char **why);
+			      uint8_t *dst, uint32_t n, bool verify, const char **why);
 
 	/*
 	 * The index cache (index_cache.h). NULL cache_load: this codec's
@@ -124,6 +128,21 @@ extern const struct bfs_codec bfs_codec_gzip;
  */
 int bfs_codec_decode(const struct bfs_codec *codec, const struct bfs_index *idx, size_t k,
 		     const uint8_t *src, uint8_t *dst, bool verify, const char **why);
+
+/* Can @codec decode a prefix of a block (decode_prefix or decode_indexed)? */
+static inline bool bfs_codec_has_prefix(const struct bfs_codec *codec)
+{
+	return codec->decode_prefix || codec->decode_indexed;
+}
+
+/**
+ * bfs_codec_decode_prefix() - decode the first @n bytes (0 < @n < usize)
+ * of block @k of @idx with @codec, as bfs_codec_has_prefix() said it can.
+ * Same contract as decode_prefix.
+ */
+int bfs_codec_decode_prefix(const struct bfs_codec *codec, const struct bfs_index *idx, size_t k,
+			    const uint8_t *src, uint8_t *dst, uint32_t n, bool verify,
+			    const char **why);
 
 /*
  * Which codecs the registry offers, and their settings: one mount per

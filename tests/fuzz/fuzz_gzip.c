@@ -73,6 +73,20 @@ static void check_spans(const struct bfs_index *idx, const uint8_t *file,
 			FZ_CHECK(memcmp(on, ref->p + b->uoff, b->usize) == 0);
 		else
 			FZ_CHECK(ref->len == FZ_REF_MAX || !ref->complete);	/* beyond zlib's end */
+		/* and its first half alone, as a random reader's first read takes it */
+		if (b->usize > 1) {
+			uint32_t n = b->usize / 2;
+			uint8_t *src = malloc(b->clen ? b->clen : 1), *half = malloc(n);
+			const char *why = NULL;
+
+			FZ_CHECK(src && half);
+			memcpy(src, file + b->coff, b->clen);
+			FZ_CHECK(bfs_codec_decode_prefix(&bfs_codec_gzip, idx, k, src, half, n,
+							 true, &why) == 0);
+			FZ_CHECK(memcmp(half, on, n) == 0);
+			free(src);
+			free(half);
+		}
 		free(on);
 		free(off);
 	}

@@ -150,19 +150,25 @@ static void scan(const struct buf *f, struct bfs_index *idx)
 	assert_int_equal(bfs_codec_gzip.scan(&io, NULL, idx), 0);
 }
 
-/* Decode span @k from a copy of exactly its clen bytes into exactly usize bytes. */
-static int decode(const struct bfs_index *idx, const uint8_t *file, size_t k, bool verify,
-		  uint8_t **out)
+/*
+ * Decode the first @n bytes of span @k (all of it: its usize) from a copy
+ * of exactly its clen bytes into exactly @n bytes.
+ */
+static int decode_n(const struct bfs_index *idx, const uint8_t *file, size_t k, uint32_t n,
+		    bool verify, uint8_t **out)
 {
 	const struct bfs_blk *b = &idx->blk[k];
-	uint8_t *src = malloc(b->clen ? b->clen : 1), *dst = malloc(b->usize);
+	uint8_t *src = malloc(b->clen ? b->clen : 1), *dst = malloc(n ? n : 1);
 	const char *why = NULL;
 	int rc;
 
 	assert_non_null(src);
 	assert_non_null(dst);
 	memcpy(src, file + b->coff, b->clen);
-	rc = bfs_codec_decode(&bfs_codec_gzip, idx, k, src, dst, verify, &why);
+	if (n < b->usize)
+		rc = bfs_codec_decode_prefix(&bfs_codec_gzip, idx, k, src, dst, n, verify, &why);
+	else
+		rc = bfs_codec_decode(&bfs_codec_gzip, idx, k, src, dst, verify, &why);
 	free(src);
 	if (rc != 0) {
 		assert_non_null(why);
@@ -171,6 +177,12 @@ static int decode(const struct bfs_index *idx, const uint8_t *file, size_t k, bo
 	}
 	*out = dst;
 	return rc;
+}
+
+static int decode(const struct bfs_index *idx, const uint8_t *file, size_t k, bool verify,
+		  uint8_t **out)
+{
+	return decode_n(idx, file, k, idx->blk[k].usize, verify, out);
 }
 
 /*
@@ -203,6 +215,12 @@ static void check_spans(const struct bfs_index *idx, const struct buf *f, const 
 		free(out);
 		assert_int_equal(decode(idx, f->p, k, false, &out), 0);
 		free(out);
+		/* prefixes, as a random reader's first read takes them */
+		for (uint32_t n = 1; n < b->usize; n = n * 7 + 4093) {
+			assert_int_equal(decode_n(idx, f->p, k, n, true, &out), 0);
+			assert_memory_equal(out, want + b->uoff, n);
+			free(out);
+		}
 	}
 	assert_int_equal(atomic_load(&idx->usize), good + (idx->broken ? 1 : 0));
 	assert_int_equal(atomic_load(&idx->nexact), idx->n);
@@ -502,6 +520,13 @@ static void test_decode_checks_size_and_crc(void **state)
 		assert_int_equal(decode(&idx, f.p, k, true, &out), -EILSEQ);
 		assert_int_equal(decode(&idx, f.p, k, false, &out), 0);
 		free(out);
+		/* a prefix cannot be held to the CRC32 of its whole span */
+		assert_int_equal(decode_n(&idx, f.p, k, keep.usize / 2, true, &out), 0);
+		assert_memory_equal(out, d + keep.uoff, keep.usize / 2);
+		free(out);
+		/* but it must inflate that far from the span's bytes */
+		idx.blk[k].clen = 16;
+		assert_int_equal(decode_n(&idx, f.p, k, keep.usize / 2, false, &out), -EBADMSG);
 		idx.blk[k] = keep;
 	}
 	bfs_index_destroy(&idx);
