@@ -15,6 +15,11 @@ Each round, for each checkpoint spacing (--spans), runs back to back:
              fresh mount whose index cache is warm (the walk done), against a
              fresh BGZF mount: IOPS (fresh, so that no page is in the
              kernel's cache yet)
+  cold4k     one 4 KiB pread in each of 200 regions 4 MiB apart (so in a
+             span, or BGZF block, nothing has read yet), with kernel
+             read-ahead off (POSIX_FADV_RANDOM), on the same fresh mounts
+             as rand4k would use: the median read's microseconds, against
+             the same offsets of the BGZF file
 
 and reports, per spacing, the median ratio over the rounds (and its range)
 with "x" meaning how fast blockfs is relative to the other side (above 1:
@@ -23,7 +28,7 @@ fraction of the decompressed size. On a shared 2-core machine only such
 paired ratios mean anything.
 
     bench/gzip.py [--size-mib 1024] [--rounds 3] [--spans 256K,1M,4M]
-                  [--fio-seconds 5] [--cases walk,first-md5,later-md5,rand4k]
+                  [--fio-seconds 5] [--cases walk,first-md5,later-md5,rand4k,cold4k]
 
 Data, made once under bench/data/gzip/: the first --size-mib of Debian's
 linux-source tarball, `gzip -6` of it (what gzip does by default) and
@@ -32,6 +37,7 @@ linux-source tarball, `gzip -6` of it (what gzip does by default) and
 import argparse
 import glob
 import os
+import random
 import statistics
 import subprocess as sp
 import tempfile
@@ -100,6 +106,25 @@ def fio(path, secs):
     return float(out.split(";")[7])
 
 
+def cold(path, seed):
+    """Median microseconds of one 4 KiB pread in each of 200 regions 4 MiB apart."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        stride = 4 << 20
+        rng = random.Random(seed)
+        regions = rng.sample(range(os.fstat(fd).st_size // stride - 1), 200)
+        ts = []
+        for reg in regions:
+            off = reg * stride + rng.randrange(stride // 4096) * 4096
+            t = time.perf_counter()
+            os.pread(fd, 4096, off)
+            ts.append((time.perf_counter() - t) * 1e6)
+        return statistics.median(ts)
+    finally:
+        os.close(fd)
+
+
 def parse_size(s):
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
@@ -111,7 +136,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--spans", default="256K,1M,4M")
     ap.add_argument("--fio-seconds", type=int, default=5)
-    ap.add_argument("--cases", default="walk,first-md5,later-md5,rand4k")
+    ap.add_argument("--cases", default="walk,first-md5,later-md5,rand4k,cold4k")
     ap.add_argument("--blockfs", default=os.path.join(REPO, "build/src/blockfs"))
     a = ap.parse_args()
     text = make(a.size_mib << 20)
@@ -153,6 +178,10 @@ def main():
             m = Mount(a.blockfs, "bgzf", "")
             base["rand4k"] = fio(m.path, a.fio_seconds)
             m.close()
+        if "cold4k" in cases:
+            m = Mount(a.blockfs, "bgzf", "")
+            base["cold4k"] = cold(m.path, r)
+            m.close()
         for c in base:
             raw[("base", c)].append(base[c])
         for s in spans:
@@ -190,6 +219,12 @@ def main():
                 m.close()
                 raw[(s, "rand4k")].append(iops)
                 res[(s, "rand4k")].append(iops / base["rand4k"])
+            if "cold4k" in cases:
+                m = Mount(a.blockfs, "gzip", warm)
+                us = cold(m.path, r)
+                m.close()
+                raw[(s, "cold4k")].append(us)
+                res[(s, "cold4k")].append(base["cold4k"] / us)
         print("round %d done" % (r + 1), flush=True)
     with open("/proc/loadavg") as f:
         load = ", ".join(f.read().split()[:3])
@@ -199,7 +234,8 @@ def main():
           % (a.size_mib, os.path.getsize(gz), os.path.getsize(bg), a.rounds, load))
     print()
     names = {"walk": "walk vs gzip -dc", "first-md5": "first md5sum vs gzip -dc, md5sum",
-             "later-md5": "later md5sum vs BGZF", "rand4k": "4 KiB random IOPS vs BGZF"}
+             "later-md5": "later md5sum vs BGZF", "rand4k": "4 KiB random IOPS vs BGZF",
+             "cold4k": "cold 4 KiB read vs BGZF"}
     print("| gzip_span | checkpoints | index memory | " +
           " | ".join(names[c] + " (median, range)" for c in cases) + " |")
     print("|---|---:|---:|" + "---:|" * len(cases))
@@ -210,14 +246,14 @@ def main():
             row.append("%.2fx (%.2f-%.2f)" % (statistics.median(v), min(v), max(v)))
         print("| " + " | ".join(row) + " |")
     print()
-    print("Medians of the raw figures: seconds (rand4k: IOPS); the base row is the other side "
+    print("Medians of the raw figures: seconds (rand4k: IOPS; cold4k: microseconds); the base row is the other side "
           "(gzip -dc, gzip -dc piped to md5sum, BGZF through blockfs).")
     print()
     print("| | " + " | ".join(c for c in cases) + " |")
     print("|---|" + "---:|" * len(cases))
     for s in ["base"] + spans:
         print("| %s | " % s + " | ".join(
-            ("%.0f" if c == "rand4k" else "%.2f") % statistics.median(raw[(s, c)])
+            ("%.0f" if c in ("rand4k", "cold4k") else "%.2f") % statistics.median(raw[(s, c)])
             for c in cases) + " |")
 
 
