@@ -916,16 +916,16 @@ static int gzip_decode_indexed(const struct bfs_index *idx, size_t k, const uint
 		*why = "gzip span without a checkpoint";
 		return -EBADMSG;
 	}
+	if (n_want > b->usize) {
+		*why = "gzip span prefix out of range";
+		return -EINVAL;
+	}
 	cp = &gi->cp[k];
 	next = k + 1 < gi->n ? &gi->cp[k + 1] : NULL;
 	rc = restore(t, gi, cp, why);
 	if (rc < 0)
 		return rc;
 	d.in_header = cp->kind == CP_MEMBER;
-	if (n_want == 0 || n_want > b->usize) {
-		*why = "gzip span prefix out of range";
-		return -EINVAL;
-	}
 	while (out < n_want) {
 		n = step(t, &d, dst + out, n_want - out, &progress, why);
 		if (n < 0)

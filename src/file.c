@@ -118,15 +118,10 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
 	return 0;
 }
 
-int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_codec *codec,
-		  const char *name, const struct bfs_file_env *env)
-{
-	return bfs_file_open_whole(out, fd, NULL, 0, NULL, side, codec, name, env);
-}
-
-int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t len,
-			const struct stat *st, int side, const struct bfs_codec *codec,
-			const char *name, const struct bfs_file_env *env)
+/* A version of the file open as @fd, or (@fd -1) of the one @st describes, read whole into @whole. */
+static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct stat *st,
+		    int side, const struct bfs_codec *codec, const char *name,
+		    const struct bfs_file_env *env)
 {
 	struct bfs_io side_io, *sidep = NULL;
 	struct stat sst;
@@ -140,16 +135,11 @@ int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t le
 	f->ctr = bfs_counters_new(env->mount);
 	if (!f->name || !f->ctr)
 		goto out_free;
-	if (fd >= 0 && fstat(fd, &f->st) < 0) {
+	if (fd < 0) {
+		f->st = *st;
+	} else if (fstat(fd, &f->st) < 0) {
 		rc = -errno;
 		goto out_free;
-	}
-	if (fd < 0) {
-		/* no descriptor: the bytes in hand must be the whole file */
-		rc = -EINVAL;
-		if (!whole || !st || len != (size_t)st->st_size)
-			goto out_free;
-		f->st = *st;
 	}
 	atomic_init(&f->refs, 1);
 	atomic_init(&f->last_bad, SIZE_MAX);
@@ -173,10 +163,6 @@ int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t le
 		size_t size = (size_t)f->st.st_size;
 
 		/* A small file is read whole, once: its scan and measure then cost one read. */
-		if (whole && len != size) {
-			free(whole);	/* read from another file than the one open */
-			whole = NULL;
-		}
 		/* index_cache hook (index_cache.h): a kept index replaces the scan */
 		rc = bfs_icache_load(env->icache, &f->st, codec, &f->idx);
 		if (rc > 0) {
@@ -231,6 +217,19 @@ out_free:
 	free(f);
 	free(whole);
 	return rc;
+}
+
+int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_codec *codec,
+		  const char *name, const struct bfs_file_env *env)
+{
+	return file_new(out, fd, NULL, NULL, side, codec, name, env);
+}
+
+int bfs_file_open_whole(struct bfs_file **out, uint8_t *whole, const struct stat *st, int side,
+			const struct bfs_codec *codec, const char *name,
+			const struct bfs_file_env *env)
+{
+	return file_new(out, -1, whole, st, side, codec, name, env);
 }
 
 void bfs_file_put(struct bfs_file *f)

@@ -297,7 +297,7 @@ int bfs_inode_fd_cached(struct bfs_fs *fs, struct bfs_inode *inode);
 /* Attributes as shown: the backing file's, with the decompressed size. */
 BFS_MUST_CHECK int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st);
 /* The same, with the size of version @f that an open handle reads. */
-BFS_MUST_CHECK int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *f,
+BFS_MUST_CHECK int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *inode, const struct bfs_file *f,
 			   struct stat *st);
 
 /**

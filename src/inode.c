@@ -561,9 +561,11 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		return -errno;
 	if (in->codec)
 		side = open_sidecar(fs, in, now);
-	rc = bfs_file_open_whole(&f, fd, whole, whole ? (size_t)pr->st.st_size : 0,
-				 whole ? &pr->st : NULL, side, in->codec,
-				 in->rpath ? in->rpath : "?", &fs->env);
+	if (whole)
+		rc = bfs_file_open_whole(&f, whole, &pr->st, side, in->codec,
+					 in->rpath ? in->rpath : "?", &fs->env);
+	else
+		rc = bfs_file_open(&f, fd, side, in->codec, in->rpath ? in->rpath : "?", &fs->env);
 	if (side >= 0)
 		close(side);
 	if (rc < 0) {
@@ -773,24 +775,22 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	return rc < 0 ? rc : stat_shown(fs, in, st, NULL);
 }
 
-int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f,
+int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct bfs_file *f,
 			   struct stat *st)
 {
 	/*
 	 * The handle holds a use of the version's descriptor: it stays open,
-	 * on this object. A version read whole may have none; its stat serves.
+	 * on this object. Of a kept head, which its readers use instead of a
+	 * descriptor (bfs_file_use()), the stat it was built with serves.
 	 */
-	int fd, rc = 0;
+	int rc = 0;
 
-	bfs_mutex_lock(&f->fd_lock);
-	fd = f->fd;
-	bfs_mutex_unlock(&f->fd_lock);
-	if (fd < 0)
+	if (f->head)
 		*st = f->st;
-	else if (fstat(fd, st) < 0)
+	else if (fstat(f->fd, st) < 0)
 		rc = -errno;
 	if (rc == 0)
-		shown_attrs(fs, fd, in, st);
+		shown_attrs(fs, f->head ? -1 : f->fd, in, st);
 	if (rc == 0 && in->codec)
 		st->st_size = (off_t)bfs_file_size(f);
 	return rc;

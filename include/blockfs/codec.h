@@ -84,7 +84,7 @@ struct bfs_codec {
 	 * Optional, for formats whose blocks do not decode from their own
 	 * bytes alone (gzip: a span starts at a checkpoint, whose bit offset
 	 * and window idx->priv keeps). Decodes the first @n bytes of block @k
-	 * of @idx (0 < @n <= its usize; @dst has room for @n) as decode
+	 * of @idx (@n <= its usize; @dst has room for @n) as decode
 	 * does when @n is the usize, as decode_prefix does when it is less
 	 * (a prefix checks what can be checked without the rest: for gzip,
 	 * that the deflate data inflates, not the span's CRC32). Readers go

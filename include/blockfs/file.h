@@ -109,14 +109,13 @@ BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, int side,
 
 /*
  * bfs_file_open() when the caller has read the whole backing file already
- * (a probe): @whole, @len bytes from offset 0, is consumed (freed, or kept
- * as the version's copy of a very small file); ignored unless @len is the
- * size of the file open as @fd. With @fd -1, @st is the stat of the file
- * @whole was read from, @len must be its size, and the version starts with
- * no descriptor and no use: bfs_file_use_fd() gives it one when a reader
+ * (a probe) and holds no descriptor for it: @whole, @st->st_size bytes
+ * from offset 0 of the file @st describes, is consumed (freed, or kept as
+ * the version's copy of a very small file). The version starts with no
+ * descriptor and no use: bfs_file_use_fd() gives it one when a reader
  * needs it.
  */
-BFS_MUST_CHECK int bfs_file_open_whole(struct bfs_file **out, int fd, uint8_t *whole, size_t len,
+BFS_MUST_CHECK int bfs_file_open_whole(struct bfs_file **out, uint8_t *whole,
 				       const struct stat *st, int side,
 				       const struct bfs_codec *codec, const char *name,
 				       const struct bfs_file_env *env);
