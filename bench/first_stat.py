@@ -26,7 +26,7 @@ blockfs-pack, bgzip. As root, with Debian's python3 (python3-lz4).
 
 The kind "zeros" (not in the default list) is a synthetic stock
 `lz4 -B4 --no-frame-crc` file, zeros/text.lz4, of --zeros-gib GiB of zero
-bytes: 1 TiB is 16 Mi blocks, 4.6 GB on disk. Compressing a terabyte
+bytes: 1 TiB is 16 Mi blocks, 4.5 GB on disk. Compressing a terabyte
 takes lz4 many minutes, so the file is written block by block from what
 `lz4` makes of three blocks of zeros (at 1 GiB the result equals lz4's own
 output byte for byte). Its decode is not timed.
