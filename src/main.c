@@ -465,18 +465,16 @@ static int mount_dev(const char *mnt, unsigned int *maj, unsigned int *min)
  * plain file with 1M, 0.70-0.85x with 128K (README). Best effort: the
  * mount works without it, so a failure only warns.
  */
-static void set_kernel_readahead(const char *mnt, uint64_t bytes)
+static void set_kernel_readahead(int found, unsigned int maj, unsigned int min, uint64_t bytes)
 {
-	unsigned int maj = 0, min = 0;
 	char path[64], val[24];
 	int fd, len, rc;
 
 	if (bytes == 0)
 		return;			/* -o kernel_readahead=0: the kernel's own */
-	rc = mount_dev(mnt, &maj, &min);
-	if (rc < 0) {
+	if (found < 0) {
 		bfs_warn("cannot find this mount in /proc/self/mountinfo (%s): the kernel's "
-			 "read-ahead stays at its default", strerror(-rc));
+			 "read-ahead stays at its default", strerror(-found));
 		return;
 	}
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
@@ -491,6 +489,23 @@ static void set_kernel_readahead(const char *mnt, uint64_t bytes)
 }
 
 /* Add -o @key@value unless the command line has @key already (the user chose). */
+/*
+ * Did the loop end because device @maj:@min left @mnt? Unmounted while
+ * requests were still queued (the RELEASEs of thousands of files a
+ * process closed just before: limits.sh), the readers of /dev/fuse get
+ * ECONNABORTED instead of ENODEV on this kernel (6.18), and libfuse ends
+ * its loop with that error. The mount gone from mountinfo is what an
+ * unmount leaves; an abort through /sys/fs/fuse/connections leaves it
+ * there (ENOTCONN to its users until unmounted), and stays an error.
+ */
+static bool unmounted(const char *mnt, unsigned int maj, unsigned int min)
+{
+	unsigned int ma, mi;
+	int rc = mount_dev(mnt, &ma, &mi);
+
+	return rc == -ENOENT || (rc == 0 && (ma != maj || mi != min));
+}
+
 static int add_unless_given(struct fuse_args *args, const char *key, const char *value)
 {
 	char *opt = NULL, *kv;
@@ -554,7 +569,8 @@ int main(int argc, char **argv)
 	const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	char *mnt = NULL;
 	bool fs_up = false;
-	int rc, status = 1;
+	unsigned int maj = 0, min = 0;
+	int rc, found = -ENOENT, status = 1;
 
 	if (strcmp(prog, "mount.blockfs") == 0 || strcmp(prog, "mount.fuse.blockfs") == 0) {
 		rc = helper_args(argc, argv, &args);
@@ -631,7 +647,8 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
-	set_kernel_readahead(mnt, opts.kernel_readahead);
+	found = mount_dev(mnt, &maj, &min);
+	set_kernel_readahead(found, maj, min, opts.kernel_readahead);
 	if (fuse_daemonize(cl.foreground) != 0)
 		goto out_unmount;
 	if (!cl.foreground)
@@ -640,7 +657,12 @@ int main(int argc, char **argv)
 		bfs_err("cannot start the read-ahead workers");
 		goto out_unmount;
 	}
-	status = run(se, &cl) < 0;
+	rc = run(se, &cl);
+	if (rc == -ECONNABORTED && found == 0 && unmounted(mnt, maj, min)) {
+		bfs_info("unmounted while requests were still queued: a clean exit");
+		rc = 0;
+	}
+	status = rc < 0;
 
 out_unmount:
 	fuse_session_unmount(se);
