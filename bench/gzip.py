@@ -20,6 +20,13 @@ Each round, for each checkpoint spacing (--spans), runs back to back:
              read-ahead off (POSIX_FADV_RANDOM), on the same fresh mounts
              as rand4k would use: the median read's microseconds, against
              the same offsets of the BGZF file
+  ratar-rapidgzip, ratar-indexed_gzip
+             rand4k against ratarmount (--ratarmount PROGRAM, e.g. from
+             `pip install ratarmount indexed_gzip`) with that backend and a
+             seek point every 1 MiB (-gs 1, its densest), its index made
+             beforehand, on a fresh mount each: IOPS. Both sides read
+             nontar/text.gz, the text behind one line that keeps ratarmount
+             from taking it for the tar archive it starts with
 
 and reports, per spacing, the median ratio over the rounds (and its range)
 with "x" meaning how fast blockfs is relative to the other side (above 1:
@@ -29,10 +36,12 @@ paired ratios mean anything.
 
     bench/gzip.py [--size-mib 1024] [--rounds 3] [--spans 256K,1M,4M]
                   [--fio-seconds 5] [--cases walk,first-md5,later-md5,rand4k,cold4k]
+                  [--ratarmount PROGRAM --cases ...,ratar-rapidgzip,ratar-indexed_gzip]
 
 Data, made once under bench/data/gzip/: the first --size-mib of Debian's
 linux-source tarball, `gzip -6` of it (what gzip does by default) and
-`bgzip` of it. As root (FUSE), with fio.
+`bgzip` of it, and for the ratarmount cases `gzip -6` of the text behind
+one line (nontar/). As root (FUSE), with fio.
 """
 import argparse
 import glob
@@ -49,12 +58,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "bench", "data", "gzip")
 
 
-def make(size):
+RATAR_LINE = "blockfs bench: this is not a tar archive"
+
+
+def make(size, nontar):
     text, made = benchdata.linux_text(DATA, size)
     if made:
         for f in glob.glob(os.path.join(DATA, "*", "text.gz")):
             os.unlink(f)
-    for kind, cmd in (("gzip", "gzip -6 -c %s > %s"), ("bgzf", "bgzip -@2 -c %s > %s")):
+    kinds = [("gzip", "gzip -6 -c %s > %s"), ("bgzf", "bgzip -@2 -c %s > %s")]
+    if nontar:
+        kinds.append(("nontar", "(echo '" + RATAR_LINE + "'; cat %s) | gzip -6 > %s"))
+    for kind, cmd in kinds:
         d = os.path.join(DATA, kind)
         os.makedirs(d, exist_ok=True)
         out = os.path.join(d, "text.gz")
@@ -83,6 +98,24 @@ class Mount:
         sp.run(["fusermount3", "-u", self.mnt], check=True)
         self.proc.wait()
         os.rmdir(self.mnt)
+
+
+class Ratarmount(Mount):
+    """ratarmount of nontar/text.gz with @backend, its index file kept in DATA."""
+
+    def __init__(self, program, backend):
+        self.mnt = tempfile.mkdtemp(prefix="ratarmount.")
+        index = os.path.join(DATA, "ratarmount-%s-gs1.sqlite" % backend)
+        self.proc = sp.Popen([program, "-f", "--use-backend", backend, "-gs", "1",
+                              "--index-file", index,
+                              os.path.join(DATA, "nontar", "text.gz"), self.mnt],
+                             stdout=sp.DEVNULL, stderr=sp.DEVNULL)
+        deadline = time.time() + 600	# the first mount makes the index
+        while not os.path.ismount(self.mnt):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise SystemExit("ratarmount --use-backend %s did not mount" % backend)
+            time.sleep(0.05)
+        self.path = os.path.join(self.mnt, "text")
 
 
 def timed(cmd):
@@ -138,13 +171,17 @@ def main():
     ap.add_argument("--fio-seconds", type=int, default=5)
     ap.add_argument("--cases", default="walk,first-md5,later-md5,rand4k,cold4k")
     ap.add_argument("--blockfs", default=os.path.join(REPO, "build/src/blockfs"))
+    ap.add_argument("--ratarmount", help="ratarmount program, for the ratar-* cases")
     a = ap.parse_args()
-    text = make(a.size_mib << 20)
+    cases = a.cases.split(",")
+    ratar = [c for c in cases if c.startswith("ratar-")]
+    if ratar and not a.ratarmount:
+        raise SystemExit("the ratar-* cases need --ratarmount PROGRAM")
+    text = make(a.size_mib << 20, bool(ratar))
     size = os.path.getsize(text)
     gz = os.path.join(DATA, "gzip", "text.gz")
     bg = os.path.join(DATA, "bgzf", "text.gz")
     spans = a.spans.split(",")
-    cases = a.cases.split(",")
     want = None
     res = {(s, c): [] for s in spans for c in cases}
     raw = {(s, c): [] for s in spans + ["base"] for c in cases}	# seconds, or IOPS
@@ -159,6 +196,22 @@ def main():
             raise SystemExit("st_size differs")
         mem[s] = (int(m.xattr("index_bytes")), int(m.xattr("checkpoints")))
         m.close()
+        if ratar:		# the walk of nontar/ too, into the same cache
+            m = Mount(a.blockfs, "nontar", "gzip=index,gzip_span=%s,index_cache=%s"
+                      % (s, icache[s]))
+            if os.stat(m.path).st_size != size + len(RATAR_LINE) + 1:
+                raise SystemExit("nontar st_size differs")
+            m.close()
+    for c in ratar:		# ratarmount's index too, and the same bytes
+        m = Ratarmount(a.ratarmount, c[len("ratar-"):])
+        with open(m.path, "rb") as f:
+            f.seek(len(RATAR_LINE) + 1 + size // 2)
+            got = f.read(4096)
+        m.close()
+        with open(text, "rb") as f:
+            f.seek(size // 2)
+            if f.read(4096) != got:
+                raise SystemExit("ratarmount shows other bytes")
     for r in range(a.rounds):
         sp.run("cat %s %s > /dev/null" % (gz, bg), shell=True, check=True)	# backing warm
         base = {}
@@ -181,6 +234,10 @@ def main():
         if "cold4k" in cases:
             m = Mount(a.blockfs, "bgzf", "")
             base["cold4k"] = cold(m.path, r)
+            m.close()
+        for c in ratar:
+            m = Ratarmount(a.ratarmount, c[len("ratar-"):])
+            base[c] = fio(m.path, a.fio_seconds)
             m.close()
         for c in base:
             raw[("base", c)].append(base[c])
@@ -225,6 +282,12 @@ def main():
                 m.close()
                 raw[(s, "cold4k")].append(us)
                 res[(s, "cold4k")].append(base["cold4k"] / us)
+            for c in ratar:
+                m = Mount(a.blockfs, "nontar", warm)
+                iops = fio(m.path, a.fio_seconds)
+                m.close()
+                raw[(s, c)].append(iops)
+                res[(s, c)].append(iops / base[c])
         print("round %d done" % (r + 1), flush=True)
     with open("/proc/loadavg") as f:
         load = ", ".join(f.read().split()[:3])
@@ -235,7 +298,9 @@ def main():
     print()
     names = {"walk": "walk vs gzip -dc", "first-md5": "first md5sum vs gzip -dc, md5sum",
              "later-md5": "later md5sum vs BGZF", "rand4k": "4 KiB random IOPS vs BGZF",
-             "cold4k": "cold 4 KiB read vs BGZF"}
+             "cold4k": "cold 4 KiB read vs BGZF",
+             "ratar-rapidgzip": "4 KiB random IOPS vs ratarmount (rapidgzip, -gs 1)",
+             "ratar-indexed_gzip": "4 KiB random IOPS vs ratarmount (indexed_gzip, -gs 1)"}
     print("| gzip_span | checkpoints | index memory | " +
           " | ".join(names[c] + " (median, range)" for c in cases) + " |")
     print("|---|---:|---:|" + "---:|" * len(cases))
@@ -246,14 +311,15 @@ def main():
             row.append("%.2fx (%.2f-%.2f)" % (statistics.median(v), min(v), max(v)))
         print("| " + " | ".join(row) + " |")
     print()
-    print("Medians of the raw figures: seconds (rand4k: IOPS; cold4k: microseconds); the base row is the other side "
-          "(gzip -dc, gzip -dc piped to md5sum, BGZF through blockfs).")
+    print("Medians of the raw figures: seconds (rand4k, ratar-*: IOPS; cold4k: microseconds); the base row "
+          "is the other side (gzip -dc, gzip -dc piped to md5sum, BGZF through blockfs, ratarmount).")
     print()
     print("| | " + " | ".join(c for c in cases) + " |")
     print("|---|" + "---:|" * len(cases))
     for s in ["base"] + spans:
         print("| %s | " % s + " | ".join(
-            ("%.0f" if c in ("rand4k", "cold4k") else "%.2f") % statistics.median(raw[(s, c)])
+            ("%.0f" if c in ("rand4k", "cold4k") or c in ratar else "%.2f")
+            % statistics.median(raw[(s, c)])
             for c in cases) + " |")
 
 

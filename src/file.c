@@ -179,8 +179,8 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 			if (rc == 0)
 				rc = bfs_index_measure(&f->idx, io, codec, env->workq);
 			if (rc == 0)
-				bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
-						atomic_load(&f->io.nread));
+				(void)bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
+						      atomic_load(&f->io.nread));
 		}
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		/*

@@ -408,9 +408,9 @@ static void saving_off(struct bfs_icache *c, int rc)
 			 strerror(-rc));
 }
 
-void bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
-		     const struct bfs_codec *codec, const struct bfs_index *idx,
-		     uint64_t scan_reads)
+int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
+		    const struct bfs_codec *codec, const struct bfs_index *idx,
+		    uint64_t scan_reads)
 {
 	struct bfs_icache_key key, now_key;
 	char name[NAME_LEN], tmp[NAME_LEN];
@@ -421,24 +421,26 @@ void bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 
 	if (!c || atomic_load(&c->no_save) || !codec->cache_load ||
 	    scan_reads < BFS_ICACHE_MIN_READS || idx->broken || idx->source != BFS_SRC_WALK)
-		return;
+		return 1;
 	/* A file that changed while it was walked has an index of neither version. */
 	bfs_icache_key_of(st, &key);
 	if (fstat(fd, &now) < 0)
-		return;
+		return 1;
 	bfs_icache_key_of(&now, &now_key);
 	if (memcmp(&key, &now_key, sizeof(key)) != 0)
-		return;
-	if (bfs_icache_encode(&key, codec, idx, &buf, &len) < 0)
-		return;
+		return 1;
+	rc = bfs_icache_encode(&key, codec, idx, &buf, &len);
+	if (rc < 0)
+		return rc == -EINVAL ? 1 : rc;
 	entry_name(st, name);
 	snprintf(tmp, sizeof(tmp), ".tmp-%ld-%" PRIu64, (long)getpid(),
 		 (uint64_t)atomic_fetch_add(&c->seq, 1));
 	tfd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (tfd < 0) {
-		saving_off(c, -errno);
+		rc = -errno;
+		saving_off(c, rc);
 		free(buf);
-		return;
+		return rc;
 	}
 	rc = write_all(tfd, buf, len);
 	free(buf);
@@ -450,4 +452,5 @@ void bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 		(void)unlinkat(c->dirfd, tmp, 0);
 		saving_off(c, rc);
 	}
+	return rc;
 }

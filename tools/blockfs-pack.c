@@ -32,13 +32,15 @@
 #include <libdeflate.h>
 #endif
 
+#include "blockfs/codec.h"
+#include "blockfs/index_cache.h"
 #include "blockfs/opts.h"
 #include "pack.h"
 
 #define EXIT_USAGE 2
 #define MAX_THREADS 1024
 
-enum { OPT_INDEX = 256, OPT_NO_CHECKSUM };
+enum { OPT_INDEX = 256, OPT_NO_CHECKSUM, OPT_INDEX_CACHE, OPT_GZIP_SPAN };
 
 /* ---- FILE... and -r: what goes where ---- */
 
@@ -489,6 +491,9 @@ static void usage(FILE *f)
 		"       blockfs-pack [OPTIONS] -r SRC DST    pack the tree SRC into a new tree DST\n"
 		"       blockfs-pack -t FILE...              check packed files\n"
 		"       blockfs-pack --index FILE...         add a seek table (.lz4) or write the .gzi (BGZF)\n"
+		"       blockfs-pack --index --index-cache DIR [--gzip-span SIZE] FILE...\n"
+		"                                            keep each FILE's index (.lz4, BGZF, plain .gz)\n"
+		"                                            in DIR for mounts with -o index_cache=DIR\n"
 		"\n"
 		"  -c, --codec lz4|lz4hc|gzip   format (gzip means BGZF); default lz4\n"
 		"  -l, --level N                lz4 1-12 (3+ is HC; default 1), lz4hc 3-12 (default 9),\n"
@@ -502,6 +507,9 @@ static void usage(FILE *f)
 		"  -u, --update                 keep outputs that are complete, valid and not older\n"
 		"                               than their input; make the others again (resumes an\n"
 		"                               interrupted -r)\n"
+		"      --index-cache DIR        with --index: see above; FILE is left as it is\n"
+		"      --gzip-span SIZE         plain gzip output between checkpoints, as the mount's\n"
+		"                               -o gzip_span (default 1M; 64K-32M): must match it\n"
 		"  -q, --quiet                  no progress line, no notes\n"
 		"  -v, --verbose                one line per file\n"
 		"  -h, --help                   this text\n"
@@ -533,6 +541,8 @@ int main(int argc, char **argv)
 		{ "test", no_argument, NULL, 't' },
 		{ "index", no_argument, NULL, OPT_INDEX },
 		{ "no-checksum", no_argument, NULL, OPT_NO_CHECKSUM },
+		{ "index-cache", required_argument, NULL, OPT_INDEX_CACHE },
+		{ "gzip-span", required_argument, NULL, OPT_GZIP_SPAN },
 		{ "force", no_argument, NULL, 'f' },
 		{ "update", no_argument, NULL, 'u' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -542,7 +552,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ctx c = { .o = { .codec = PK_LZ4, .level = -1, .csum = true } };
-	const char *level_s = NULL, *block_s = NULL;
+	const char *level_s = NULL, *block_s = NULL, *icache_s = NULL, *span_s = NULL;
 	bool recursive = false, test = false, index = false;
 	long online = sysconf(_SC_NPROCESSORS_ONLN), v;
 	int opt, rc = 0;
@@ -589,6 +599,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NO_CHECKSUM:
 			c.o.csum = false;
+			break;
+		case OPT_INDEX_CACHE:
+			icache_s = optarg;
+			break;
+		case OPT_GZIP_SPAN:
+			span_s = optarg;
 			break;
 		case 'f':
 			c.o.force = true;
@@ -663,11 +679,38 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 
+	if ((icache_s && !index) || (span_s && !icache_s)) {
+		pk_err("%s", icache_s && !index ? "--index-cache goes with --index" :
+		       "--gzip-span goes with --index-cache");
+		return EXIT_USAGE;
+	}
+	if (icache_s) {
+		struct bfs_codec_conf conf = { .gzip = true, .gzip_span = BFS_GZIP_SPAN_DEFAULT };
+		char err[PATH_MAX + 128];
+		uint64_t b;
+
+		if (span_s) {
+			if (bfs_parse_size(span_s, &b) < 0 || b < BFS_GZIP_SPAN_MIN ||
+			    b > BFS_GZIP_SPAN_MAX) {
+				pk_err("--gzip-span %s: from %uK to %uM", span_s,
+				       BFS_GZIP_SPAN_MIN >> 10, BFS_GZIP_SPAN_MAX >> 20);
+				return EXIT_USAGE;
+			}
+			conf.gzip_span = (uint32_t)b;
+		}
+		bfs_codec_configure(&conf);
+		if (bfs_icache_open(&c.o.icache, icache_s, err, sizeof(err)) < 0) {
+			pk_err("%s", err);
+			return 1;
+		}
+	}
+
 	pk_output_init();
 
 	if (test || index) {
 		for (int i = optind; i < argc; i++)
 			rc |= test ? pk_check_file(argv[i], &c.o) : pk_index_file(argv[i], &c.o);
+		bfs_icache_free(c.o.icache);
 		return rc ? 1 : 0;
 	}
 

@@ -21,6 +21,8 @@
 
 enum pk_codec { PK_LZ4, PK_LZ4HC, PK_GZIP };
 
+struct bfs_icache;
+
 /* lz4_Frame_format.md: block max sizes 64K..4M; the packer's range of -B */
 #define PK_BLOCK_MIN		(4u << 10)
 #define PK_BLOCK_MAX		(4u << 20)
@@ -37,6 +39,7 @@ struct pk_opts {
 	bool force, quiet;
 	bool update;		/* -u: keep outputs that are current, replace the others */
 	int verbose;
+	struct bfs_icache *icache;	/* --index --index-cache DIR: indexes go there, or NULL */
 };
 
 /* What one stream became. */
@@ -85,7 +88,9 @@ int pk_output_current(const char *path, enum pk_codec codec, uint64_t usize);
 
 /*
  * --index: give @path a seek table (LZ4, appended in place) or a .gzi
- * (BGZF). Return 0, or 1 after printing why not.
+ * (BGZF); with @o->icache, leave @path as it is and keep the index a
+ * mount's walk would make in the index cache instead (LZ4, BGZF, and
+ * plain gzip's checkpoints). Return 0, or 1 after printing why not.
  */
 int pk_index_file(const char *path, const struct pk_opts *o);
 

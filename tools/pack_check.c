@@ -10,7 +10,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +23,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/index_cache.h"
 #include "blockfs/io.h"
 #include "blockfs/seektable.h"
 #include "blockfs/xxh32.h"
@@ -622,6 +625,56 @@ out:
 	return rc;
 }
 
+/*
+ * --index --index-cache: walk @path as a mount does (scan, then measure
+ * what the file does not state) and keep the index in the cache, keyed
+ * by the file's identity, so that a mount with -o index_cache=DIR opens
+ * it with one read of the entry. The file itself is not touched.
+ */
+static int index_cached(const char *path, int fd, struct bfs_io *io, const struct bfs_codec *c,
+			const struct pk_opts *o)
+{
+	struct bfs_index idx;
+	uint64_t reads;
+	struct stat st;
+	int rc;
+
+	if (fstat(fd, &st) < 0)
+		return bad(path, "%s", strerror(errno));
+	bfs_index_init(&idx, io->size);
+	rc = c->scan(io, NULL, &idx);
+	if (rc == 0)
+		rc = bfs_index_measure(&idx, io, c, NULL);
+	reads = atomic_load(&io->nread);
+	if (rc < 0) {
+		rc = bad(path, "read error: %s", strerror(-rc));
+	} else if (idx.broken) {
+		rc = bad(path, "damaged, not indexed: %s", idx.why);
+	} else if (idx.source != BFS_SRC_WALK) {
+		if (!o->quiet)
+			fprintf(stderr, "%s: has its own index (a seek table): nothing to keep\n",
+				path);
+		rc = 0;
+	} else if (reads < BFS_ICACHE_MIN_READS) {
+		if (!o->quiet)
+			fprintf(stderr, "%s: walked in %" PRIu64 " reads, about what reading an "
+				"entry costs: not kept (a mount does the same)\n", path, reads);
+		rc = 0;
+	} else {
+		rc = bfs_icache_save(o->icache, fd, &st, c, &idx, reads);
+		if (rc == 1)
+			rc = bad(path, "changed while it was walked; not kept");
+		else if (rc < 0)
+			rc = bad(path, "cannot write its index cache entry: %s", strerror(-rc));
+		else if (o->verbose)
+			fprintf(stderr, "%s: kept its %s index (%zu blocks, %" PRIu64
+				" bytes decoded, %" PRIu64 " reads to walk)\n", path, c->name, idx.n,
+				(uint64_t)atomic_load(&idx.usize), reads);
+	}
+	bfs_index_destroy(&idx);
+	return rc;
+}
+
 int pk_index_file(const char *path, const struct pk_opts *o)
 {
 	uint8_t head[BFS_PROBE_LEN];
@@ -632,7 +685,13 @@ int pk_index_file(const char *path, const struct pk_opts *o)
 	fd = open_checked(path, O_RDONLY, &io, head, &hlen);
 	if (fd < 0)
 		return 1;
-	if (bfs_codec_lz4.probe(head, hlen)) {
+	if (o->icache && bfs_codec_lz4.probe(head, hlen)) {
+		rc = index_cached(path, fd, &io, &bfs_codec_lz4, o);
+	} else if (o->icache && bfs_codec_bgzf.probe(head, hlen)) {
+		rc = index_cached(path, fd, &io, &bfs_codec_bgzf, o);
+	} else if (o->icache && bfs_codec_gzip.probe(head, hlen)) {
+		rc = index_cached(path, fd, &io, &bfs_codec_gzip, o);
+	} else if (bfs_codec_lz4.probe(head, hlen)) {
 		close(fd);
 		fd = open_checked(path, O_RDWR, &io, head, &hlen);	/* only LZ4 is written to */
 		if (fd < 0)
@@ -641,8 +700,8 @@ int pk_index_file(const char *path, const struct pk_opts *o)
 	} else if (bfs_codec_bgzf.probe(head, hlen)) {
 		rc = index_bgzf(path, &io, o);
 	} else if (hlen >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
-		rc = bad(path, "plain gzip, not BGZF: it cannot be indexed; repack it with "
-			 "blockfs-pack -c gzip");
+		rc = bad(path, "plain gzip, not BGZF: its checkpoints can only go to an index "
+			 "cache (--index-cache DIR), or repack it with blockfs-pack -c gzip");
 	} else if (hlen >= 4 && bfs_le32(head) == LZ4_MAGIC) {
 		rc = bad(path, "LZ4 with linked blocks or a dictionary: its blocks cannot be "
 			 "read alone; repack it with blockfs-pack");

@@ -135,11 +135,14 @@ BFS_MUST_CHECK int bfs_icache_load(struct bfs_icache *c, const struct stat *st,
  * after a crash a torn entry fails its checksum and the file is walked
  * again. The first failure to write (read-only or full directory) turns
  * saving off for the rest of the mount, with one log line.
+ * Return: 0 when the entry was written; 1 when nothing was to be saved
+ * (the cases above); -errno when writing failed (saving is off now).
+ * The daemon need not look: blockfs-pack --index --index-cache does.
  * Context: any thread; writes one file (an entry is 24 bytes a block,
  * plus gzip's windows: well under the walk's own cost).
  */
-void bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
-		     const struct bfs_codec *codec, const struct bfs_index *idx,
-		     uint64_t scan_reads);
+int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
+		    const struct bfs_codec *codec, const struct bfs_index *idx,
+		    uint64_t scan_reads);
 
 #endif

@@ -8,13 +8,16 @@
 # (the default) shows them unchanged. Damage: a truncated file and a
 # flipped byte serve the intact prefix, then EIO. A file replaced (by
 # rename) during its walk is seen fresh afterwards. With index_cache the
-# walk is not repeated after a remount (counted backing reads). Bad
-# option values are refused.
+# walk is not repeated after a remount (counted backing reads), nor at
+# all after blockfs-pack --index --index-cache made the entry (which must
+# have the mount's gzip_span, and refuses a damaged file). Bad option
+# values are refused.
 #
-# Usage: gzip.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
+# Usage: gzip.sh BLOCKFS PACK      Exit: 0 pass, 1 fail, 77 skip.
 
 set -u
-BLOCKFS=$(realpath "${1:?usage: gzip.sh BLOCKFS}")
+BLOCKFS=$(realpath "${1:?usage: gzip.sh BLOCKFS PACK}")
+PACK=$(realpath "${2:?usage: gzip.sh BLOCKFS PACK}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
@@ -178,6 +181,42 @@ check_eq "remount: g9 from the cache" cache "$(xattr index_source g9)"
 check "remount: g9 random ranges" python3 "$T/ranges.py" "$M/g9" "$W/g9"
 check "remount: multi reads exact" cmp "$M/multi" "$W/multi"
 check_eq "remount: flip (damaged) was not kept" gzip-walk "$(xattr index_source flip)"
+umount_o
+
+# --- blockfs-pack --index --index-cache: the walk before any mount ------------------
+P=$T/packed
+mkdir -m 700 "$P"
+before=$(cd "$S" && stat -c '%n %s %Y' g9.gz multi.gz bg.gz bg.gz.gzi 2>&1; md5sum g9.gz multi.gz bg.gz)
+check "pack --index --index-cache: g9, multi, bg" \
+	"$PACK" --index --index-cache "$P" "$S/g9.gz" "$S/multi.gz" "$S/bg.gz"
+check_eq "pack --index --index-cache: the files are left as they were, no .gzi made" \
+	"$before" "$(cd "$S" && stat -c '%n %s %Y' g9.gz multi.gz bg.gz bg.gz.gzi 2>&1; md5sum g9.gz multi.gz bg.gz)"
+check_fails "pack --index --index-cache: flip refused as damaged" "damaged, not indexed" \
+	"$PACK" --index --index-cache "$P" "$S/flip.gz"
+check_fails "pack: plain gzip without --index-cache" "can only go to an index cache" \
+	"$PACK" --index "$S/g9.gz"
+check_fails "pack: --gzip-span 1K refused" "from 64K to 32M" \
+	"$PACK" --index --index-cache "$P" --gzip-span 1K "$S/g9.gz"
+mount_o "gzip=index,index_cache=$P"
+check_eq "after pack: g9's size" "$(stat -c %s "$W/g9")" "$(t stat -c %s "$M/g9")"
+n=$(reads g9)
+if ((n <= 10)); then ok "after pack: first stat of g9: $n backing reads"; else
+	not_ok "after pack: first stat of g9: $n backing reads"; fi
+for f in g9 multi bg; do
+	check_eq "after pack: $f from the cache" cache "$(xattr index_source $f)"
+	check "after pack: $f reads exact" cmp "$M/$f" "$W/$f"
+done
+check "after pack: g9 random ranges" python3 "$T/ranges.py" "$M/g9" "$W/g9"
+check_eq "after pack: flip walked, not cached" gzip-walk "$(xattr index_source flip)"
+umount_o
+mount_o "gzip=index,gzip_span=256K,index_cache=$P"
+check_eq "after pack: another gzip_span walks again" gzip-walk "$(xattr index_source g9)"
+umount_o
+check "pack --gzip-span 256K: kept for that span" \
+	"$PACK" --index --index-cache "$P" --gzip-span 256K "$S/g9.gz"
+mount_o "gzip=index,gzip_span=256K,index_cache=$P"
+check_eq "after pack --gzip-span 256K: g9 from the cache" cache "$(xattr index_source g9)"
+check "after pack --gzip-span 256K: g9 random ranges" python3 "$T/ranges.py" "$M/g9" "$W/g9"
 umount_o
 
 # --- bad values ----------------------------------------------------------------------

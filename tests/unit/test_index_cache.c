@@ -425,16 +425,17 @@ static void test_save_then_load(void **state)
 	bfs_index_init(&b, FILE_SIZE);
 	assert_int_equal(bfs_icache_load(c, &d->st, &bfs_codec_lz4, &b), 1);	/* none yet */
 	/* a cheap walk is not kept */
-	bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, BFS_ICACHE_MIN_READS - 1);
+	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a,
+					 BFS_ICACHE_MIN_READS - 1), 1);
 	assert_int_equal(count_entries(d->dir), 0);
-	bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100);
+	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 0);
 	assert_int_equal(count_entries(d->dir), 1);
 	assert_int_equal(bfs_icache_load(c, &d->st, &bfs_codec_lz4, &b), 0);
 	assert_int_equal(b.n, NBLK);
 	assert_int_equal(b.source, BFS_SRC_CACHE);
 	bfs_index_destroy(&b);
 	/* saved again (a new version of the file): replaced, not added to */
-	bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100);
+	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 0);
 	assert_int_equal(count_entries(d->dir), 1);
 	bfs_index_destroy(&a);
 	bfs_icache_free(c);
@@ -451,13 +452,13 @@ static void test_no_save_of_table_or_changed_file(void **state)
 	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
 	lz4_index(&a);
 	a.source = BFS_SRC_SEEKTABLE;		/* already cheap to open */
-	bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100);
+	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 1);
 	assert_int_equal(count_entries(d->dir), 0);
 	a.source = BFS_SRC_WALK;
 	/* the file changed during the walk: the index belongs to neither version */
 	usleep(20000);			/* file times tick with the kernel's coarse clock */
 	assert_int_equal(pwrite(d->fd, "x", 1, 0), 1);
-	bfs_icache_save(c, d->fd, &old, &bfs_codec_lz4, &a, 100);
+	assert_int_equal(bfs_icache_save(c, d->fd, &old, &bfs_codec_lz4, &a, 100), 1);
 	assert_int_equal(count_entries(d->dir), 0);
 	bfs_index_destroy(&a);
 	bfs_icache_free(c);
@@ -473,7 +474,7 @@ static void test_stale_entry_ignored(void **state)
 
 	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
 	lz4_index(&a);
-	bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100);
+	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 0);
 	/* same size, mtime put back: ctime still moves */
 	usleep(20000);			/* file times tick with the kernel's coarse clock */
 	assert_int_equal(pwrite(d->fd, "y", 1, 0), 1);
@@ -518,8 +519,10 @@ static void test_unwritable_dir_degrades(void **state)
 	assert_int_equal(chmod(sub, 0500), 0);
 	lz4_index(&a);
 	if (geteuid() != 0) {		/* root writes anyway: the mount test uses a ro mount */
-		bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100);
-		bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100);
+		/* the first failure says why and turns saving off; the next is skipped */
+		assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100),
+				 -EACCES);
+		assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 1);
 		assert_int_equal(count_entries(sub), 0);
 	}
 	bfs_index_destroy(&a);
