@@ -57,6 +57,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -745,6 +746,13 @@ out:
 struct tls {
 	z_stream inf, winf;
 	uint8_t win[WINDOW_MAX];
+#if HAVE_LIBDEFLATE
+	struct libdeflate_decompressor *ld;	/* whole spans: lib_span() */
+	uint8_t *lin, *lout;			/* its input and output, grown as needed */
+	size_t lin_cap, lout_cap;
+	uint16_t code[256];			/* fixed-Huffman literals, as lib_span() writes them */
+	uint8_t clen[256];
+#endif
 };
 
 static pthread_key_t tls_key;
@@ -757,6 +765,11 @@ static void tls_free(void *p)
 
 	inflateEnd(&t->inf);
 	inflateEnd(&t->winf);
+#if HAVE_LIBDEFLATE
+	libdeflate_free_decompressor(t->ld);
+	free(t->lin);
+	free(t->lout);
+#endif
 	free(t);
 }
 
@@ -764,6 +777,10 @@ static void tls_create(void)
 {
 	tls_err = pthread_key_create(&tls_key, tls_free);
 }
+
+#if HAVE_LIBDEFLATE
+static unsigned int fixed_lit(unsigned int c, unsigned int *len);
+#endif
 
 static struct tls *tls_get(void)
 {
@@ -786,6 +803,15 @@ static struct tls *tls_get(void)
 		free(t);
 		return NULL;
 	}
+#if HAVE_LIBDEFLATE
+	t->ld = libdeflate_alloc_decompressor();	/* NULL: zlib does every span */
+	for (unsigned int c = 0; c < 256; c++) {
+		unsigned int len;
+
+		t->code[c] = (uint16_t)fixed_lit(c, &len);
+		t->clen[c] = (uint8_t)len;
+	}
+#endif
 	if (pthread_setspecific(tls_key, t) != 0) {
 		tls_free(t);
 		return NULL;
@@ -793,16 +819,12 @@ static struct tls *tls_get(void)
 	return t;
 }
 
-/* Restore checkpoint @cp of @gi into t->inf. Return: 0, -EBADMSG, -ENOMEM. */
-static int restore(struct tls *t, const struct gz_index *gi, const struct gz_cp *cp,
-		   const char **why)
+/* Inflate the window of CP_BLOCK checkpoint @cp into t->win. Return: 0, -EBADMSG, -ENOMEM. */
+static int restore_window(struct tls *t, const struct gz_index *gi, const struct gz_cp *cp,
+			  const char **why)
 {
 	int zrc;
 
-	if (inflateReset(&t->inf) != Z_OK)
-		goto nomem;
-	if (cp->kind == CP_MEMBER)
-		return 0;
 	if (inflateReset(&t->winf) != Z_OK)
 		goto nomem;
 	t->winf.next_in = gi->blob + cp->woff;
@@ -817,15 +839,33 @@ static int restore(struct tls *t, const struct gz_index *gi, const struct gz_cp 
 		*why = "gzip checkpoint window does not inflate";
 		return -EBADMSG;
 	}
+	return 0;
+nomem:
+	*why = "no memory for an inflate state";
+	return -ENOMEM;
+}
+
+/* Restore checkpoint @cp of @gi into t->inf. Return: 0, -EBADMSG, -ENOMEM. */
+static int restore(struct tls *t, const struct gz_index *gi, const struct gz_cp *cp,
+		   const char **why)
+{
+	int rc;
+
+	if (inflateReset(&t->inf) != Z_OK) {
+		*why = "no memory for an inflate state";
+		return -ENOMEM;
+	}
+	if (cp->kind == CP_MEMBER)
+		return 0;
+	rc = restore_window(t, gi, cp, why);
+	if (rc < 0)
+		return rc;
 	if ((cp->bits && inflatePrime(&t->inf, cp->bits, cp->val) != Z_OK) ||
 	    inflateSetDictionary(&t->inf, t->win, cp->wraw) != Z_OK) {
 		*why = "gzip checkpoint cannot be restored";
 		return -EBADMSG;
 	}
 	return 0;
-nomem:
-	*why = "no memory for an inflate state";
-	return -ENOMEM;
 }
 
 /* Where decoding a span stands between inflate calls. */
@@ -888,6 +928,179 @@ static ssize_t step(struct tls *t, struct dstate *d, uint8_t *dst, size_t room, 
 	return (ssize_t)(room - t->inf.avail_out);
 }
 
+#if HAVE_LIBDEFLATE
+/*
+ * libdeflate inflates about twice as fast as zlib, but only a whole
+ * stream: no dictionary, no start at a bit offset, no stop between
+ * blocks. So a span that starts and ends at block boundaries inside one
+ * member is made into a stream of its own, in t->lin:
+ *
+ *   a fixed-Huffman block (not final) whose literals are G filler bytes
+ *     and then the checkpoint's window,
+ *   the span's input as it is in the file, starting with the checkpoint's
+ *     bits in the byte before it,
+ *   an empty final stored block where the next checkpoint's block starts,
+ *
+ * and inflated into t->lout; the span is what follows the window. The
+ * input is copied, not shifted: a stored block inside the span (pigz's
+ * flushes, incompressible data) pads to a byte boundary, which must stay
+ * where the file has it. So the first block must end at the bit where the
+ * span starts within its byte, and G (0 to 7 literals of 9 bits) makes it
+ * so. The filler is history older than the window: a reference into it
+ * is beyond the window, which only damaged data makes, and only when the
+ * window is shorter than 32 KiB (near a member's start) could it reach
+ * the filler, so such spans are left to zlib when G > 0.
+ *
+ * The extent proves itself as zlib's does: the stream must end exactly at
+ * the appended block, with exactly G + wraw + usize bytes out (a member
+ * that ends inside the span ends the stream early; spans that cross a
+ * member are left to zlib anyway). Buffers above LIB_KEEP are freed after
+ * use, so a rare big span does not pin its memory to the thread.
+ */
+#define LIB_KEEP (4u << 20)
+#define FILLER 0xff		/* a 9-bit literal */
+
+static atomic_uint_fast64_t lib_spans;
+
+static int grow_buf(uint8_t **p, size_t *cap, size_t need)
+{
+	uint8_t *n;
+
+	if (need <= *cap)
+		return 0;
+	n = realloc(*p, need);
+	if (!n)
+		return -ENOMEM;
+	*p = n;
+	*cap = need;
+	return 0;
+}
+
+static void shrink_bufs(struct tls *t)
+{
+	if (t->lin_cap > LIB_KEEP) {
+		free(t->lin);
+		t->lin = NULL;
+		t->lin_cap = 0;
+	}
+	if (t->lout_cap > LIB_KEEP) {
+		free(t->lout);
+		t->lout = NULL;
+		t->lout_cap = 0;
+	}
+}
+
+/* RFC 1951 3.2.6: literal @c's fixed code, bit-reversed for LSB-first packing; its length. */
+static unsigned int fixed_lit(unsigned int c, unsigned int *len)
+{
+	unsigned int code = c < 144 ? 0x30 + c : 0x190 + (c - 144), r = 0;
+
+	*len = c < 144 ? 8 : 9;
+	for (unsigned int i = 0; i < *len; i++)
+		r |= ((code >> i) & 1u) << (*len - 1 - i);
+	return r;
+}
+
+/* LSB-first bit writer into a buffer with room. */
+struct bits {
+	uint8_t *q;
+	uint64_t acc;
+	unsigned int n;		/* bits in acc, < 8 between calls */
+};
+
+static void put_bits(struct bits *w, uint64_t v, unsigned int n)
+{
+	w->acc |= v << w->n;
+	w->n += n;
+	while (w->n >= 8) {
+		*w->q++ = (uint8_t)w->acc;
+		w->acc >>= 8;
+		w->n -= 8;
+	}
+}
+
+/* Span @k as one stream for libdeflate; 1 when it is not such a span (use zlib). */
+static int lib_span(struct tls *t, const struct gz_index *gi, const struct gz_cp *cp,
+		    const struct gz_cp *next, const struct bfs_blk *b, const uint8_t *src,
+		    uint8_t *dst, const char **why)
+{
+	unsigned int g, high = 0, want = (8u - cp->bits) & 7u, len;
+	struct bits w = { 0 };
+	size_t ilen, olen, got_in, got_out;
+	uint64_t nbits;
+	enum libdeflate_result r;
+	uint8_t *q;
+	int rc;
+
+	if (b->clen == 0 || !t->ld)
+		return 1;
+	rc = restore_window(t, gi, cp, why);
+	if (rc < 0)
+		return rc;
+	/* the first block's bits: 3 + 9 g + 8 wraw + (literals of 9 bits) + 7 */
+	for (size_t i = 0; i < cp->wraw; i++)
+		high += t->win[i] >= 144;
+	g = (want + 16u - ((3u + high + 7u) & 7u)) & 7u;
+	if (g && cp->wraw < WINDOW_MAX)
+		return 1;
+	olen = g + (size_t)cp->wraw + b->usize;
+	/* at most 9 bits a literal, the span and its byte before, the final block */
+	ilen = 1 + (9 * (g + (size_t)cp->wraw) + 10) / 8 + 1 + b->clen + 6;
+	if (grow_buf(&t->lin, &t->lin_cap, ilen) < 0 || grow_buf(&t->lout, &t->lout_cap, olen) < 0) {
+		shrink_bufs(t);
+		*why = "no memory for a gzip span";
+		return -ENOMEM;
+	}
+	w.q = t->lin;
+	put_bits(&w, 2, 3);		/* BFINAL 0, BTYPE 01 (fixed) */
+	for (unsigned int i = 0; i < g; i++)
+		put_bits(&w, fixed_lit(FILLER, &len), len);
+	for (size_t i = 0; i < cp->wraw; i++)
+		put_bits(&w, t->code[t->win[i]], t->clen[t->win[i]]);
+	put_bits(&w, 0, 7);		/* end of block: code 256, seven 0 bits */
+	if (w.n != want) {
+		*why = "gzip span: filler miscounted";	/* cannot happen: the sum above */
+		return -EINVAL;
+	}
+	/* the byte before the span: the block's last bits, then the checkpoint's */
+	q = w.q;
+	if (cp->bits)
+		*q++ = (uint8_t)(w.acc | (uint64_t)cp->val << want);
+	memcpy(q, src, b->clen);
+	/* cut after the span's last bit, then BFINAL 1, BTYPE 00 and padding */
+	nbits = (uint64_t)b->clen * 8 - next->bits;
+	q += nbits / 8;
+	*q = (uint8_t)((*q & ((1u << (nbits % 8)) - 1)) | (1u << (nbits % 8)));
+	if (nbits % 8 > 5)		/* the 3 bits spill into the next byte: all zero */
+		*++q = 0;
+	q++;
+	*q++ = 0;			/* LEN 0, NLEN 0xffff */
+	*q++ = 0;
+	*q++ = 0xff;
+	*q++ = 0xff;
+	ilen = (size_t)(q - t->lin);
+	r = libdeflate_deflate_decompress_ex(t->ld, t->lin, ilen, t->lout, olen, &got_in,
+					     &got_out);
+	if (r != LIBDEFLATE_SUCCESS || got_in != ilen || got_out != olen) {
+		shrink_bufs(t);
+		return 1;		/* zlib decides: it says where and why */
+	}
+	memcpy(dst, t->lout + g + cp->wraw, b->usize);
+	shrink_bufs(t);
+	atomic_fetch_add_explicit(&lib_spans, 1, memory_order_relaxed);
+	return 0;
+}
+#endif
+
+uint64_t bfs_codec_gzip_lib_spans(void)
+{
+#if HAVE_LIBDEFLATE
+	return atomic_load_explicit(&lib_spans, memory_order_relaxed);
+#else
+	return 0;
+#endif
+}
+
 /*
  * The first @n bytes of span @k: restore its checkpoint and inflate that
  * far. The whole span (@n its usize) must also end exactly where the
@@ -922,6 +1135,17 @@ static int gzip_decode_indexed(const struct bfs_index *idx, size_t k, const uint
 	}
 	cp = &gi->cp[k];
 	next = k + 1 < gi->n ? &gi->cp[k + 1] : NULL;
+#if HAVE_LIBDEFLATE
+	/* a whole span between two block checkpoints: the common case */
+	if (n_want == b->usize && cp->kind == CP_BLOCK && next && next->kind == CP_BLOCK &&
+	    b->usize > 0) {
+		rc = lib_span(t, gi, cp, next, b, src, dst, why);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			goto check;
+	}
+#endif
 	rc = restore(t, gi, cp, why);
 	if (rc < 0)
 		return rc;
@@ -964,6 +1188,9 @@ static int gzip_decode_indexed(const struct bfs_index *idx, size_t k, const uint
 			return -EBADMSG;
 		}
 	}
+#if HAVE_LIBDEFLATE
+check:
+#endif
 	if (verify && crc_of(dst, b->usize) != b->aux) {
 		*why = "gzip span CRC32 mismatch";
 		return -EILSEQ;

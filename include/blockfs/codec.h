@@ -145,6 +145,13 @@ int bfs_codec_decode_prefix(const struct bfs_codec *codec, const struct bfs_inde
 			    const char **why);
 
 /*
+ * Spans of plain gzip this process decoded whole with libdeflate rather
+ * than zlib (codec_gzip.c: lib_span()); always 0 without libdeflate. For
+ * tests, which must see that the fast path is taken.
+ */
+uint64_t bfs_codec_gzip_lib_spans(void);
+
+/*
  * Which codecs the registry offers, and their settings: one mount per
  * process, so set once by main() before anything is probed (tests may
  * set it between cases). Plain gzip is off unless asked for
