@@ -28,6 +28,13 @@ After every round the daemon's RSS (VmRSS, VmHWM) after the case is
 reported, and with --strace one extra unpaired run per case under
 `strace -c -f -p` gives the daemon's syscalls per file.
 --load runs a busy loop on one core beside every run.
+--cold drops the kernel's caches (sync; drop_caches 3) before every run
+instead of warming the backing files once: both sides then read from
+disk. Use it where "warm" does not last: on the machines of 2026-11-24
+DAMON pages out what nobody touched for about 60 s (kdamond, paddr
+scheme, action pageout, min age 12 x 5 s), so the backing files of a
+1,000,000-file tree, which take longer than that to read, are partly
+cold whatever one does, and warm figures at that size are not warm.
 """
 import argparse
 import os
@@ -181,6 +188,7 @@ def main():
     ap.add_argument("--only", help="comma-separated variants (default: all)")
     ap.add_argument("--base", default="squashfuse")
     ap.add_argument("--load", action="store_true")
+    ap.add_argument("--cold", action="store_true", help="drop the kernel's caches before every run")
     ap.add_argument("--strace", nargs="?", const="", default=None,
                     help="also count the daemon's syscalls (of these variants, comma-separated)")
     a = ap.parse_args()
@@ -197,9 +205,10 @@ def main():
     if a.only:
         variants = {k: variants[k] for k in a.only.split(",")}
     cases = a.cases.split(",")
-    # backing files warm
-    sp.run("find %s -type f -print0 | xargs -0 cat > /dev/null; cat %s > /dev/null"
-           % (os.path.join(top, "lz4"), os.path.join(top, "squashfs.img")), shell=True, check=True)
+    if not a.cold:	# backing files warm
+        sp.run("find %s -type f -print0 | xargs -0 cat > /dev/null; cat %s > /dev/null"
+               % (os.path.join(top, "lz4"), os.path.join(top, "squashfs.img")),
+               shell=True, check=True)
     load = sp.Popen(["sh", "-c", "while :; do :; done"]) if a.load else None
     res = {(v, c): [] for v in variants for c in cases}
     mem = {(v, c): [] for v in variants for c in cases}
@@ -209,6 +218,8 @@ def main():
         for r in range(a.rounds):
             for c in cases:
                 for v in names[r % len(names):] + names[:r % len(names)]:
+                    if a.cold:
+                        sp.run("sync; echo 3 > /proc/sys/vm/drop_caches", shell=True, check=True)
                     m = Mount(top, *variants[v])
                     try:
                         res[(v, c)].append(run_case(c, m))
@@ -229,8 +240,9 @@ def main():
         if load:
             load.kill()
     print("%d files in %d directories (lz4 -B4 -m; squashfs -comp lz4), %d paired rounds%s; "
-          "fresh mount per run, backing files warm; ratio to %s within each round"
+          "fresh mount per run, %s; ratio to %s within each round"
           % (a.files, dirs, a.rounds, ", a busy loop on one core beside" if a.load else "",
+             "the kernel's caches dropped before each" if a.cold else "backing files warm",
              a.base))
     print()
     print("| case | variant | median | range | / %s | range | RSS after (MiB) |" % a.base)
