@@ -226,11 +226,13 @@ BFS_MUST_CHECK int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags);
 uint64_t bfs_backing_stamp(const struct stat *st);
 /*
  * The codec that claims regular file @name in @dirfd, or NULL; its stamp
- * (0: unreadable). With @keep (emptied first), a regular file stays open
- * in it, read whole if small.
+ * (0: unreadable). @fd: @name already open for reading (the probe takes
+ * it), or -1 to open it here. With @keep (emptied first), a regular file
+ * stays open in it, read whole if small. @cold, if not NULL, is set when
+ * the bytes probed were not all in the page cache (a read from disk).
  */
-const struct bfs_codec *bfs_backing_probe(struct bfs_fs *fs, int dirfd, const char *name,
-					  uint64_t *stamp, struct bfs_probe *keep);
+const struct bfs_codec *bfs_backing_probe(struct bfs_fs *fs, int dirfd, const char *name, int fd,
+					  uint64_t *stamp, struct bfs_probe *keep, bool *cold);
 void bfs_probe_release(struct bfs_probe *p);
 /*
  * A descriptor open for reading on @in, whose pinned descriptor is @fd: a
@@ -373,14 +375,27 @@ void bfs_snap_put(struct bfs_snap *s);
 void bfs_snap_cache_free(struct bfs_fs *fs);
 
 /* The name rules' questions (names.h) answered from a snapshot, probing where asked. */
+/* Entries a listing opens ahead of its probes once one found the disk cold (dir.c). */
+#define BFS_AHEAD 32
+
 struct bfs_snap_ctx {
 	struct bfs_fs *fs;
 	int dirfd;			/* the directory, for probes */
 	struct bfs_snap *snap;
 	bool keep;			/* keep the last probe open in @pr for a lookup */
 	struct bfs_probe pr;		/* .fd = -1 when there is none */
+	/*
+	 * Probe-ahead, all zero until a probe reads from disk: entries
+	 * [ahead_lo, ahead_hi) of @snap were opened, their first bytes asked
+	 * of the disk, their descriptors in ahead_fd[index % BFS_AHEAD] (-1:
+	 * none, or taken by the probe). Only listings (@listing) do it: a
+	 * lookup probes one name.
+	 */
+	bool listing, ahead_on;
+	size_t ahead_lo, ahead_hi;
+	int ahead_fd[BFS_AHEAD];
 };
-/* Close what @c keeps of its last probe. */
+/* Close what @c keeps of its last probe, and what it opened ahead. */
 void bfs_snap_ctx_release(struct bfs_snap_ctx *c);
 
 /**

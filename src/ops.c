@@ -349,7 +349,8 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	struct bfs_dir *d = (struct bfs_dir *)(uintptr_t)fi->fh;
 	struct bfs_fs *fs = fs_of(req);
 	struct bfs_inode *dir = inode_of(req, ino);
-	struct bfs_snap_ctx c = { .fs = fs, .snap = d->snap, .keep = plus, .pr.fd = -1 };
+	struct bfs_snap_ctx c = { .fs = fs, .snap = d->snap, .keep = plus, .pr.fd = -1,
+				  .listing = true };
 	char *buf = malloc(size), *p = buf;
 	const struct bfs_dirent *de;
 	size_t rem = size;

@@ -30,6 +30,7 @@ struct bfs_counters {
 	atomic_uint_fast64_t pushed;		/* bytes handed to the kernel's page cache */
 	atomic_uint_fast64_t syscalls;		/* backing reads */
 	atomic_uint_fast64_t csum_failures, errors;
+	atomic_uint_fast64_t probed_ahead;	/* mount only: files listings opened ahead (dir.c) */
 };
 
 /* New counters that also add to @parent (NULL for none). */

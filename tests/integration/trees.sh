@@ -14,7 +14,10 @@
 # - 100,000 small lz4 files in 100 directories under a limit of 4000
 #   descriptors: ls -lR lists them all with their sizes and every byte
 #   reads back, the daemon's descriptors stay within its budget, and its
-#   RSS stays bounded (not under a sanitizer).
+#   RSS stays bounded (not under a sanitizer);
+# - the same tree after the kernel's caches are dropped: find lists the
+#   same names, listings open files ahead (probed_ahead on the root) within
+#   the descriptor budget, and a warm listing opens none ahead.
 #
 # Usage: trees.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -252,5 +255,41 @@ else
 		test "$rss_cat" -le $((64 << 10))
 fi
 umount_ok "big tree"
+
+# --- the same tree cold: listings probe ahead, and show the same -----------------------
+ahead() { t getfattr --only-values -n user.blockfs.stats "$M" | awk '$1 == "probed_ahead" { print $2 }'; }
+if sync && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
+	BFS_WRAP="prlimit --nofile=$LIMIT:$LIMIT --"
+	mount_or_die readpath=pread
+	BFS_WRAP=
+	t0=$SECONDS
+	t find "$M" -type f >"$T/cold-names"
+	check_eq "cold: find lists all $NFILES files ($((SECONDS - t0)) s)" "$NFILES" \
+		"$(grep -c '/f[0-9]*\.txt$' "$T/cold-names")"
+	a=$(ahead)
+	check "cold: the listings opened files ahead ($a of $NFILES)" test "${a:-0}" -gt $((NFILES / 2))
+	fds=$(nfds)
+	check "cold: descriptors after find within the budget ($fds <= $BUDGET + 64)" \
+		test "$fds" -le $((BUDGET + 64))
+	check_eq "cold: f000096 decoded" \
+		"$((97 * $(printf 'file 96 of the tree: ' | wc -c)))" "$(stat -c %s "$M/d096/f000096.txt")"
+	umount_ok "cold tree"
+	mount_or_die readpath=pread
+	t find "$M" -type f >"$T/warm-names"
+	check "again: the same names" cmp "$T/cold-names" "$T/warm-names"
+	umount_ok "tree again"
+	# Cached files open nothing ahead. Not the whole tree: this machine's
+	# DAMON pages out cache it samples as idle within seconds, so only
+	# files read just now are surely cached.
+	cat "$S"/d000/* >/dev/null
+	mount_or_die readpath=pread
+	n=$(t find "$M/d000" -type f | wc -l)
+	a=$(ahead)
+	check "warm: d000 listed ($n files) with few opened ahead ($a < $((NFILES / 1000)))" \
+		test "$n" -eq $((NFILES / 100)) -a "${a:-0}" -lt $((NFILES / 1000))
+	umount_ok "warm directory"
+else
+	diag "cold listing skipped: cannot drop the kernel's caches (not root?)"
+fi
 
 bfs_end
