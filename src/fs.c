@@ -127,8 +127,9 @@ int bfs_fs_start(struct bfs_fs *fs)
 	unsigned int n = fs->opts->workers;
 	int rc;
 
-	if (n == 0)
-		return 0;
+	rc = bfs_trim_start(fs);
+	if (rc < 0 || n == 0)
+		return rc;
 	rc = bfs_workq_new(&fs->env.workq, n, (size_t)n * QUEUE_PER_WORKER, worker_start);
 	if (rc == 0)
 		rc = bfs_workq_new(&fs->env.aheadq, n, (size_t)n * QUEUE_PER_WORKER, ahead_start);
@@ -140,6 +141,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	/* handles the kernel never released (a lazy unmount, SIGTERM) hold versions */
 	while (fs->handles)
 		bfs_handle_close(fs, fs->handles);
+	bfs_trim_stop(fs);
 	bfs_workq_free(fs->env.aheadq);		/* then the jobs, which hold versions */
 	bfs_workq_free(fs->env.workq);
 	bfs_inode_table_free(fs);

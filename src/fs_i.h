@@ -45,6 +45,7 @@
 #define BLOCKFS_FS_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -114,11 +115,29 @@ struct bfs_snap_ctx;
 /* The hook that pushes decoded pages to the kernel (file.h, env->push). */
 typedef int (*bfs_push_fn)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
 
+/* Directories recently looked in, oldest forgotten first past -o max_inodes (trim.c). */
+#define BFS_TRIM_RING 1024
+
+struct bfs_trim {
+	bool running;			/* set before the session runs, cleared after */
+	pthread_t thread;
+	pthread_mutex_t lock;		/* a leaf: the ring and the flags below */
+	pthread_cond_t cond;
+	bool want, stop;
+	atomic_uint_fast64_t lookups;	/* counted to look at the table's size now and then */
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} ring[BFS_TRIM_RING];
+	size_t next, n;			/* the slot the next one takes; how many are there */
+};
+
 struct bfs_fs {
 	const struct bfs_opts *opts;
 	struct bfs_file_env env;	/* the cache and the mount's counters */
 	struct fuse_session *se;	/* for notifications; set once mounted */
 	struct bfs_hints hints;		/* user.blockfs.advice/readpath by backing path */
+	struct bfs_trim trim;		/* -o max_inodes (trim.c) */
 	int root_fd;			/* O_PATH of SOURCE; the root inode's fd */
 	struct bfs_inode root;
 	pthread_mutex_t lock;		/* protects the table, count and every nlookup */
@@ -210,6 +229,27 @@ BFS_MUST_CHECK int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64
 				   struct bfs_handle **out);
 /* Release it: its use of the version's descriptor, its stream. */
 void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h);
+
+/* --- trim.c: the inode table within -o max_inodes ------------------------------ */
+
+/* Start the thread that keeps the table within max_inodes (none when 0). */
+BFS_MUST_CHECK int bfs_trim_start(struct bfs_fs *fs);
+/* Stop it: before the table is freed. */
+void bfs_trim_stop(struct bfs_fs *fs);
+/* A LOOKUP or a listing in directory @dir: the newest in the ring now. */
+void bfs_trim_note(struct bfs_fs *fs, struct bfs_inode *dir);
+/* After a LOOKUP added to the table: wake the thread if it is over the bound. */
+void bfs_trim_poke(struct bfs_fs *fs);
+
+/*
+ * The inode of directory (@st->st_dev, @st->st_ino) if the kernel holds
+ * it, with a copy of its rpath in *@rpath (unless NULL; the caller frees
+ * it); NULL when there is none. The pointer is a node id to hand back to
+ * the kernel, not to be dereferenced: the inode may be forgotten at once.
+ */
+struct bfs_inode *bfs_inode_dir_rpath(struct bfs_fs *fs, const struct stat *st, char **rpath);
+/* Inodes in the table now. */
+size_t bfs_inode_count(struct bfs_fs *fs);
 
 /* --- backing.c: backing-file access ------------------------------------------ */
 

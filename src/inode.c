@@ -205,6 +205,33 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *in, uint64_t nlookup)
 	inode_free(fs, in);
 }
 
+struct bfs_inode *bfs_inode_dir_rpath(struct bfs_fs *fs, const struct stat *st, char **rpath)
+{
+	struct bfs_inode *in;
+
+	bfs_mutex_lock(&fs->lock);
+	in = table_find(fs, st, NULL);
+	if (in && in->type != S_IFDIR)
+		in = NULL;
+	if (in && rpath) {
+		bfs_mutex_lock(bfs_ilock(fs, in));
+		*rpath = in->rpath ? strdup(in->rpath) : NULL;
+		bfs_mutex_unlock(bfs_ilock(fs, in));
+	}
+	bfs_mutex_unlock(&fs->lock);
+	return in;
+}
+
+size_t bfs_inode_count(struct bfs_fs *fs)
+{
+	size_t n;
+
+	bfs_mutex_lock(&fs->lock);
+	n = fs->count;
+	bfs_mutex_unlock(&fs->lock);
+	return n;
+}
+
 /* Remember where @in was last seen, for sidecars and log lines. */
 static void set_rpath(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_inode *in,
 		      const char *backing)

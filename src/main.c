@@ -669,6 +669,8 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
+	if (fs_up)
+		bfs_trim_stop(&fs);	/* it notifies the kernel through the session */
 	/* Before the fs: no request may come once it is gone. */
 	fuse_session_destroy(se);
 	if (fs_up)

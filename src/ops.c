@@ -122,6 +122,9 @@ static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct stat st;
 	int rc = bfs_inode_lookup(fs, inode_of(req, parent), name, &in, &st);
 
+	bfs_trim_note(fs, inode_of(req, parent));
+	if (rc == 0)
+		bfs_trim_poke(fs);
 	if (rc == -ENOENT && fs->opts->negative_timeout > 0) {
 		/* Node id 0: the kernel keeps a negative entry for negative_timeout. */
 		struct fuse_entry_param e = { .entry_timeout = fs->opts->negative_timeout };
@@ -301,6 +304,7 @@ static void bfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	struct bfs_dir *d;
 	int rc = bfs_dir_open(fs_of(req), inode_of(req, ino), &d);
 
+	bfs_trim_note(fs_of(req), inode_of(req, ino));
 	if (rc < 0) {
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;
@@ -331,6 +335,7 @@ static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
 		e.attr.st_mode = (mode_t)de->type << 12;
 	} else if (bfs_inode_lookup_entry(fs, dir, c, de, &in, &e.attr) == 0) {
 		e.ino = ino_of(fs, in);
+		bfs_trim_poke(fs);
 	} else {
 		return SIZE_MAX;	/* gone since the listing: skip it */
 	}

@@ -38,6 +38,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("index_cache=%s", index_cache_s),
 	BFS_OPT("gzip=%s", gzip_s),
 	BFS_OPT("gzip_span=%s", gzip_span_s),
+	BFS_OPT("max_inodes=%s", max_inodes_s),
 	BFS_OPT("entry_timeout=%s", entry_timeout_s),
 	BFS_OPT("attr_timeout=%s", attr_timeout_s),
 	BFS_OPT("negative_timeout=%s", negative_timeout_s),
@@ -71,6 +72,8 @@ static const struct {
 	{ "attr_timeout", "SECONDS", "how long the kernel trusts attributes (10)" },
 	{ "negative_timeout", "SECONDS", "how long the kernel trusts that a name is absent "
 					"(0: a new file shows at once)" },
+	{ "max_inodes", "N", "files and directories remembered before the kernel is asked to "
+			     "forget the oldest directories; 0: no bound (131072)" },
 	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
 				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
 	{ "index_cache", "DIR", "keep the block indexes of walked files in DIR across "
@@ -236,6 +239,18 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		}
 		o->workers = (unsigned int)n;
 	}
+	o->max_inodes = BFS_DEFAULT_MAX_INODES;
+	if (o->max_inodes_s) {
+		errno = 0;
+		n = strtoul(o->max_inodes_s, &end, 10);
+		if (*o->max_inodes_s < '0' || *o->max_inodes_s > '9' || *end || errno ||
+		    n > UINT32_MAX || (n > 0 && n < BFS_MIN_MAX_INODES)) {
+			snprintf(err, errlen, "bad value '%s' for option max_inodes: expected 0 or a "
+				 "count from %u to 4294967295", o->max_inodes_s, BFS_MIN_MAX_INODES);
+			return -EINVAL;
+		}
+		o->max_inodes = (size_t)n;
+	}
 	/* The names are the hints' (hints.c); dontneed acts on ranges and is no default. */
 	if (o->advice_s) {
 		if (bfs_advice_parse(o->advice_s, strlen(o->advice_s), &adv) < 0 || adv.ranged ||
@@ -327,6 +342,7 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->cache_size_s);
 	free(o->readahead_s);
 	free(o->workers_s);
+	free(o->max_inodes_s);
 	free(o->willneed_s);
 	free(o->kernel_readahead_s);
 	free(o->max_read_s);

@@ -71,10 +71,12 @@ int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache 
 		{ "cached_bytes", LOAD(m, cached) },
 		/* the mount root's only, from here */
 		{ "probed_ahead", LOAD(m, probed_ahead) },
+		{ "dirs_forgotten", LOAD(m, forgotten_dirs) },
+		{ "inodes", cache ? cache->inodes : 0 },
 		{ "cache_bytes", cache ? cache->bytes : 0 },
 		{ "cache_limit", cache ? cache->limit : 0 },
 	};
-	size_t nrows = BFS_ARRAY_SIZE(rows) - (cache ? 0 : 3), at = 0;
+	size_t nrows = BFS_ARRAY_SIZE(rows) - (cache ? 0 : 5), at = 0;
 
 	for (size_t i = 0; i < nrows; i++) {
 		int n = snprintf(buf + at, len - at, "%s %" PRIu64 "\n", rows[i].key, rows[i].v);

@@ -138,6 +138,7 @@ static int get_stats(struct xctx *x, char *out)
 	struct bfs_stats_cache cache = {
 		.bytes = root ? bfs_cache_bytes(x->fs->env.cache) : 0,
 		.limit = root ? bfs_cache_limit(x->fs->env.cache) : 0,
+		.inodes = root ? bfs_inode_count(x->fs) : 0,
 	};
 
 	return bfs_stats_format(root ? x->fs->env.mount : x->f->ctr, root ? &cache : NULL, out,

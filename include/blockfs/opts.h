@@ -37,6 +37,9 @@ struct fuse_args;
 #define BFS_DEFAULT_ENTRY_TIMEOUT 10.0
 #define BFS_DEFAULT_ATTR_TIMEOUT 10.0
 #define BFS_DEFAULT_NEGATIVE_TIMEOUT 0.0
+/* Inodes the daemon keeps before asking the kernel to forget directories (trim.c). */
+#define BFS_DEFAULT_MAX_INODES 131072u
+#define BFS_MIN_MAX_INODES 1024u	/* fewer would forget what readers are in */
 #define BFS_MAX_TIMEOUT 4294967295.0	/* what the kernel's 64-bit seconds and libfuse take easily */
 
 struct bfs_opts {
@@ -48,7 +51,7 @@ struct bfs_opts {
 	char *cache_size_s, *readahead_s, *workers_s, *willneed_s, *kernel_readahead_s;
 	char *entry_timeout_s, *attr_timeout_s, *negative_timeout_s;
 	char *max_read_s;	/* a FUSE option: also left in the arguments for libfuse */
-	char *index_cache_s, *gzip_s, *gzip_span_s;
+	char *index_cache_s, *gzip_s, *gzip_span_s, *max_inodes_s;
 
 	/* Checked values. */
 	enum bfs_readpath readpath;
@@ -70,6 +73,7 @@ struct bfs_opts {
 	const char *index_cache;	/* directory of kept indexes (index_cache_s), or NULL */
 	bool gzip_index;	/* plain gzip shown decoded (gzip=index), not unchanged */
 	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
+	size_t max_inodes;	/* inodes kept before the kernel is asked to forget some; 0: no bound */
 };
 
 /**

@@ -31,6 +31,7 @@ struct bfs_counters {
 	atomic_uint_fast64_t syscalls;		/* backing reads */
 	atomic_uint_fast64_t csum_failures, errors;
 	atomic_uint_fast64_t probed_ahead;	/* mount only: files listings opened ahead (dir.c) */
+	atomic_uint_fast64_t forgotten_dirs;	/* mount only: directories the kernel was asked to forget */
 };
 
 /* New counters that also add to @parent (NULL for none). */
@@ -50,9 +51,10 @@ void bfs_counters_put(struct bfs_counters *c);	/* NULL is a no-op */
 
 /* --- user.blockfs.stats --------------------------------------------------- */
 
-/* For the mount root: the cache's bytes and bound, added to its counters. */
+/* For the mount root: the cache's bytes and bound, and the inodes kept, added to its counters. */
 struct bfs_stats_cache {
 	uint64_t bytes, limit;
+	uint64_t inodes;
 };
 
 /**

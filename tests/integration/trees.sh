@@ -17,7 +17,10 @@
 #   RSS stays bounded (not under a sanitizer);
 # - the same tree after the kernel's caches are dropped: find lists the
 #   same names, listings open files ahead (probed_ahead on the root) within
-#   the descriptor budget, and a warm listing opens none ahead.
+#   the descriptor budget, and a warm listing opens none ahead;
+# - -o max_inodes=10000: ls -lR of the tree lists every file, directories
+#   are forgotten (dirs_forgotten), the inodes kept come down to the bound
+#   and two directories' files, and every file still reads back.
 #
 # Usage: trees.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -255,6 +258,28 @@ else
 		test "$rss_cat" -le $((64 << 10))
 fi
 umount_ok "big tree"
+
+# --- max_inodes: the kernel is asked to forget the oldest directories -----------------
+MAXI=10000
+root_stat() { t getfattr --only-values -n user.blockfs.stats "$M" | awk -v k="$1" '$1 == k { print $2 }'; }
+mount_or_die readpath=pread,max_inodes=$MAXI
+n=$(t ls -lR "$M" | grep -c '\.txt$')
+check_eq "max_inodes=$MAXI: ls -lR lists all $NFILES files" "$NFILES" "$n"
+f=$(root_stat dirs_forgotten)
+check "max_inodes: directories forgotten ($f)" test "${f:-0}" -gt 0
+# the FORGETs come after the kernel dropped the entries
+for _ in $(seq 100); do
+	ino=$(root_stat inodes)
+	((ino <= MAXI + 2 * NFILES / 100)) && break
+	sleep 0.1
+done
+check "max_inodes: $ino inodes kept, at most $MAXI and two directories' files" \
+	test "$ino" -le $((MAXI + 2 * NFILES / 100))
+got=$(cd "$M" && find . -type f -print0 | sort -z | xargs -0 cat | wc -c)
+check_eq "max_inodes: every file read back after its directory was forgotten" "$want" "$got"
+check_eq "max_inodes: f000096 still decoded" \
+	"$((97 * $(printf 'file 96 of the tree: ' | wc -c)))" "$(stat -c %s "$M/d096/f000096.txt")"
+umount_ok "max_inodes"
 
 # --- the same tree cold: listings probe ahead, and show the same -----------------------
 ahead() { t getfattr --only-values -n user.blockfs.stats "$M" | awk '$1 == "probed_ahead" { print $2 }'; }

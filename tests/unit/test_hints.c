@@ -331,11 +331,18 @@ static void test_stats_root_and_short_buffer(void **state)
 
 	(void)state;
 	assert_int_equal(bfs_cache_new(&cache, 1 << 20), 0);
-	sc = (struct bfs_stats_cache){ bfs_cache_bytes(cache), bfs_cache_limit(cache) };
+	sc = (struct bfs_stats_cache){ bfs_cache_bytes(cache), bfs_cache_limit(cache), 7 };
 	n = bfs_stats_format(m, &sc, buf, sizeof(buf));
 	assert_true(n > 0);
 	assert_non_null(strstr(buf, "reads 0\n"));
-	assert_non_null(strstr(buf, "\ncache_bytes 0\ncache_limit 1048576\n"));
+	assert_non_null(strstr(buf, "\ninodes 7\ncache_bytes 0\ncache_limit 1048576\n"));
+	/* a file's counters have none of the root's rows */
+	n = bfs_stats_format(m, NULL, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_null(strstr(buf, "inodes"));
+	assert_null(strstr(buf, "probed_ahead"));
+	assert_non_null(strstr(buf, "\ncached_bytes 0\n"));
+	n = bfs_stats_format(m, &sc, buf, sizeof(buf));
 	assert_int_equal(buf[n - 1], '\n');
 	/* Short buffers: never a truncated value. */
 	for (size_t len = 0; len <= (size_t)n; len++)
@@ -343,6 +350,7 @@ static void test_stats_root_and_short_buffer(void **state)
 	assert_int_equal(bfs_stats_format(m, &sc, buf, (size_t)n + 1), n);
 	/* Every counter at its widest still fits BFS_STATS_MAX. */
 	memset(&max, 0xff, sizeof(max));
+	memset(&sc, 0xff, sizeof(sc));
 	n = bfs_stats_format(&max, &sc, buf, sizeof(buf));
 	assert_true(n > 0 && n < BFS_STATS_MAX);
 	bfs_cache_free(cache);

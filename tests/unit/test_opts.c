@@ -245,6 +245,34 @@ static void test_timeouts(void **state)
 	expect_refused("attr_timeout=");
 }
 
+static void test_max_inodes(void **state)
+{
+	char *a1[] = { "blockfs", "src", "mnt" };
+	char *a2[] = { "blockfs", "-o", "max_inodes=0", "src", "mnt" };
+	char *a3[] = { "blockfs", "-o", "max_inodes=1024", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 3, a1), 0);
+	assert_int_equal(o.max_inodes, BFS_DEFAULT_MAX_INODES);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, a2), 0);
+	assert_int_equal(o.max_inodes, 0);		/* no bound */
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, a3), 0);
+	assert_int_equal(o.max_inodes, 1024);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("max_inodes=1023");
+	expect_refused("max_inodes=-1");
+	expect_refused("max_inodes=4294967296");
+	expect_refused("max_inodes=1M");
+	expect_refused("max_inodes=");
+}
+
 static void test_readahead_workers_advice(void **state)
 {
 	char *argv[] = { "blockfs", "-o", "readahead=512K,workers=0,advice=sequential", "src", "mnt" };
@@ -375,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_cache_size),
 		cmocka_unit_test(test_kernel_readahead),
 		cmocka_unit_test(test_readahead_workers_advice),
+		cmocka_unit_test(test_max_inodes),
 		cmocka_unit_test(test_timeouts),
 		cmocka_unit_test(test_willneed),
 		cmocka_unit_test(test_suid_dev_taken_last_wins),
