@@ -22,8 +22,11 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
+#include "blockfs/index_cache.h"
+#include "blockfs/log.h"
 #include "blockfs/names.h"
 #include "blockfs/stats.h"
+#include "blockfs/xxh32.h"
 #include "fs_i.h"
 
 /*
@@ -34,7 +37,10 @@
  * under: adding, removing or renaming an entry changes the directory's
  * mtime. A probe is remembered with the change stamp of the file it
  * looked at; lookups, which stat the file anyway, probe again when that
- * changed (a file rewritten in place: bfs_snap_recheck()).
+ * changed (a file rewritten in place: bfs_snap_recheck()). With the
+ * index cache on, what probes and lookups learned is kept there as the
+ * directory's memo (index_cache.h) and taken up again by the next mount's
+ * first snapshot of the same directory version: memo_load(), memo_save().
  */
 struct snent {
 	uint32_t name;			/* offset in names */
@@ -43,7 +49,10 @@ struct snent {
 	ino_t ino;
 	_Atomic(const struct bfs_codec *) codec;	/* what claims it, once probed */
 	atomic_uint_fast64_t stamp;	/* bfs_backing_stamp() of the file probed */
+	uint64_t size;			/* its decoded size under stamp, or NO_SIZE */
 };
+
+#define NO_SIZE UINT64_MAX
 
 struct bfs_snap {
 	atomic_uint refs;		/* the cache's, and each user's */
@@ -54,6 +63,8 @@ struct bfs_snap {
 	struct snent *e;
 	char *names;
 	bool cached;			/* in the cache; protected by fs->snap_lock */
+	atomic_bool dirty;		/* learned something its memo does not say */
+	pthread_mutex_t pair_lock;	/* each entry's stamp and size change together */
 	struct bfs_snap *hnext, *prev, *next;	/* chain and LRU; protected by fs->snap_lock */
 };
 
@@ -64,6 +75,7 @@ static const char *ename(const struct bfs_snap *s, const struct snent *e)
 
 static void snap_free(struct bfs_snap *s)
 {
+	pthread_mutex_destroy(&s->pair_lock);
 	free(s->e);
 	free(s->names);
 	free(s);
@@ -112,6 +124,7 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 	if (!s)
 		return -ENOMEM;
 	atomic_init(&s->refs, 1);
+	bfs_mutex_init(&s->pair_lock);
 	s->dev = dst->st_dev;
 	s->ino = dst->st_ino;
 	s->mtime = dst->st_mtim;
@@ -150,7 +163,7 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 		}
 		memcpy(s->names + nlen, d->d_name, len);
 		s->e[s->n] = (struct snent){ .name = (uint32_t)nlen, .ino = d->d_ino,
-					     .type = d->d_type };
+					     .type = d->d_type, .size = NO_SIZE };
 		nlen += len;
 		s->n++;
 	}
@@ -212,6 +225,86 @@ static bool racy(const struct stat *dst)
 	return t - (m > c ? m : c) < RACY_NS;
 }
 
+/* --- memos in the index cache ----------------------------------------------- */
+
+/* The directory version and names @s was read under, as its memo is keyed. */
+static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s,
+		     struct bfs_dirmemo_key *k)
+{
+	struct bfs_xxh32 h;
+
+	bfs_xxh32_init(&h, 0);
+	for (size_t i = 0; i < s->n; i++) {
+		const char *name = ename(s, &s->e[i]);
+
+		bfs_xxh32_update(&h, name, strlen(name) + 1);
+	}
+	*k = (struct bfs_dirmemo_key){
+		.dev = (uint64_t)s->dev, .ino = (uint64_t)s->ino,
+		.mtime_sec = (int64_t)s->mtime.tv_sec, .mtime_nsec = (uint64_t)s->mtime.tv_nsec,
+		.ctime_sec = (int64_t)s->ctime.tv_sec, .ctime_nsec = (uint64_t)s->ctime.tv_nsec,
+		.n = s->n, .names = bfs_xxh32_digest(&h), .rules = fs->opts->gzip_index ? 1u : 0u,
+	};
+}
+
+/* Take up what the memo of @s's directory version says; @s is not shared yet. */
+static void memo_load(struct bfs_fs *fs, struct bfs_snap *s)
+{
+	struct bfs_dirmemo_key key;
+	struct bfs_dirmemo_ent *m;
+
+	if (!fs->env.icache || s->n == 0)
+		return;
+	m = malloc(s->n * sizeof(*m));
+	if (!m)
+		return;
+	memo_key(fs, s, &key);
+	if (bfs_icache_dir_load(fs->env.icache, &key, m) == 0) {
+		for (size_t i = 0; i < s->n; i++) {
+			struct snent *e = &s->e[i];
+
+			if (!(m[i].flags & BFS_DIRMEMO_PROBED))
+				continue;
+			atomic_init(&e->codec, m[i].codec);
+			atomic_init(&e->stamp, m[i].stamp);
+			if (m[i].flags & BFS_DIRMEMO_SIZED)
+				e->size = m[i].size;
+			atomic_init(&e->probed, true);
+		}
+		BFS_COUNT(fs->env.mount, dir_memos, 1);
+	}
+	free(m);
+}
+
+void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
+{
+	struct bfs_dirmemo_key key;
+	struct bfs_dirmemo_ent *m;
+
+	if (!fs->env.icache || !s->cached || !atomic_exchange(&s->dirty, false))
+		return;
+	m = malloc(s->n * sizeof(*m));
+	if (!m)
+		return;
+	bfs_mutex_lock(&s->pair_lock);
+	for (size_t i = 0; i < s->n; i++) {
+		const struct snent *e = &s->e[i];
+
+		m[i] = (struct bfs_dirmemo_ent){ 0 };
+		if (!atomic_load_explicit(&e->probed, memory_order_acquire))
+			continue;
+		m[i] = (struct bfs_dirmemo_ent){
+			.stamp = atomic_load(&e->stamp), .codec = atomic_load(&e->codec),
+			.size = e->size == NO_SIZE ? 0 : e->size,
+			.flags = BFS_DIRMEMO_PROBED | (e->size == NO_SIZE ? 0 : BFS_DIRMEMO_SIZED),
+		};
+	}
+	bfs_mutex_unlock(&s->pair_lock);
+	memo_key(fs, s, &key);
+	(void)bfs_icache_dir_save(fs->env.icache, &key, m);
+	free(m);
+}
+
 int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
 {
 	struct bfs_snap *s, *old = NULL;
@@ -256,6 +349,7 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
 		*out = s;
 		return 0;
 	}
+	memo_load(fs, s);
 	bfs_mutex_lock(&fs->snap_lock);
 	for (old = fs->snaps[b]; old; old = old->hnext)
 		if (old->ino == s->ino && old->dev == s->dev)
@@ -279,8 +373,10 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
 
 void bfs_snap_cache_free(struct bfs_fs *fs)
 {
-	while (fs->snap_lru)
+	while (fs->snap_lru) {
+		bfs_snap_save(fs, fs->snap_lru);	/* what lookups learned since the listing */
 		snap_unlink(fs, fs->snap_lru);
+	}
 }
 
 /*
@@ -376,6 +472,7 @@ static const struct bfs_codec *probe(struct bfs_snap_ctx *c, struct snent *e)
 		return atomic_load(&e->codec);
 	codec = bfs_backing_probe(c->fs, c->dirfd, ename(c->snap, e), ahead_take(c, i), &stamp,
 				  c->keep ? &c->pr : NULL, &cold);
+	BFS_COUNT(c->fs->env.mount, probes, 1);
 	if (cold && c->listing)
 		c->ahead_on = true;
 	if (c->ahead_on)
@@ -383,8 +480,12 @@ static const struct bfs_codec *probe(struct bfs_snap_ctx *c, struct snent *e)
 	if (c->keep && c->pr.fd >= 0)
 		c->pr.name = ename(c->snap, e);
 	atomic_store(&e->codec, codec);
+	bfs_mutex_lock(&c->snap->pair_lock);
 	atomic_store(&e->stamp, stamp);
+	e->size = NO_SIZE;
+	bfs_mutex_unlock(&c->snap->pair_lock);
 	atomic_store_explicit(&e->probed, true, memory_order_release);
+	atomic_store(&c->snap->dirty, true);
 	return codec;
 }
 
@@ -425,10 +526,45 @@ int bfs_snap_recheck(struct bfs_snap_ctx *c, const char *name, const struct stat
 		return 0;
 	was = atomic_load(&e->codec);
 	now = bfs_backing_probe(c->fs, c->dirfd, name, -1, &stamp, NULL, NULL);
+	BFS_COUNT(c->fs->env.mount, probes, 1);
 	atomic_store(&e->codec, now);
+	bfs_mutex_lock(&c->snap->pair_lock);
 	atomic_store(&e->stamp, stamp);
+	e->size = NO_SIZE;
+	bfs_mutex_unlock(&c->snap->pair_lock);
+	atomic_store(&c->snap->dirty, true);
 	(void)codec;
 	return now == was ? 0 : -EAGAIN;	/* else the rule may show it otherwise now */
+}
+
+void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
+			uint64_t size)
+{
+	struct snent *e = snap_find(c->snap, name);
+	bool learned = false;
+
+	if (!e || size == NO_SIZE || !atomic_load_explicit(&e->probed, memory_order_acquire))
+		return;
+	bfs_mutex_lock(&c->snap->pair_lock);
+	if (atomic_load(&e->stamp) == stamp && e->size != size) {
+		e->size = size;
+		learned = true;
+	}
+	bfs_mutex_unlock(&c->snap->pair_lock);
+	if (learned)
+		atomic_store(&c->snap->dirty, true);
+}
+
+bool bfs_snap_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp, uint64_t *size)
+{
+	struct snent *e = snap_find(c->snap, name);
+
+	if (!e || !atomic_load_explicit(&e->probed, memory_order_acquire))
+		return false;
+	bfs_mutex_lock(&c->snap->pair_lock);
+	*size = atomic_load(&e->stamp) == stamp ? e->size : NO_SIZE;
+	bfs_mutex_unlock(&c->snap->pair_lock);
+	return *size != NO_SIZE;
 }
 
 /* --- listings ------------------------------------------------------------ */

@@ -448,6 +448,21 @@ BFS_MUST_CHECK int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t 
 extern const struct bfs_name_ops bfs_snap_name_ops;
 
 /*
+ * With the index cache on, keep what @s learned as its directory's memo
+ * (index_cache.h), if it learned anything since it was read or last kept
+ * and is cached (a racy snapshot is neither). Context: writes one file.
+ */
+void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s);
+
+/* Entry @name of @c's snapshot has decoded size @size under backing stamp @stamp. */
+void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
+			uint64_t size);
+
+/* The decoded size of entry @name under stamp @stamp, if known: true and *@size. */
+BFS_MUST_CHECK bool bfs_snap_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
+				  uint64_t *size);
+
+/*
  * Backing entry @name, a candidate the rules resolved to, has stat @st
  * now: if it was probed under another stamp (rewritten in place), probe
  * it again. Return: 0 when what claims it is as before, -EAGAIN when not

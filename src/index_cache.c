@@ -318,10 +318,10 @@ void bfs_icache_free(struct bfs_icache *c)
 	free(c);
 }
 
-static void entry_name(const struct stat *st, char *name)
+/* An entry's name: @dev and @ino in hex, then @kind ("idx", "dir"). */
+static void entry_name(uint64_t dev, uint64_t ino, const char *kind, char *name)
 {
-	snprintf(name, NAME_LEN, "%016" PRIx64 "-%016" PRIx64 ".idx", (uint64_t)st->st_dev,
-		 (uint64_t)st->st_ino);
+	snprintf(name, NAME_LEN, "%016" PRIx64 "-%016" PRIx64 ".%s", dev, ino, kind);
 }
 
 /* Read all of @fd (@len bytes) into a new buffer. Return: 0, -errno. */
@@ -347,36 +347,54 @@ static int read_all(int fd, size_t len, uint8_t **out)
 	return 0;
 }
 
+/*
+ * Entry @name, when it is a regular file of at most @max bytes, read
+ * whole into a new buffer. Return: 0, 1 when there is none to use (absent,
+ * or not such a file), -ENOMEM.
+ */
+static int get_entry(struct bfs_icache *c, const char *name, uint64_t max, uint8_t **out,
+		     size_t *len)
+{
+	struct stat est;
+	int fd, rc;
+
+	fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 1;		/* usually ENOENT: never kept */
+	/* Bound the read by what an entry for this object could be, before allocating. */
+	if (fstat(fd, &est) < 0 || !S_ISREG(est.st_mode) || (uint64_t)est.st_size > max) {
+		close(fd);
+		bfs_dbg("%s/%s: ignored: not a regular file of a possible size", c->dir, name);
+		return 1;
+	}
+	rc = read_all(fd, (size_t)est.st_size, out);
+	close(fd);
+	if (rc < 0)
+		return rc == -ENOMEM ? rc : 1;
+	*len = (size_t)est.st_size;
+	return 0;
+}
+
 int bfs_icache_load(struct bfs_icache *c, const struct stat *st, const struct bfs_codec *codec,
 		    struct bfs_index *idx)
 {
 	struct bfs_icache_key key;
 	char name[NAME_LEN];
 	const char *why;
-	struct stat est;
 	uint8_t *buf = NULL;
-	int fd, rc;
+	size_t len = 0;
+	int rc;
 
 	if (!c || !codec->cache_load)
 		return 1;
-	entry_name(st, name);
-	fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return 1;		/* usually ENOENT: never kept */
-	/* Bound the read by what an entry for this file could be, before allocating. */
-	if (fstat(fd, &est) < 0 || !S_ISREG(est.st_mode) ||
-	    (uint64_t)est.st_size > BFS_ICACHE_HDR_LEN + BFS_ICACHE_CSUM_LEN +
-	    (uint64_t)idx->max_blocks * (BFS_ICACHE_ENTRY_LEN + PRIV_PER_BLOCK_MAX)) {
-		close(fd);
-		bfs_dbg("%s/%s: ignored: not a regular file of a possible size", c->dir, name);
-		return 1;
-	}
-	rc = read_all(fd, (size_t)est.st_size, &buf);
-	close(fd);
-	if (rc < 0)
-		return rc == -ENOMEM ? rc : 1;
+	entry_name((uint64_t)st->st_dev, (uint64_t)st->st_ino, "idx", name);
+	rc = get_entry(c, name, BFS_ICACHE_HDR_LEN + BFS_ICACHE_CSUM_LEN +
+		       (uint64_t)idx->max_blocks * (BFS_ICACHE_ENTRY_LEN + PRIV_PER_BLOCK_MAX),
+		       &buf, &len);
+	if (rc != 0)
+		return rc;
 	bfs_icache_key_of(st, &key);
-	rc = bfs_icache_decode(buf, (size_t)est.st_size, &key, codec, idx, &why);
+	rc = bfs_icache_decode(buf, len, &key, codec, idx, &why);
 	free(buf);
 	if (rc > 0)
 		bfs_dbg("%s/%s: ignored: %s", c->dir, name, why);
@@ -408,16 +426,45 @@ static void saving_off(struct bfs_icache *c, int rc)
 			 strerror(-rc));
 }
 
+/*
+ * Write entry @name as @len bytes of @buf: a temporary file renamed over
+ * it. Return: 0 or -errno (saving is off for the mount then).
+ */
+static int put_entry(struct bfs_icache *c, const char *name, const uint8_t *buf, size_t len)
+{
+	char tmp[NAME_LEN];
+	int tfd, rc;
+
+	snprintf(tmp, sizeof(tmp), ".tmp-%ld-%" PRIu64, (long)getpid(),
+		 (uint64_t)atomic_fetch_add(&c->seq, 1));
+	tfd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (tfd < 0) {
+		rc = -errno;
+		saving_off(c, rc);
+		return rc;
+	}
+	rc = write_all(tfd, buf, len);
+	if (close(tfd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && renameat(c->dirfd, tmp, c->dirfd, name) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		(void)unlinkat(c->dirfd, tmp, 0);
+		saving_off(c, rc);
+	}
+	return rc;
+}
+
 int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 		    const struct bfs_codec *codec, const struct bfs_index *idx,
 		    uint64_t scan_reads)
 {
 	struct bfs_icache_key key, now_key;
-	char name[NAME_LEN], tmp[NAME_LEN];
+	char name[NAME_LEN];
 	struct stat now;
 	uint8_t *buf;
 	size_t len;
-	int tfd, rc;
+	int rc;
 
 	if (!c || atomic_load(&c->no_save) || !codec->cache_load ||
 	    scan_reads < BFS_ICACHE_MIN_READS || idx->broken || idx->source != BFS_SRC_WALK)
@@ -432,25 +479,191 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 	rc = bfs_icache_encode(&key, codec, idx, &buf, &len);
 	if (rc < 0)
 		return rc == -EINVAL ? 1 : rc;
-	entry_name(st, name);
-	snprintf(tmp, sizeof(tmp), ".tmp-%ld-%" PRIu64, (long)getpid(),
-		 (uint64_t)atomic_fetch_add(&c->seq, 1));
-	tfd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (tfd < 0) {
-		rc = -errno;
-		saving_off(c, rc);
-		free(buf);
-		return rc;
-	}
-	rc = write_all(tfd, buf, len);
+	entry_name((uint64_t)st->st_dev, (uint64_t)st->st_ino, "idx", name);
+	rc = put_entry(c, name, buf, len);
 	free(buf);
-	if (close(tfd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && renameat(c->dirfd, tmp, c->dirfd, name) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		(void)unlinkat(c->dirfd, tmp, 0);
-		saving_off(c, rc);
+	return rc;
+}
+
+/* --- directory memos ----------------------------------------------------- */
+
+/* Memo header fields (index_cache.h) */
+#define D_MAGIC		0
+#define D_VERSION	8
+#define D_RULES		12
+#define D_DEV		16
+#define D_INO		24
+#define D_MTIME		32
+#define D_MTIME_NS	40
+#define D_CTIME		48
+#define D_CTIME_NS	56
+#define D_COUNT		64
+#define D_NAMES		72
+#define D_RESERVED	76
+
+/* Memo entry fields */
+#define M_STAMP		0
+#define M_SIZE		8
+#define M_CODEC		16
+#define M_FLAGS		17
+#define M_ZERO		18
+
+/* Entries a memo may hold: a directory larger than this is listed as it is. */
+#define DIRMEMO_MAX_ENTRIES (1u << 22)
+
+/* Codec numbers in memos; 0 is none. */
+static const struct bfs_codec *const memo_codecs[] = {
+	NULL, &bfs_codec_lz4, &bfs_codec_bgzf, &bfs_codec_gzip,
+};
+
+static void put_dir_key(uint8_t *h, const struct bfs_dirmemo_key *k)
+{
+	bfs_put_le32(h + D_RULES, k->rules);
+	bfs_put_le64(h + D_DEV, k->dev);
+	bfs_put_le64(h + D_INO, k->ino);
+	bfs_put_le64(h + D_MTIME, (uint64_t)k->mtime_sec);
+	bfs_put_le64(h + D_MTIME_NS, k->mtime_nsec);
+	bfs_put_le64(h + D_CTIME, (uint64_t)k->ctime_sec);
+	bfs_put_le64(h + D_CTIME_NS, k->ctime_nsec);
+	bfs_put_le64(h + D_COUNT, k->n);
+	bfs_put_le32(h + D_NAMES, k->names);
+}
+
+static size_t memo_len(uint64_t n)
+{
+	return BFS_DIRMEMO_HDR_LEN + (size_t)n * BFS_DIRMEMO_ENTRY_LEN + BFS_ICACHE_CSUM_LEN;
+}
+
+int bfs_dirmemo_encode(const struct bfs_dirmemo_key *key, const struct bfs_dirmemo_ent *e,
+		       uint8_t **out, size_t *len)
+{
+	size_t total = memo_len(key->n);
+	uint8_t *buf, *p;
+
+	if (key->n > DIRMEMO_MAX_ENTRIES)
+		return -EINVAL;
+	buf = calloc(1, total);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf + D_MAGIC, BFS_DIRMEMO_MAGIC, 8);
+	bfs_put_le32(buf + D_VERSION, BFS_DIRMEMO_VERSION);
+	put_dir_key(buf, key);
+	p = buf + BFS_DIRMEMO_HDR_LEN;
+	for (uint64_t i = 0; i < key->n; i++, p += BFS_DIRMEMO_ENTRY_LEN) {
+		unsigned int flags = e[i].flags & (BFS_DIRMEMO_PROBED | BFS_DIRMEMO_SIZED);
+		uint8_t codec = 0;
+
+		for (uint8_t c = 1; c < BFS_ARRAY_SIZE(memo_codecs); c++)
+			if (memo_codecs[c] == e[i].codec)
+				codec = c;
+		/* a size is kept only with what it is the size of */
+		if (!(flags & BFS_DIRMEMO_PROBED) || !codec)
+			flags &= ~BFS_DIRMEMO_SIZED;
+		if (!(flags & BFS_DIRMEMO_PROBED) || e[i].stamp == 0)
+			continue;		/* all zero: nothing known (or a file it could not open) */
+		bfs_put_le64(p + M_STAMP, e[i].stamp);
+		if (flags & BFS_DIRMEMO_SIZED)
+			bfs_put_le64(p + M_SIZE, e[i].size);
+		p[M_CODEC] = codec;
+		p[M_FLAGS] = (uint8_t)flags;
 	}
+	bfs_put_le32(buf + total - BFS_ICACHE_CSUM_LEN,
+		     bfs_xxh32(buf, total - BFS_ICACHE_CSUM_LEN, 0));
+	*out = buf;
+	*len = total;
+	return 0;
+}
+
+int bfs_dirmemo_decode(const uint8_t *p, size_t len, const struct bfs_dirmemo_key *key,
+		       struct bfs_dirmemo_ent *e, const char **why)
+{
+	uint8_t want[BFS_DIRMEMO_HDR_LEN] = { 0 };
+	static const uint8_t zero[BFS_DIRMEMO_ENTRY_LEN - M_ZERO];
+	const uint8_t *q;
+
+	if (key->n > DIRMEMO_MAX_ENTRIES || len != memo_len(key->n)) {
+		*why = "length does not match the directory (truncated, extended, or other entries)";
+		return 1;
+	}
+	if (memcmp(p + D_MAGIC, BFS_DIRMEMO_MAGIC, 8) != 0) {
+		*why = "not a directory memo";
+		return 1;
+	}
+	if (bfs_le32(p + D_VERSION) != BFS_DIRMEMO_VERSION) {
+		*why = "another format version";
+		return 1;
+	}
+	put_dir_key(want, key);
+	if (memcmp(p + D_RULES, want + D_RULES, D_RESERVED - D_RULES) != 0) {
+		*why = "another directory, version, list of names or gzip= rule";
+		return 1;
+	}
+	if (bfs_le32(p + D_RESERVED) != 0) {
+		*why = "reserved field set";
+		return 1;
+	}
+	if (bfs_le32(p + len - BFS_ICACHE_CSUM_LEN) != bfs_xxh32(p, len - BFS_ICACHE_CSUM_LEN, 0)) {
+		*why = "checksum mismatch";
+		return 1;
+	}
+	q = p + BFS_DIRMEMO_HDR_LEN;
+	for (uint64_t i = 0; i < key->n; i++, q += BFS_DIRMEMO_ENTRY_LEN) {
+		unsigned int flags = q[M_FLAGS];
+		uint8_t codec = q[M_CODEC];
+
+		if (flags & ~(unsigned int)(BFS_DIRMEMO_PROBED | BFS_DIRMEMO_SIZED) ||
+		    codec >= BFS_ARRAY_SIZE(memo_codecs) || memcmp(q + M_ZERO, zero, sizeof(zero)) ||
+		    (!(flags & BFS_DIRMEMO_PROBED) && (flags || codec || bfs_le64(q + M_STAMP) ||
+						       bfs_le64(q + M_SIZE))) ||
+		    ((flags & BFS_DIRMEMO_SIZED) ? codec == 0 : bfs_le64(q + M_SIZE) != 0) ||
+		    ((flags & BFS_DIRMEMO_PROBED) && bfs_le64(q + M_STAMP) == 0)) {
+			*why = "an entry fails its checks";
+			return 1;
+		}
+		e[i] = (struct bfs_dirmemo_ent){ .stamp = bfs_le64(q + M_STAMP),
+						 .size = bfs_le64(q + M_SIZE),
+						 .codec = memo_codecs[codec], .flags = flags };
+	}
+	return 0;
+}
+
+int bfs_icache_dir_load(struct bfs_icache *c, const struct bfs_dirmemo_key *key,
+			struct bfs_dirmemo_ent *e)
+{
+	char name[NAME_LEN];
+	const char *why;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (!c || key->n > DIRMEMO_MAX_ENTRIES)
+		return 1;
+	entry_name(key->dev, key->ino, "dir", name);
+	rc = get_entry(c, name, memo_len(key->n), &buf, &len);
+	if (rc != 0)
+		return rc;
+	rc = bfs_dirmemo_decode(buf, len, key, e, &why);
+	free(buf);
+	if (rc > 0)
+		bfs_dbg("%s/%s: ignored: %s", c->dir, name, why);
+	return rc;
+}
+
+int bfs_icache_dir_save(struct bfs_icache *c, const struct bfs_dirmemo_key *key,
+			const struct bfs_dirmemo_ent *e)
+{
+	char name[NAME_LEN];
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	if (!c || atomic_load(&c->no_save))
+		return 1;
+	rc = bfs_dirmemo_encode(key, e, &buf, &len);
+	if (rc < 0)
+		return rc == -EINVAL ? 1 : rc;
+	entry_name(key->dev, key->ino, "dir", name);
+	rc = put_entry(c, name, buf, len);
+	free(buf);
 	return rc;
 }

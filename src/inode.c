@@ -138,8 +138,9 @@ static struct bfs_inode *inode_ref(struct bfs_fs *fs, const struct stat *st,
 
 /*
  * Find or add the inode for descriptor @fd (consumed; open for reading if
- * @rd, else O_PATH) of backing object @st shown with @codec, with one more
- * lookup. The descriptor goes to the cache, unpinned.
+ * @rd, else O_PATH; or -1: none yet, bfs_inode_fd() opens one by path when
+ * needed) of backing object @st shown with @codec, with one more lookup.
+ * The descriptor goes to the cache, unpinned.
  */
 static int inode_get(struct bfs_fs *fs, int fd, bool rd, const struct stat *st,
 		     const struct bfs_codec *codec, struct bfs_inode **out)
@@ -153,7 +154,8 @@ static int inode_get(struct bfs_fs *fs, int fd, bool rd, const struct stat *st,
 	in = table_find(fs, st, codec);
 	if (in) {
 		in->nlookup++;
-		bfs_inode_fd_adopt(fs, in, fd, rd, false);
+		if (fd >= 0)
+			bfs_inode_fd_adopt(fs, in, fd, rd, false);
 		bfs_mutex_unlock(&fs->lock);
 		*out = in;
 		return 0;
@@ -161,7 +163,8 @@ static int inode_get(struct bfs_fs *fs, int fd, bool rd, const struct stat *st,
 	in = calloc(1, sizeof(*in));
 	if (!in) {
 		bfs_mutex_unlock(&fs->lock);
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return -ENOMEM;
 	}
 	in->dev = st->st_dev;
@@ -175,7 +178,8 @@ static int inode_get(struct bfs_fs *fs, int fd, bool rd, const struct stat *st,
 	fs->table[b] = in;
 	fs->count++;
 	maybe_grow(fs);
-	bfs_inode_fd_adopt(fs, in, fd, rd, false);
+	if (fd >= 0)
+		bfs_inode_fd_adopt(fs, in, fd, rd, false);
 	bfs_mutex_unlock(&fs->lock);
 	*out = in;
 	return 0;
@@ -280,7 +284,8 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 {
 	struct bfs_probe *pr = NULL;
 	struct bfs_inode *in;
-	bool rd;
+	uint64_t stamp, size;
+	bool rd, decoded;
 	int fd, rc;
 
 	if (sc && sc->pr.fd >= 0 && sc->pr.name && strcmp(sc->pr.name, backing) == 0) {
@@ -295,12 +300,25 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 				return rc;
 		}
 	}
+	decoded = codec && S_ISREG(st->st_mode);
+	stamp = bfs_backing_stamp(st);
 	in = inode_ref(fs, st, S_ISREG(st->st_mode) ? codec : NULL);
 	if (!in && pr) {
 		rc = inode_get(fs, pr->fd, true, st, codec, &in);
 		pr->fd = -1;		/* the inode's now */
 		if (rc < 0)
 			return rc;
+	} else if (!in && decoded && !pr && sc && bfs_snap_size(sc, backing, stamp, &size)) {
+		/* its size is known (a memo): no open until someone reads it */
+		rc = inode_get(fs, -1, false, st, codec, &in);
+		if (rc < 0)
+			return rc;
+		bfs_mutex_lock(bfs_ilock(fs, in));
+		if (in->stamp != stamp && !in->file) {
+			in->stamp = stamp;
+			in->memo = size;
+		}
+		bfs_mutex_unlock(bfs_ilock(fs, in));
 	} else if (!in) {
 		rd = S_ISREG(st->st_mode);
 		fd = rd ? bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) : -1;
@@ -315,6 +333,7 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 			close(fd);
 			return rc;
 		}
+		stamp = bfs_backing_stamp(st);
 		rc = inode_get(fs, fd, rd && S_ISREG(st->st_mode), st, codec, &in);
 		if (rc < 0)
 			return rc;
@@ -327,6 +346,8 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 		bfs_inode_forget(fs, in, 1);
 		return rc;
 	}
+	if (sc && decoded)
+		bfs_snap_note_size(sc, backing, stamp, (uint64_t)st->st_size);
 	*out = in;
 	return 0;
 }

@@ -392,6 +392,8 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	}
 	bfs_snap_ctx_release(&c);
 	bfs_inode_fd_put(fs, dir);
+	if (rc == 1)
+		bfs_snap_save(fs, d->snap);	/* the listing is through: keep what it learned */
 	if (rc < 0 && rem == size)
 		fuse_reply_err(req, bfs_kernel_errno(rc));	/* nothing to show for it */
 	else

@@ -70,13 +70,15 @@ int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache 
 		{ "errors", LOAD(m, errors) },
 		{ "cached_bytes", LOAD(m, cached) },
 		/* the mount root's only, from here */
+		{ "probes", LOAD(m, probes) },
 		{ "probed_ahead", LOAD(m, probed_ahead) },
+		{ "dir_memos", LOAD(m, dir_memos) },
 		{ "dirs_forgotten", LOAD(m, forgotten_dirs) },
 		{ "inodes", cache ? cache->inodes : 0 },
 		{ "cache_bytes", cache ? cache->bytes : 0 },
 		{ "cache_limit", cache ? cache->limit : 0 },
 	};
-	size_t nrows = BFS_ARRAY_SIZE(rows) - (cache ? 0 : 5), at = 0;
+	size_t nrows = BFS_ARRAY_SIZE(rows) - (cache ? 0 : 7), at = 0;
 
 	for (size_t i = 0; i < nrows; i++) {
 		int n = snprintf(buf + at, len - at, "%s %" PRIu64 "\n", rows[i].key, rows[i].v);

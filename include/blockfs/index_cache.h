@@ -145,4 +145,89 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 		    const struct bfs_codec *codec, const struct bfs_index *idx,
 		    uint64_t scan_reads);
 
+/*
+ * Directory memos. What listings learned of the files of a backing
+ * directory (which codec claims each, and the decoded size of each shown
+ * decoded) is kept beside the indexes as DEV-INO.dir, so that the next
+ * mount lists the directory and sizes its files without opening one.
+ * A memo holds for the directory version it was made from (device, inode,
+ * mtime and ctime to the nanosecond: adding, removing or renaming an
+ * entry changes them), the exact sorted list of names, and the mount's
+ * rules for which codecs claim a file; each entry holds for the file
+ * version its stamp names (bfs_backing_stamp()). Layout, little-endian:
+ *
+ *   0    8  magic "BFSDIRMM"
+ *   8    4  version                  1
+ *   12   4  rules                    bit 0: -o gzip=index
+ *   16   8  st_dev                   the directory ...
+ *   24   8  st_ino
+ *   32   8  mtime seconds            (signed)
+ *   40   8  mtime nanoseconds
+ *   48   8  ctime seconds            (signed)
+ *   56   8  ctime nanoseconds        ... all must match
+ *   64   8  n                        entries, as the directory has now
+ *   72   4  XXH32 (seed 0) of the n names in byte order, each with its NUL
+ *   76   4  reserved                 0
+ *   80   n x 24 entries, in the names' order:
+ *        +0 8 stamp  +8 8 decoded size  +16 1 codec (0 none, 1 lz4,
+ *        2 bgzf, 3 gzip)  +17 1 flags (1 probed, 2 sized)  +18 6 zero
+ *   end  4  XXH32 (seed 0) of every byte before it
+ */
+#define BFS_DIRMEMO_MAGIC "BFSDIRMM"
+#define BFS_DIRMEMO_VERSION 1u
+#define BFS_DIRMEMO_HDR_LEN 80
+#define BFS_DIRMEMO_ENTRY_LEN 24
+
+#define BFS_DIRMEMO_PROBED 1u		/* codec and stamp are known */
+#define BFS_DIRMEMO_SIZED 2u		/* and size: the decoded size under stamp */
+
+/* The directory version a memo is for. */
+struct bfs_dirmemo_key {
+	uint64_t dev, ino;
+	int64_t mtime_sec, ctime_sec;
+	uint64_t mtime_nsec, ctime_nsec;
+	uint64_t n;			/* entries */
+	uint32_t names;			/* XXH32 of the sorted names, each with its NUL */
+	uint32_t rules;			/* bit 0: -o gzip=index */
+};
+
+/* What a memo says of one entry. */
+struct bfs_dirmemo_ent {
+	uint64_t stamp;			/* of the file probed; PROBED */
+	uint64_t size;			/* its decoded size; SIZED */
+	const struct bfs_codec *codec;	/* what claims it, or NULL; PROBED */
+	unsigned int flags;		/* BFS_DIRMEMO_* */
+};
+
+/* The memo of @key->n entries @e. Return: 0 and a malloc'd *@out, or -ENOMEM. */
+BFS_MUST_CHECK int bfs_dirmemo_encode(const struct bfs_dirmemo_key *key,
+				      const struct bfs_dirmemo_ent *e, uint8_t **out,
+				      size_t *len);
+
+/**
+ * bfs_dirmemo_decode() - the @key->n entries of memo @p (@len bytes) into @e.
+ * Return: 0; 1 when the memo is for another directory version, other
+ * names or rules, or fails a check (*@why; @e then undefined).
+ */
+BFS_MUST_CHECK int bfs_dirmemo_decode(const uint8_t *p, size_t len,
+				      const struct bfs_dirmemo_key *key,
+				      struct bfs_dirmemo_ent *e, const char **why);
+
+/**
+ * bfs_icache_dir_load() - the memo of the directory @key describes, into
+ * @e (room for @key->n). @c: NULL means no cache.
+ * Return: 0 when @e was filled; 1 when there is none to use; -ENOMEM.
+ */
+BFS_MUST_CHECK int bfs_icache_dir_load(struct bfs_icache *c, const struct bfs_dirmemo_key *key,
+				       struct bfs_dirmemo_ent *e);
+
+/**
+ * bfs_icache_dir_save() - keep the memo of @key->n entries @e, written as
+ * bfs_icache_save() writes an index (atomic rename; the first failure
+ * turns saving off for the mount, with one log line).
+ * Return: 0 written; 1 nothing to do (@c NULL or saving off); -errno.
+ */
+int bfs_icache_dir_save(struct bfs_icache *c, const struct bfs_dirmemo_key *key,
+			const struct bfs_dirmemo_ent *e);
+
 #endif

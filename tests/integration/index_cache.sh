@@ -9,7 +9,9 @@
 # size and mtime (but another ctime or inode) are ignored: the file is
 # walked again and still reads exact. A read-only and a full cache
 # directory degrade to no saving with exactly one log line; a directory
-# others may write is refused at mount time.
+# others may write is refused at mount time. Directory memos: a remount
+# lists and sizes a tree of small files with no probe, and a file
+# rewritten in place, an added entry and damaged memos are seen.
 #
 # Usage: index_cache.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -195,6 +197,93 @@ if mount -t tmpfs -o size=64k,mode=0700 tmpfs "$FULL" 2>/dev/null; then
 else
 	diag "cannot mount a tmpfs: full-cache case skipped"
 fi
+
+# --- directory memos ------------------------------------------------------------
+# A tree of small lz4 -m files: a listing keeps what its probes and sizes
+# found as DEV-INO.dir, and a remount lists and sizes the tree with no
+# probe; a file rewritten in place, an entry added, a flipped and a
+# truncated memo are each seen and still show right.
+DT=$T/tree DO=$T/tree-orig DC=$T/dcache
+mkdir -p "$DT/d1" "$DT/d2" "$DO/d1" "$DO/d2" "$DC"
+chmod 700 "$DC"
+for i in $(seq 1 40); do
+	head -c $((i * 211)) "$W/other" >"$DO/d1/f$i"
+	tail -c $((i * 307)) "$W/other" >"$DO/d2/g$i"
+done
+cp -r "$DO/." "$DT"
+lz4 -q -m --rm "$DT"/d1/* "$DT"/d2/*
+echo plain >"$DT/d2/plain.txt"
+cp "$DT/d2/plain.txt" "$DO/d2/plain.txt"
+sleep 0.1	# older than the 50 ms a snapshot of a just-changed directory is not kept
+
+# names and sizes as shown under $M (or the originals under $1)
+shown() {
+	(cd "${1:-$M}" && find . -type f -printf '%p %s\n' | sort)
+}
+
+# stat_of NAME: a row of the mount root's stats
+stat_of() {
+	t getfattr --only-values -n user.blockfs.stats "$M" 2>/dev/null |
+		awk -v k="$1" '$1 == k { print $2 }'
+}
+
+# dir_mount: mount the tree with the memo cache; list it (ls -lR); compare
+dir_mount() {
+	bfs_mount "$DT" "$M" "$T/daemon.log" "index_cache=$DC" || {
+		not_ok "mount the tree with index_cache"
+		show_log
+		exit 1
+	}
+	t ls -lR "$M" >/dev/null
+	check_eq "$1: names and sizes as the originals" "$(shown "$DO")" "$(shown)"
+}
+
+# memo DIR: the memo file of backing directory DIR
+memo() {
+	printf '%s/%016x-%016x.dir' "$DC" "$(stat -c %d "$DT/$1")" "$(stat -c %i "$DT/$1")"
+}
+
+dir_mount "memos, first mount"
+check "memos, first mount: the listing probed every lz4 file ($(stat_of probes))" \
+	test "$(stat_of probes)" -ge 80
+umount_c
+is "memos: kept for d1" test -s "$(memo d1)"
+is "memos: kept for d2" test -s "$(memo d2)"
+
+dir_mount "memos, remount"
+check_eq "memos, remount: no file probed" 0 "$(stat_of probes)"
+check_eq "memos, remount: both memos taken up" 2 "$(stat_of dir_memos)"
+same=0
+for i in $(seq 1 40); do
+	cmp -s "$DO/d1/f$i" "$M/d1/f$i" && cmp -s "$DO/d2/g$i" "$M/d2/g$i" && same=$((same + 1))
+done
+check_eq "memos, remount: every file reads exact" 40 "$same"
+umount_c
+
+# rewritten in place: same inode, the directory's times unchanged
+head -c 9000 "$W/big" >"$DO/d1/f7"
+lz4 -q -c "$DO/d1/f7" >"$DT/d1/f7.lz4"
+dir_mount "memos, a file rewritten in place"
+check "memos, rewritten: its new bytes" cmp "$DO/d1/f7" "$M/d1/f7"
+check_eq "memos, rewritten: the memo still used for the rest" 2 "$(stat_of dir_memos)"
+check_eq "memos, rewritten: only it probed again" 1 "$(stat_of probes)"
+umount_c
+
+# an entry added: the directory changed, its memo is not used
+head -c 5000 "$W/big" >"$DO/d2/new"
+lz4 -q -c "$DO/d2/new" >"$DT/d2/new.lz4"
+sleep 0.1
+dir_mount "memos, an entry added"
+check_eq "memos, added: only the unchanged directory's memo used" 1 "$(stat_of dir_memos)"
+umount_c
+
+# damaged memos are ignored
+m1=$(memo d1)
+printf '\xff' | dd of="$m1" bs=1 seek=100 conv=notrunc status=none
+truncate -s -1 "$(memo d2)"
+dir_mount "memos, one flipped, one truncated"
+check_eq "memos, damaged: neither used" 0 "$(stat_of dir_memos)"
+umount_c
 
 # --- refused at mount time ------------------------------------------------------
 chmod 777 "$C"

@@ -2,7 +2,8 @@
 /*
  * The index cache: the entry format (round trip, every truncation, every
  * flipped byte, wrong identity, wrong codec, entries that are well formed
- * but wrong) and the directory (save, load, atomic replacement, refusals).
+ * but wrong) and the directory (save, load, atomic replacement, refusals);
+ * directory memos likewise.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -530,10 +531,199 @@ static void test_unwritable_dir_degrades(void **state)
 	assert_int_equal(chmod(sub, 0700), 0);
 }
 
+/* --- directory memos --------------------------------------------------------- */
+
+#define MEMO_N 5
+
+static const struct bfs_dirmemo_key dkey0 = {
+	.dev = 0xfe00, .ino = 77, .mtime_sec = 1700000000, .mtime_nsec = 5,
+	.ctime_sec = 1700000001, .ctime_nsec = 6, .n = MEMO_N, .names = 0x1234abcd, .rules = 0,
+};
+
+/* One of each kind: unknown, probed (no codec), probed lz4, sized lz4, sized gzip. */
+static void memo_ents(struct bfs_dirmemo_ent *e)
+{
+	e[0] = (struct bfs_dirmemo_ent){ 0 };
+	e[1] = (struct bfs_dirmemo_ent){ .stamp = 11, .flags = BFS_DIRMEMO_PROBED };
+	e[2] = (struct bfs_dirmemo_ent){ .stamp = 12, .codec = &bfs_codec_lz4,
+					 .flags = BFS_DIRMEMO_PROBED };
+	e[3] = (struct bfs_dirmemo_ent){ .stamp = 13, .size = 4096, .codec = &bfs_codec_lz4,
+					 .flags = BFS_DIRMEMO_PROBED | BFS_DIRMEMO_SIZED };
+	e[4] = (struct bfs_dirmemo_ent){ .stamp = 14, .size = 0, .codec = &bfs_codec_gzip,
+					 .flags = BFS_DIRMEMO_PROBED | BFS_DIRMEMO_SIZED };
+}
+
+static void memo_encode(uint8_t **buf, size_t *len)
+{
+	struct bfs_dirmemo_ent e[MEMO_N];
+
+	memo_ents(e);
+	assert_int_equal(bfs_dirmemo_encode(&dkey0, e, buf, len), 0);
+	assert_int_equal(*len, BFS_DIRMEMO_HDR_LEN + MEMO_N * BFS_DIRMEMO_ENTRY_LEN + 4);
+}
+
+static void test_memo_round_trip(void **state)
+{
+	struct bfs_dirmemo_ent want[MEMO_N], got[MEMO_N];
+	const char *why = NULL;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	memo_ents(want);
+	memo_encode(&buf, &len);
+	assert_int_equal(bfs_dirmemo_decode(buf, len, &dkey0, got, &why), 0);
+	for (size_t i = 0; i < MEMO_N; i++) {
+		assert_int_equal(got[i].flags, want[i].flags);
+		assert_int_equal(got[i].stamp, want[i].stamp);
+		assert_int_equal(got[i].size, want[i].size);
+		assert_ptr_equal(got[i].codec, want[i].codec);
+	}
+	free(buf);
+}
+
+/* A size without a codec, and an entry whose file could not be opened, are not kept. */
+static void test_memo_keeps_only_what_holds(void **state)
+{
+	struct bfs_dirmemo_ent e[MEMO_N], got[MEMO_N];
+	const char *why = NULL;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	memo_ents(e);
+	e[1].flags |= BFS_DIRMEMO_SIZED;	/* sized, but nothing decodes it */
+	e[1].size = 99;
+	e[2].stamp = 0;				/* probed, but never opened */
+	assert_int_equal(bfs_dirmemo_encode(&dkey0, e, &buf, &len), 0);
+	assert_int_equal(bfs_dirmemo_decode(buf, len, &dkey0, got, &why), 0);
+	assert_int_equal(got[1].flags, BFS_DIRMEMO_PROBED);
+	assert_int_equal(got[1].size, 0);
+	assert_int_equal(got[2].flags, 0);
+	free(buf);
+}
+
+static void test_memo_every_truncation_rejected(void **state)
+{
+	struct bfs_dirmemo_ent got[MEMO_N];
+	const char *why;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	memo_encode(&buf, &len);
+	for (size_t cut = 0; cut < len; cut++)
+		assert_int_equal(bfs_dirmemo_decode(buf, cut, &dkey0, got, &why), 1);
+	buf = realloc(buf, len + 1);
+	assert_non_null(buf);
+	buf[len] = 0;
+	assert_int_equal(bfs_dirmemo_decode(buf, len + 1, &dkey0, got, &why), 1);
+	free(buf);
+}
+
+static void test_memo_every_flipped_byte_rejected(void **state)
+{
+	static const uint8_t flips[] = { 0x01, 0x80, 0xff };
+	struct bfs_dirmemo_ent got[MEMO_N];
+	const char *why;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	memo_encode(&buf, &len);
+	for (size_t i = 0; i < len; i++) {
+		for (size_t f = 0; f < sizeof(flips); f++) {
+			buf[i] ^= flips[f];
+			assert_int_equal(bfs_dirmemo_decode(buf, len, &dkey0, got, &why), 1);
+			buf[i] ^= flips[f];
+		}
+	}
+	free(buf);
+}
+
+/* Every flip with the checksum forged to match: the checks behind it still refuse it. */
+static void test_memo_forged_flips_rejected(void **state)
+{
+	struct bfs_dirmemo_ent got[MEMO_N];
+	const char *why;
+	uint8_t *buf;
+	size_t len, ok = 0;
+
+	(void)state;
+	memo_encode(&buf, &len);
+	for (size_t i = 0; i < len - 4; i++) {
+		uint8_t was = buf[i];
+
+		buf[i] ^= 0x40;
+		bfs_put_le32(buf + len - 4, bfs_xxh32(buf, len - 4, 0));
+		if (bfs_dirmemo_decode(buf, len, &dkey0, got, &why) == 0) {
+			/* only a stamp or a size may change unseen: a file's stamp then misses */
+			size_t at = i - BFS_DIRMEMO_HDR_LEN;
+
+			assert_true(i >= BFS_DIRMEMO_HDR_LEN && at % BFS_DIRMEMO_ENTRY_LEN < 16);
+			ok++;
+		}
+		buf[i] = was;
+	}
+	assert_true(ok > 0);
+	free(buf);
+}
+
+/* Another directory, version, name list or gzip= rule: ignored. */
+static void test_memo_wrong_key_rejected(void **state)
+{
+	struct bfs_dirmemo_ent got[MEMO_N];
+	struct bfs_dirmemo_key k;
+	const char *why;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	memo_encode(&buf, &len);
+	k = dkey0, k.ino++;
+	assert_int_equal(bfs_dirmemo_decode(buf, len, &k, got, &why), 1);
+	k = dkey0, k.mtime_nsec++;
+	assert_int_equal(bfs_dirmemo_decode(buf, len, &k, got, &why), 1);
+	k = dkey0, k.ctime_sec--;
+	assert_int_equal(bfs_dirmemo_decode(buf, len, &k, got, &why), 1);
+	k = dkey0, k.names ^= 1;
+	assert_int_equal(bfs_dirmemo_decode(buf, len, &k, got, &why), 1);
+	k = dkey0, k.rules = 1;
+	assert_int_equal(bfs_dirmemo_decode(buf, len, &k, got, &why), 1);
+	k = dkey0, k.n = MEMO_N - 1;
+	assert_int_equal(bfs_dirmemo_decode(buf, len, &k, got, &why), 1);
+	free(buf);
+}
+
+static void test_memo_save_then_load(void **state)
+{
+	struct dirfx *d = *state;
+	struct bfs_dirmemo_ent e[MEMO_N], got[MEMO_N];
+	struct bfs_icache *c;
+	char err[256];
+
+	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
+	memo_ents(e);
+	assert_int_equal(bfs_icache_dir_load(c, &dkey0, got), 1);	/* none yet */
+	assert_int_equal(bfs_icache_dir_save(c, &dkey0, e), 0);
+	assert_int_equal(bfs_icache_dir_load(c, &dkey0, got), 0);
+	assert_int_equal(got[3].size, 4096);
+	assert_int_equal(bfs_icache_dir_save(NULL, &dkey0, e), 1);
+	assert_int_equal(bfs_icache_dir_load(NULL, &dkey0, got), 1);
+	bfs_icache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_memo_round_trip),
+		cmocka_unit_test(test_memo_keeps_only_what_holds),
+		cmocka_unit_test(test_memo_every_truncation_rejected),
+		cmocka_unit_test(test_memo_every_flipped_byte_rejected),
+		cmocka_unit_test(test_memo_forged_flips_rejected),
+		cmocka_unit_test(test_memo_wrong_key_rejected),
+		cmocka_unit_test_setup_teardown(test_memo_save_then_load, dir_setup, dir_teardown),
 		cmocka_unit_test(test_every_truncation_rejected),
 		cmocka_unit_test(test_every_flipped_byte_rejected),
 		cmocka_unit_test(test_every_forged_flip_places_blocks_right),
