@@ -346,8 +346,14 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 		bfs_inode_forget(fs, in, 1);
 		return rc;
 	}
-	if (sc && decoded)
-		bfs_snap_note_size(sc, backing, stamp, (uint64_t)st->st_size);
+	if (sc && decoded) {
+		/* the size of the version the stamp names (not one open readers hold on to) */
+		bfs_mutex_lock(bfs_ilock(fs, in));
+		size = in->stamp == stamp ? in->memo : UINT64_MAX;
+		bfs_mutex_unlock(bfs_ilock(fs, in));
+		if (size != UINT64_MAX)
+			bfs_snap_note_size(sc, backing, stamp, size);
+	}
 	*out = in;
 	return 0;
 }
