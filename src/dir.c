@@ -23,7 +23,6 @@
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
 #include "blockfs/index_cache.h"
-#include "blockfs/log.h"
 #include "blockfs/names.h"
 #include "blockfs/stats.h"
 #include "blockfs/xxh32.h"
@@ -79,6 +78,12 @@ static void snap_free(struct bfs_snap *s)
 	free(s->e);
 	free(s->names);
 	free(s);
+}
+
+struct bfs_snap *bfs_snap_hold(struct bfs_snap *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+	return s;
 }
 
 void bfs_snap_put(struct bfs_snap *s)
@@ -280,8 +285,14 @@ void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
 {
 	struct bfs_dirmemo_key key;
 	struct bfs_dirmemo_ent *m;
+	bool cached;
 
-	if (!fs->env.icache || !s->cached || !atomic_exchange(&s->dirty, false))
+	if (!fs->env.icache)
+		return;
+	bfs_mutex_lock(&fs->snap_lock);
+	cached = s->cached;
+	bfs_mutex_unlock(&fs->snap_lock);
+	if (!cached || !atomic_exchange(&s->dirty, false))
 		return;
 	m = malloc(s->n * sizeof(*m));
 	if (!m)
@@ -393,19 +404,8 @@ void bfs_snap_cache_free(struct bfs_fs *fs)
  */
 static bool may_probe(const struct snent *e, const char *name)
 {
-	const struct bfs_codec *codec;
-	const char *suffix;
-	size_t len = strlen(name), sl;
-
-	if (atomic_load_explicit(&e->probed, memory_order_acquire) ||
-	    (e->type != DT_REG && e->type != DT_UNKNOWN))
-		return false;
-	for (size_t i = 0; bfs_codec_suffix_at(i, &codec, &suffix); i++) {
-		sl = strlen(suffix);
-		if (len > sl && strcmp(name + len - sl, suffix) == 0)
-			return true;
-	}
-	return false;
+	return !atomic_load_explicit(&e->probed, memory_order_acquire) &&
+	       (e->type == DT_REG || e->type == DT_UNKNOWN) && bfs_name_asks(name);
 }
 
 static int *ahead_slot(struct bfs_snap_ctx *c, size_t i)

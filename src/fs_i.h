@@ -410,6 +410,8 @@ void bfs_dir_free(struct bfs_dir *d);
  * Return: 0 or -errno. Context: takes fs->snap_lock, not across the read.
  */
 BFS_MUST_CHECK int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out);
+/* One more reference to @s, for bfs_snap_put(). */
+struct bfs_snap *bfs_snap_hold(struct bfs_snap *s);
 void bfs_snap_put(struct bfs_snap *s);
 /* Drop every cached snapshot (the mount ends). */
 void bfs_snap_cache_free(struct bfs_fs *fs);

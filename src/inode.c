@@ -308,7 +308,7 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 		pr->fd = -1;		/* the inode's now */
 		if (rc < 0)
 			return rc;
-	} else if (!in && decoded && !pr && sc && bfs_snap_size(sc, backing, stamp, &size)) {
+	} else if (!in && decoded && sc && bfs_snap_size(sc, backing, stamp, &size)) {
 		/* its size is known (a memo): no open until someone reads it */
 		rc = inode_get(fs, -1, false, st, codec, &in);
 		if (rc < 0)

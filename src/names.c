@@ -33,6 +33,18 @@ static bool ends_with(const char *s, size_t len, const char *suffix, size_t *sl)
 	return len > *sl && strcmp(s + len - *sl, suffix) == 0;
 }
 
+bool bfs_name_asks(const char *backing)
+{
+	size_t len = strlen(backing), sl;
+	const struct bfs_codec *c;
+	const char *suffix;
+
+	for (size_t i = 0; bfs_codec_suffix_at(i, &c, &suffix); i++)
+		if (ends_with(backing, len, suffix, &sl))
+			return true;
+	return false;
+}
+
 /* The rule without sidecars: see names.h. */
 static void shown_as(const struct bfs_name_ops *ops, void *ctx, const char *backing,
 		     char *shown, const struct bfs_codec **codec)

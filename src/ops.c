@@ -358,6 +358,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 				  .listing = true };
 	char *buf = malloc(size), *p = buf;
 	const struct bfs_dirent *de;
+	struct bfs_snap *through = NULL;
 	size_t rem = size;
 	int rc = 0;
 
@@ -393,12 +394,20 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	bfs_snap_ctx_release(&c);
 	bfs_inode_fd_put(fs, dir);
 	if (rc == 1)
-		bfs_snap_save(fs, d->snap);	/* the listing is through: keep what it learned */
+		through = bfs_snap_hold(d->snap);
 	if (rc < 0 && rem == size)
 		fuse_reply_err(req, bfs_kernel_errno(rc));	/* nothing to show for it */
 	else
 		fuse_reply_buf(req, buf, size - rem);
 	free(buf);
+	/*
+	 * The listing is through: keep what it learned. A file write, so after
+	 * the reply; the kernel may release @d as soon as it has it.
+	 */
+	if (through) {
+		bfs_snap_save(fs, through);
+		bfs_snap_put(through);
+	}
 }
 
 static void bfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

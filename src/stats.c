@@ -55,34 +55,37 @@ int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache 
 	const struct {
 		const char *key;
 		uint64_t v;
+		bool root;		/* the mount root's only */
 	} rows[] = {
-		{ "reads", LOAD(m, reads) },
-		{ "bytes", LOAD(m, bytes) },
-		{ "cache_hits", LOAD(m, hits) },
-		{ "cache_misses", LOAD(m, misses) },
-		{ "blocks_decompressed", LOAD(m, decoded) },
-		{ "decompress_ns", LOAD(m, decode_ns) },
-		{ "blocks_prefetched", LOAD(m, prefetched) },
-		{ "prefetched_used", LOAD(m, prefetch_used) },
-		{ "pushed_bytes", LOAD(m, pushed) },
-		{ "backing_syscalls", LOAD(m, syscalls) },
-		{ "checksum_failures", LOAD(m, csum_failures) },
-		{ "errors", LOAD(m, errors) },
-		{ "cached_bytes", LOAD(m, cached) },
-		/* the mount root's only, from here */
-		{ "probes", LOAD(m, probes) },
-		{ "probed_ahead", LOAD(m, probed_ahead) },
-		{ "dir_memos", LOAD(m, dir_memos) },
-		{ "dirs_forgotten", LOAD(m, forgotten_dirs) },
-		{ "inodes", cache ? cache->inodes : 0 },
-		{ "cache_bytes", cache ? cache->bytes : 0 },
-		{ "cache_limit", cache ? cache->limit : 0 },
+		{ "reads", LOAD(m, reads), false },
+		{ "bytes", LOAD(m, bytes), false },
+		{ "cache_hits", LOAD(m, hits), false },
+		{ "cache_misses", LOAD(m, misses), false },
+		{ "blocks_decompressed", LOAD(m, decoded), false },
+		{ "decompress_ns", LOAD(m, decode_ns), false },
+		{ "blocks_prefetched", LOAD(m, prefetched), false },
+		{ "prefetched_used", LOAD(m, prefetch_used), false },
+		{ "pushed_bytes", LOAD(m, pushed), false },
+		{ "backing_syscalls", LOAD(m, syscalls), false },
+		{ "checksum_failures", LOAD(m, csum_failures), false },
+		{ "errors", LOAD(m, errors), false },
+		{ "cached_bytes", LOAD(m, cached), false },
+		{ "probes", LOAD(m, probes), true },
+		{ "probed_ahead", LOAD(m, probed_ahead), true },
+		{ "dir_memos", LOAD(m, dir_memos), true },
+		{ "dirs_forgotten", LOAD(m, forgotten_dirs), true },
+		{ "inodes", cache ? cache->inodes : 0, true },
+		{ "cache_bytes", cache ? cache->bytes : 0, true },
+		{ "cache_limit", cache ? cache->limit : 0, true },
 	};
-	size_t nrows = BFS_ARRAY_SIZE(rows) - (cache ? 0 : 7), at = 0;
+	size_t at = 0;
 
-	for (size_t i = 0; i < nrows; i++) {
-		int n = snprintf(buf + at, len - at, "%s %" PRIu64 "\n", rows[i].key, rows[i].v);
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(rows); i++) {
+		int n;
 
+		if (rows[i].root && !cache)
+			continue;
+		n = snprintf(buf + at, len - at, "%s %" PRIu64 "\n", rows[i].key, rows[i].v);
 		if (n < 0 || (size_t)n >= len - at)
 			return -ERANGE;
 		at += (size_t)n;

@@ -31,6 +31,12 @@ struct bfs_name_ops {
 	bool (*claims)(void *ctx, const char *name, const struct bfs_codec *codec);
 };
 
+/*
+ * Whether showing backing entry @backing asks ops->claims about it (its
+ * name ends in a codec's suffix): what a listing may read ahead for.
+ */
+bool bfs_name_asks(const char *backing);
+
 /**
  * bfs_name_shown() - the name backing entry @backing is shown under.
  * @shown: NAME_MAX + 1 bytes; @codec: set to the codec it is decoded with,

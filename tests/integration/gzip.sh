@@ -197,6 +197,16 @@ check_fails "pack: plain gzip without --index-cache" "can only go to an index ca
 	"$PACK" --index "$S/g9.gz"
 check_fails "pack: --gzip-span 1K refused" "from 64K to 32M" \
 	"$PACK" --index --index-cache "$P" --gzip-span 1K "$S/g9.gz"
+check_fails "pack: --index-cache without --index refused" "--index-cache goes with --index" \
+	"$PACK" --index-cache "$P" "$S/g9.gz"
+check_fails "pack: --gzip-span without --index-cache refused" "--gzip-span goes with --index-cache" \
+	"$PACK" --index --gzip-span 1M "$S/g9.gz"
+check_fails "pack: a missing cache directory refused" "index_cache directory" \
+	"$PACK" --index --index-cache "$T/nonexistent" "$S/g9.gz"
+chmod 777 "$P"
+check_fails "pack: a cache directory others may write refused" "written by others" \
+	"$PACK" --index --index-cache "$P" "$S/g9.gz"
+chmod 700 "$P"
 mount_o "gzip=index,index_cache=$P"
 check_eq "after pack: g9's size" "$(stat -c %s "$W/g9")" "$(t stat -c %s "$M/g9")"
 n=$(reads g9)
