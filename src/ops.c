@@ -79,15 +79,16 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	/*
-	 * READDIRPLUS, in the kernel's AUTO mode (libfuse's default, asked for
-	 * here on purpose): names and attributes in one reply for the first
-	 * chunk of a listing and whenever its entries are being looked up (ls
-	 * -l), plain names otherwise. 30,000 files of bench/trees.py, fresh
-	 * mounts, busy machine, 3 rounds: ls -lR 2.7-4.7 s always, 3.2-4.2 s
-	 * auto, 3.5-5.9 s never; find 0.69-0.74 s always, 0.57-0.65 s auto,
-	 * 0.22-0.26 s never.
+	 * READDIRPLUS in the kernel's AUTO mode: it asks for attributes with
+	 * the names for a listing's first chunk, and for later chunks only
+	 * once an entry of the listing has been looked up (ls -l). The first
+	 * reply is cut at -o readdirplus entries (readdir_common), so that a
+	 * find that wants only names does not pay a backing stat, an inode
+	 * and a dentry for each file of a big directory (README, Trees).
 	 */
-	if (conn->capable & FUSE_CAP_READDIRPLUS)
+	if (fs->opts->readdirplus == 0)
+		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+	else if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
 	/*
 	 * The kernel offers its bdi's read-ahead and keeps the smaller of
@@ -359,7 +360,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	char *buf = malloc(size), *p = buf;
 	const struct bfs_dirent *de;
 	struct bfs_snap *through = NULL;
-	size_t rem = size;
+	size_t rem = size, head = SIZE_MAX;
 	int rc = 0;
 
 	if (!buf) {
@@ -372,7 +373,14 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		fuse_reply_err(req, bfs_kernel_errno(c.dirfd));
 		return;
 	}
-	for (size_t i = (size_t)off; (rc = bfs_dir_at(d, &c, i, &de)) == 0; i++) {
+	/*
+	 * The kernel's guess at a listing's start (bfs_op_init): a short
+	 * reply, though never an empty one, which would end the listing.
+	 */
+	if (plus && off == 0)
+		head = fs->opts->readdirplus;
+	for (size_t i = (size_t)off; (i < head || p == buf) && (rc = bfs_dir_at(d, &c, i, &de)) == 0;
+	     i++) {
 		size_t len;
 
 		if (plus) {

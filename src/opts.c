@@ -39,6 +39,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("gzip=%s", gzip_s),
 	BFS_OPT("gzip_span=%s", gzip_span_s),
 	BFS_OPT("max_inodes=%s", max_inodes_s),
+	BFS_OPT("readdirplus=%s", readdirplus_s),
 	BFS_OPT("entry_timeout=%s", entry_timeout_s),
 	BFS_OPT("attr_timeout=%s", attr_timeout_s),
 	BFS_OPT("negative_timeout=%s", negative_timeout_s),
@@ -74,6 +75,9 @@ static const struct {
 					"(0: a new file shows at once)" },
 	{ "max_inodes", "N", "files and directories remembered before the kernel is asked to "
 			     "forget the oldest directories; 0: no bound (131072)" },
+	{ "readdirplus", "on|off|N", "attributes with the names: for a listing's first "
+				     "reply and once its entries are looked up (on); never (off); "
+				     "as on, with at most N entries in the first reply (on)" },
 	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
 				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
 	{ "index_cache", "DIR", "keep the block indexes of walked files in DIR across "
@@ -251,6 +255,22 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		}
 		o->max_inodes = (size_t)n;
 	}
+	o->readdirplus = BFS_READDIRPLUS_ON;
+	if (o->readdirplus_s && strcmp(o->readdirplus_s, "on") == 0) {
+		o->readdirplus = BFS_READDIRPLUS_ON;
+	} else if (o->readdirplus_s && strcmp(o->readdirplus_s, "off") == 0) {
+		o->readdirplus = 0;
+	} else if (o->readdirplus_s) {
+		errno = 0;
+		n = strtoul(o->readdirplus_s, &end, 10);
+		if (*o->readdirplus_s < '1' || *o->readdirplus_s > '9' || *end || errno ||
+		    n > UINT32_MAX) {
+			snprintf(err, errlen, "bad value '%s' for option readdirplus: expected on, "
+				 "off or a count from 1 to 4294967295", o->readdirplus_s);
+			return -EINVAL;
+		}
+		o->readdirplus = (size_t)n;
+	}
 	/* The names are the hints' (hints.c); dontneed acts on ranges and is no default. */
 	if (o->advice_s) {
 		if (bfs_advice_parse(o->advice_s, strlen(o->advice_s), &adv) < 0 || adv.ranged ||
@@ -352,6 +372,7 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->entry_timeout_s);
 	free(o->attr_timeout_s);
 	free(o->negative_timeout_s);
+	free(o->readdirplus_s);
 	memset(o, 0, sizeof(*o));
 }
 

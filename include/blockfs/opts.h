@@ -40,6 +40,8 @@ struct fuse_args;
 /* Inodes the daemon keeps before asking the kernel to forget directories (trim.c). */
 #define BFS_DEFAULT_MAX_INODES 131072u
 #define BFS_MIN_MAX_INODES 1024u	/* fewer would forget what readers are in */
+/* Entries of a listing's first READDIRPLUS reply given with attributes (ops.c). */
+#define BFS_READDIRPLUS_ON SIZE_MAX
 #define BFS_MAX_TIMEOUT 4294967295.0	/* what the kernel's 64-bit seconds and libfuse take easily */
 
 struct bfs_opts {
@@ -51,7 +53,7 @@ struct bfs_opts {
 	char *cache_size_s, *readahead_s, *workers_s, *willneed_s, *kernel_readahead_s;
 	char *entry_timeout_s, *attr_timeout_s, *negative_timeout_s;
 	char *max_read_s;	/* a FUSE option: also left in the arguments for libfuse */
-	char *index_cache_s, *gzip_s, *gzip_span_s, *max_inodes_s;
+	char *index_cache_s, *gzip_s, *gzip_span_s, *max_inodes_s, *readdirplus_s;
 
 	/* Checked values. */
 	enum bfs_readpath readpath;
@@ -74,6 +76,8 @@ struct bfs_opts {
 	bool gzip_index;	/* plain gzip shown decoded (gzip=index), not unchanged */
 	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
 	size_t max_inodes;	/* inodes kept before the kernel is asked to forget some; 0: no bound */
+	size_t readdirplus;	/* entries with attributes in a listing's first reply; 0: no
+				   READDIRPLUS; BFS_READDIRPLUS_ON: as many as fit */
 };
 
 /**

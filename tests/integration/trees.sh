@@ -20,7 +20,10 @@
 #   the descriptor budget, and a warm listing opens none ahead;
 # - -o max_inodes=10000: ls -lR of the tree lists every file, directories
 #   are forgotten (dirs_forgotten), the inodes kept come down to the bound
-#   and two directories' files, and every file still reads back.
+#   and two directories' files, and every file still reads back;
+# - -o readdirplus=16, off and on: find of a 1000-file directory makes at
+#   most 16 files' inodes, none, or all of them; ls -l sizes them all and
+#   every byte reads back; bad values are refused.
 #
 # Usage: trees.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -63,6 +66,10 @@ for opt in entry_timeout attr_timeout negative_timeout; do
 	"$BLOCKFS" -f -o "$opt=-1" "$S" "$M" >/dev/null 2>&1 || rc=$?
 	check_eq "$opt=-1: exit status 1" 1 "$rc"
 	is "... and nothing mounted" bash -c "! mountpoint -q '$M'"
+done
+for bad in 0 -1 abc "" 1x ON 5000000000; do
+	check_fails "readdirplus='$bad' is refused, naming the option" \
+		"bad value '$bad' for option readdirplus" "$BLOCKFS" -f -o "readdirplus=$bad" "$S" "$M"
 done
 check "blockfs -h lists entry_timeout, attr_timeout and negative_timeout" \
 	bash -c "'$BLOCKFS' -h 2>&1 | grep -q 'entry_timeout=SECONDS' &&
@@ -280,6 +287,31 @@ check_eq "max_inodes: every file read back after its directory was forgotten" "$
 check_eq "max_inodes: f000096 still decoded" \
 	"$((97 * $(printf 'file 96 of the tree: ' | wc -c)))" "$(stat -c %s "$M/d096/f000096.txt")"
 umount_ok "max_inodes"
+
+# --- readdirplus: how many entries a listing's first reply gives with attributes -------
+# d000 holds 1000 files, more than fit the first reply's 16 entries.
+want0=$(python3 - "$NFILES" <<'PY'
+import sys
+print(sum(len((b"file %d of the tree: " % i) * (1 + i % 97)) for i in range(0, int(sys.argv[1]), 100)))
+PY
+)
+for rp in 16 off on; do
+	mount_or_die "readpath=pread,readdirplus=$rp"
+	n=$(t find "$M/d000" -type f | wc -l)
+	ino=$(root_stat inodes)
+	case $rp in
+	16) check "readdirplus=16: find lists d000 ($n files) making at most 16 inodes ($ino)" \
+		test "$n" -eq $((NFILES / 100)) -a "${ino:-0}" -le 18 ;;
+	off) check "readdirplus=off: find lists d000 ($n files) making no file's inode ($ino)" \
+		test "$n" -eq $((NFILES / 100)) -a "${ino:-0}" -le 2 ;;
+	on) check "readdirplus=on: find lists d000 ($n files) with every file's inode ($ino)" \
+		test "$n" -eq $((NFILES / 100)) -a "${ino:-0}" -gt $((NFILES / 100)) ;;
+	esac
+	check_eq "readdirplus=$rp: ls -l gives d000's decoded sizes" "$want0" \
+		"$(t ls -l "$M/d000" | awk '$1 ~ /^-/ { s += $5 } END { print s }')"
+	check_eq "readdirplus=$rp: d000 reads back" "$want0" "$(cat "$M"/d000/* | wc -c)"
+	umount_ok "readdirplus=$rp"
+done
 
 # --- the same tree cold: listings probe ahead, and show the same -----------------------
 ahead() { t getfattr --only-values -n user.blockfs.stats "$M" | awk '$1 == "probed_ahead" { print $2 }'; }

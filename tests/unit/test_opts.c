@@ -245,6 +245,39 @@ static void test_timeouts(void **state)
 	expect_refused("attr_timeout=");
 }
 
+static void test_readdirplus(void **state)
+{
+	static const struct {
+		const char *arg;
+		size_t want;
+	} good[] = { { NULL, BFS_READDIRPLUS_ON }, { "readdirplus=on", BFS_READDIRPLUS_ON },
+		     { "readdirplus=off", 0 }, { "readdirplus=1", 1 },
+		     { "readdirplus=16", 16 }, { "readdirplus=4294967295", 4294967295u } };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		char *with[] = { "blockfs", "-o", (char *)good[i].arg, "src", "mnt" };
+		char *without[] = { "blockfs", "src", "mnt" };
+
+		if (good[i].arg)
+			assert_int_equal(parse(&o, &rest, 5, with), 0);
+		else
+			assert_int_equal(parse(&o, &rest, 3, without), 0);
+		assert_true(o.readdirplus == good[i].want);
+		bfs_opts_release(&o);
+		fuse_opt_free_args(&rest);
+	}
+	expect_refused("readdirplus=0");	/* off says it */
+	expect_refused("readdirplus=-1");
+	expect_refused("readdirplus=4294967296");
+	expect_refused("readdirplus=ON");
+	expect_refused("readdirplus=16k");
+	expect_refused("readdirplus= 16");
+	expect_refused("readdirplus=");
+}
+
 static void test_max_inodes(void **state)
 {
 	char *a1[] = { "blockfs", "src", "mnt" };
@@ -404,6 +437,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_readahead),
 		cmocka_unit_test(test_readahead_workers_advice),
 		cmocka_unit_test(test_max_inodes),
+		cmocka_unit_test(test_readdirplus),
 		cmocka_unit_test(test_timeouts),
 		cmocka_unit_test(test_willneed),
 		cmocka_unit_test(test_suid_dev_taken_last_wins),
