@@ -166,6 +166,16 @@ static int pick(const char *opt, const char *s, const char *const *names, int *o
 }
 
 /* -o @opt=@s seconds: a decimal number from 0 to BFS_MAX_TIMEOUT into *@out. */
+/* A count in decimal digits alone (no sign, space or suffix), at most @max. */
+static int count(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return *s >= '0' && *s <= '9' && !*end && !errno && *out <= max ? 0 : -1;
+}
+
 static int seconds(const char *opt, const char *s, double *out, char *err, size_t errlen)
 {
 	char *end;
@@ -194,7 +204,6 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	enum bfs_readpath rp;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned long n;
-	char *end;
 	int v;
 
 	o->readpath = BFS_READPATH_PREAD;
@@ -233,10 +242,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (o->workers_s) {
-		errno = 0;
-		n = strtoul(o->workers_s, &end, 10);
-		if (*o->workers_s < '0' || *o->workers_s > '9' || *end || errno ||
-		    n > BFS_MAX_WORKERS) {
+		if (count(o->workers_s, BFS_MAX_WORKERS, &n) < 0) {
 			snprintf(err, errlen, "bad value '%s' for option workers: expected a count "
 				 "from 0 to %d", o->workers_s, BFS_MAX_WORKERS);
 			return -EINVAL;
@@ -245,10 +251,8 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	}
 	o->max_inodes = BFS_DEFAULT_MAX_INODES;
 	if (o->max_inodes_s) {
-		errno = 0;
-		n = strtoul(o->max_inodes_s, &end, 10);
-		if (*o->max_inodes_s < '0' || *o->max_inodes_s > '9' || *end || errno ||
-		    n > UINT32_MAX || (n > 0 && n < BFS_MIN_MAX_INODES)) {
+		if (count(o->max_inodes_s, UINT32_MAX, &n) < 0 ||
+		    (n > 0 && n < BFS_MIN_MAX_INODES)) {
 			snprintf(err, errlen, "bad value '%s' for option max_inodes: expected 0 or a "
 				 "count from %u to 4294967295", o->max_inodes_s, BFS_MIN_MAX_INODES);
 			return -EINVAL;
@@ -261,10 +265,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	} else if (o->readdirplus_s && strcmp(o->readdirplus_s, "off") == 0) {
 		o->readdirplus = 0;
 	} else if (o->readdirplus_s) {
-		errno = 0;
-		n = strtoul(o->readdirplus_s, &end, 10);
-		if (*o->readdirplus_s < '1' || *o->readdirplus_s > '9' || *end || errno ||
-		    n > UINT32_MAX) {
+		if (count(o->readdirplus_s, UINT32_MAX, &n) < 0 || n == 0) {
 			snprintf(err, errlen, "bad value '%s' for option readdirplus: expected on, "
 				 "off or a count from 1 to 4294967295", o->readdirplus_s);
 			return -EINVAL;
@@ -311,10 +312,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	}
 	if (o->max_read_s) {
 		/* What the kernel's mount option takes: decimal, 32 bits, no suffix. */
-		errno = 0;
-		n = strtoul(o->max_read_s, &end, 10);
-		if (*o->max_read_s < '0' || *o->max_read_s > '9' || *end || errno ||
-		    n > UINT32_MAX) {
+		if (count(o->max_read_s, UINT32_MAX, &n) < 0) {
 			snprintf(err, errlen, "bad value '%s' for option max_read: expected a byte "
 				 "count in decimal, such as 131072", o->max_read_s);
 			return -EINVAL;
