@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Paired rounds over trees of many small files: blockfs against squashfuse_ll.
 
-    bench/trees.py make [--files 100000] [--dirs 100]
-    bench/trees.py run [--files 100000] [--rounds 3] [--cases ls,find,cat,grep]
+    bench/trees.py make [--files 100000] [--dirs 100] [--kernel]
+    bench/trees.py run [--files 100000 | --kernel] [--rounds 3] [--cases ls,find,cat,grep]
                        [--load] [--variant NAME=bfs:OPTIONS[:BINARY] ...]
                        [--strace [VARIANTS]] [--base squashfuse]
 
@@ -11,7 +11,9 @@ make: text files of 0.1-3 KiB (slices of Debian's linux-source text, or
 of generated words without it) in DIRS directories, under
 bench/data/trees/N/: plain/ (for the squashfs image and the plain
 variant), lz4/ (each file made with `lz4 -B4 -m --rm`, as issue 12 did)
-and squashfs.img (`mksquashfs plain/ -comp lz4`).
+and squashfs.img (`mksquashfs plain/ -comp lz4`). With --kernel, the same
+three made from Debian's /usr/src/linux-source-*.tar.xz under
+bench/data/trees/kernel/ (the issue's warm `grep -r` of a kernel tree).
 
 run: each round runs every (variant, case) once, each on a fresh mount
 with the backing files warm, and each ratio is taken within its round;
@@ -90,6 +92,31 @@ def make(files, dirs):
         dd = os.path.join(top, "lz4", "d%04d" % d)
         names = sorted(os.listdir(dd))
         sp.run(["lz4", "-q", "-B4", "-m", "--rm"] + names, cwd=dd, check=True)
+    sp.run(["mksquashfs", os.path.join(top, "plain"), os.path.join(top, "squashfs.img"),
+            "-comp", "lz4", "-noappend", "-quiet", "-no-progress"], check=True, stdout=sp.DEVNULL)
+    open(os.path.join(top, "done"), "w").close()
+    return top
+
+
+def make_kernel():
+    """The kernel tree of the issue: Debian's linux-source, every file lz4 -B4 -m."""
+    top = os.path.join(DATA, "kernel")
+    if os.path.exists(os.path.join(top, "done")):
+        return top
+    src = sorted(f for f in os.listdir("/usr/src") if f.startswith("linux-source-") and
+                 f.endswith(".tar.xz")) if os.path.isdir("/usr/src") else []
+    if not src:
+        raise SystemExit("no /usr/src/linux-source-*.tar.xz (Debian: apt-get install linux-source)")
+    shutil.rmtree(top, ignore_errors=True)
+    os.makedirs(os.path.join(top, "plain"))
+    sp.run(["tar", "-xJf", os.path.join("/usr/src", src[-1]), "-C", os.path.join(top, "plain"),
+            "--strip-components=1"], check=True)
+    sp.run(["cp", "-a", os.path.join(top, "plain"), os.path.join(top, "lz4")], check=True)
+    for d, _, names in os.walk(os.path.join(top, "lz4")):
+        names = sorted(n for n in names if os.path.isfile(os.path.join(d, n)) and
+                       not os.path.islink(os.path.join(d, n)))
+        for i in range(0, len(names), 500):
+            sp.run(["lz4", "-q", "-B4", "-m", "--rm"] + names[i:i + 500], cwd=d, check=True)
     sp.run(["mksquashfs", os.path.join(top, "plain"), os.path.join(top, "squashfs.img"),
             "-comp", "lz4", "-noappend", "-quiet", "-no-progress"], check=True, stdout=sp.DEVNULL)
     open(os.path.join(top, "done"), "w").close()
@@ -181,6 +208,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("what", choices=["make", "run"])
     ap.add_argument("--files", type=int, default=100000)
+    ap.add_argument("--kernel", action="store_true",
+                    help="Debian's linux-source tree instead of generated files")
     ap.add_argument("--dirs", type=int)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cases", default="ls,find,cat,grep")
@@ -193,7 +222,7 @@ def main():
                     help="also count the daemon's syscalls (of these variants, comma-separated)")
     a = ap.parse_args()
     dirs = a.dirs or (100 if a.files <= 100000 else 1000)
-    top = make(a.files, dirs)
+    top = make_kernel() if a.kernel else make(a.files, dirs)
     if a.what == "make":
         return
     variants = {"blockfs": ("bfs", "", None), "squashfuse": ("squashfuse", None, None)}
@@ -239,9 +268,10 @@ def main():
     finally:
         if load:
             load.kill()
-    print("%d files in %d directories (lz4 -B4 -m; squashfs -comp lz4), %d paired rounds%s; "
+    print("%s (lz4 -B4 -m; squashfs -comp lz4), %d paired rounds%s; "
           "fresh mount per run, %s; ratio to %s within each round"
-          % (a.files, dirs, a.rounds, ", a busy loop on one core beside" if a.load else "",
+          % ("the linux-source tree" if a.kernel else "%d files in %d directories" % (a.files, dirs),
+             a.rounds, ", a busy loop on one core beside" if a.load else "",
              "the kernel's caches dropped before each" if a.cold else "backing files warm",
              a.base))
     print()
