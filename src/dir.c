@@ -173,6 +173,27 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 		s->n++;
 	}
 	closedir(dp);
+	/*
+	 * Trimmed to fit: at the growth's first sizes a tree of small
+	 * directories (the kernel's 5,000) overflowed BFS_SNAP_BUDGET, and a
+	 * walk repeated in the same order then found none of its snapshots.
+	 */
+	if (s->n > 0 && s->n < cap) {
+		struct snent *ne = realloc(s->e, s->n * sizeof(*ne));
+
+		if (ne) {
+			s->e = ne;
+			cap = s->n;
+		}
+	}
+	if (nlen > 0 && nlen < ncap) {
+		char *nn = realloc(s->names, nlen);
+
+		if (nn) {
+			s->names = nn;
+			ncap = nlen;
+		}
+	}
 	qsort_r(s->e, s->n, sizeof(*s->e), snent_cmp, s->names);
 	s->bytes = sizeof(*s) + cap * sizeof(*s->e) + ncap;
 	*out = s;

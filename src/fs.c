@@ -165,6 +165,16 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 
 /* --- open handles --------------------------------------------------------- */
 
+static void handle_list(struct bfs_fs *fs, struct bfs_handle *h)
+{
+	bfs_mutex_lock(&fs->handles_lock);
+	h->next = fs->handles;
+	if (fs->handles)
+		fs->handles->prev = h;
+	fs->handles = h;
+	bfs_mutex_unlock(&fs->handles_lock);
+}
+
 int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino, struct bfs_handle **out)
 {
 	struct bfs_handle *h = calloc(1, sizeof(*h));
@@ -177,14 +187,62 @@ int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino, struct 
 		free(h);
 		return rc;
 	}
-	bfs_mutex_lock(&fs->handles_lock);
-	h->next = fs->handles;
-	if (fs->handles)
-		fs->handles->prev = h;
-	fs->handles = h;
-	bfs_mutex_unlock(&fs->handles_lock);
+	bfs_mutex_init(&h->lock);
+	handle_list(fs, h);
 	*out = h;
 	return 0;
+}
+
+int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
+			     uint64_t stamp, struct bfs_handle **out)
+{
+	struct bfs_handle *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	h->in = in;
+	h->ino = ino;
+	h->stamp = stamp;
+	bfs_mutex_init(&h->lock);
+	handle_list(fs, h);
+	*out = h;
+	return 0;
+}
+
+struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, int *err)
+{
+	struct bfs_stream *s;
+	struct bfs_file *f = NULL;
+	bool changed;
+	int rc = 0;
+
+	bfs_mutex_lock(&h->lock);
+	if (!h->s) {
+		rc = bfs_inode_open(fs, h->in, &f, &changed);
+		/* Replaced (ESTALE: another inode) or rewritten since the open. */
+		if (rc == -ESTALE || (rc == 0 && bfs_backing_stamp(&f->st) != h->stamp))
+			rc = -EIO;
+		if (rc == 0)
+			rc = bfs_stream_new(&h->s, f, h->ino);
+		if (rc < 0 && f)
+			bfs_file_unuse(f);
+		if (f)
+			bfs_file_put(f);	/* the stream holds its own */
+	}
+	s = h->s;
+	bfs_mutex_unlock(&h->lock);
+	*err = rc;
+	return s;
+}
+
+struct bfs_file *bfs_handle_file(struct bfs_handle *h)
+{
+	struct bfs_stream *s;
+
+	bfs_mutex_lock(&h->lock);
+	s = h->s;
+	bfs_mutex_unlock(&h->lock);
+	return s ? bfs_stream_file(s) : NULL;
 }
 
 void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h)
@@ -194,7 +252,10 @@ void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	bfs_mutex_unlock(&fs->handles_lock);
-	bfs_file_unuse(bfs_stream_file(h->s));
-	bfs_stream_free(h->s);
+	if (h->s) {
+		bfs_file_unuse(bfs_stream_file(h->s));
+		bfs_stream_free(h->s);
+	}
+	pthread_mutex_destroy(&h->lock);
 	free(h);
 }

@@ -92,10 +92,17 @@ struct bfs_inode {
  * An open file handle (fi->fh): a reader's stream of the version it reads,
  * and a use of that version's descriptor. Listed, so that the handles the
  * kernel never releases (a lazy unmount, SIGTERM with files open) are
- * closed at the end instead of leaking.
+ * closed at the end instead of leaking. A deferred handle (an open of an
+ * unchanged file whose version was dropped: the kernel keeps its pages)
+ * builds its stream when a request first needs one, from the backing
+ * file the open saw or not at all.
  */
 struct bfs_handle {
-	struct bfs_stream *s;		/* holds the version */
+	pthread_mutex_t lock;		/* guards @s while it may still be built */
+	struct bfs_stream *s;		/* holds the version; NULL while deferred */
+	struct bfs_inode *in;		/* deferred: the file (the kernel holds it while open) */
+	uint64_t ino;			/* deferred: its node id */
+	uint64_t stamp;			/* deferred: bfs_backing_stamp() the open saw */
 	struct bfs_handle *prev, *next;	/* protected by fs->handles_lock */
 };
 
@@ -228,6 +235,20 @@ void bfs_fs_destroy(struct bfs_fs *fs);
 BFS_MUST_CHECK int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino,
 				   struct bfs_handle **out);
 /* Release it: its use of the version's descriptor, its stream. */
+/*
+ * bfs_handle_open_deferred() - a handle of @in (node id @ino) with no
+ * version yet, for an open that bfs_inode_may_defer() allowed under @stamp.
+ */
+BFS_MUST_CHECK int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
+					    uint64_t stamp, struct bfs_handle **out);
+/*
+ * bfs_handle_stream() - @h's stream, built now if it was deferred. NULL
+ * with *@err set when it cannot be: -EIO if the backing file is no longer
+ * the one the open saw (the kernel's pages and size are that one's).
+ */
+struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, int *err);
+/* @h's version if it has one yet, else NULL (a reference is not taken). */
+struct bfs_file *bfs_handle_file(struct bfs_handle *h);
 void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h);
 
 /* --- trim.c: the inode table within -o max_inodes ------------------------------ */
@@ -342,6 +363,15 @@ BFS_MUST_CHECK int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, st
 BFS_MUST_CHECK int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *inode, const struct bfs_file *f,
 			   struct stat *st);
 
+/*
+ * bfs_inode_may_defer() - whether an open of decoded file @in may go without
+ * building its version: its backing file, stat'ed now by path, is the one
+ * @in's memo was found under and no version is current (one built before
+ * was dropped, bfs_inode_idle()). Then the kernel's pages of it are good
+ * (keep_cache), and a read that misses them builds the version later.
+ * Return: 1 with the stamp in *@stamp, 0 (open the usual way), or -errno.
+ */
+BFS_MUST_CHECK int bfs_inode_may_defer(struct bfs_fs *fs, struct bfs_inode *in, uint64_t *stamp);
 /**
  * bfs_inode_open() - bfs_inode_file() for an open: first checks that the
  * path @inode was last found at still names it. A backing file replaced by

@@ -156,14 +156,11 @@ static struct bfs_handle *handle_of(const struct fuse_file_info *fi)
 	return (struct bfs_handle *)(uintptr_t)fi->fh;
 }
 
-static struct bfs_file *file_of(const struct fuse_file_info *fi)
-{
-	return bfs_stream_file(handle_of(fi)->s);
-}
 
 static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct bfs_inode *in = inode_of(req, ino);
+	struct bfs_file *f;
 	struct stat st;
 	int rc;
 
@@ -173,8 +170,8 @@ static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	 * reader whose backing file was truncated meets EIO, not an early EOF.
 	 * The kernel passes a handle for regular files only.
 	 */
-	if (fi && fi->fh)
-		rc = bfs_inode_stat_version(fs_of(req), in, file_of(fi), &st);
+	if (fi && fi->fh && (f = bfs_handle_file(handle_of(fi))))
+		rc = bfs_inode_stat_version(fs_of(req), in, f, &st);
 	else
 		rc = bfs_inode_stat(fs_of(req), in, &st);
 	if (rc < 0)
@@ -210,11 +207,31 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	struct bfs_fs *fs = fs_of(req);
 	struct bfs_handle *h;
 	struct bfs_file *f;
+	uint64_t stamp;
 	bool changed;
 	int rc;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
+		return;
+	}
+	/*
+	 * An unchanged file whose version was dropped: the kernel's pages of
+	 * it are good, and a warm grep -r needs nothing else (README, Trees).
+	 */
+	rc = bfs_inode_may_defer(fs, inode_of(req, ino), &stamp);
+	if (rc == 1) {
+		rc = bfs_handle_open_deferred(fs, inode_of(req, ino), ino, stamp, &h);
+		if (rc == 0) {
+			fi->keep_cache = 1;
+			fi->fh = (uint64_t)(uintptr_t)h;
+			if (fuse_reply_open(req, fi) != 0)
+				bfs_handle_close(fs, h);
+			return;
+		}
+	}
+	if (rc < 0) {
+		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;
 	}
 	rc = bfs_inode_open(fs, inode_of(req, ino), &f, &changed);
@@ -246,8 +263,10 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
-	struct bfs_readv rv;
-	ssize_t n = bfs_stream_read(handle_of(fi)->s, (uint64_t)off, size, &rv);
+	struct bfs_readv rv = { 0 };
+	int err;
+	struct bfs_stream *s = bfs_handle_stream(fs_of(req), handle_of(fi), &err);
+	ssize_t n = s ? bfs_stream_read(s, (uint64_t)off, size, &rv) : err;
 
 	(void)ino;
 	if (n < 0)
@@ -269,8 +288,10 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 			 struct fuse_file_info *fi)
 {
-	struct bfs_file *f = file_of(fi);
-	uint64_t size = bfs_file_size(f);
+	int err;
+	struct bfs_stream *s = bfs_handle_stream(fs_of(req), handle_of(fi), &err);
+	struct bfs_file *f;
+	uint64_t size;
 	off_t r;
 
 	(void)ino;
@@ -278,6 +299,12 @@ static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (!s) {
+		fuse_reply_err(req, bfs_kernel_errno(err));
+		return;
+	}
+	f = bfs_stream_file(s);
+	size = bfs_file_size(f);
 	if (!f->codec) {
 		r = lseek(f->fd, off, whence);
 		if (r < 0)

@@ -10,9 +10,11 @@
 #   - ls -lR lists every file with its decompressed size, and reading
 #     every file gives the right bytes;
 #   - the daemon's descriptors stay under the bound while it does;
-#   - more files held open at once than the daemon can hold: the excess
-#     opens fail with EMFILE and nothing else, the daemon lives, and once
-#     they are closed everything reads again;
+#   - more files held open at once than the daemon can hold, the kernel's
+#     pages dropped: the excess fails with EMFILE and nothing else (at the
+#     open, or at the first read of an open of an unchanged file, which
+#     takes no descriptor until then), the daemon lives, and once they are
+#     closed everything reads again;
 #   - files of at most 16 KiB are kept whole when first read and need
 #     no descriptor: 5000 of them held open at once all open and read;
 #   - it unmounts and exits 0 (it once aborted there: glibc could not
@@ -96,16 +98,29 @@ for p in paths:
         else:
             other += 1
             print("unexpected:", p, e, file=sys.stderr)
-good = sum(os.pread(fd, 13, 0) == b"a small file\n" for fd in fds)
+good = 0
+for fd in fds:
+    try:
+        good += os.pread(fd, 13, 0) == b"a small file\n"
+    except OSError as e:
+        # an open of an unchanged file asks for no descriptor until a read reaches blockfs
+        if e.errno == errno.EMFILE:
+            emfile += 1
+        else:
+            other += 1
+            print("unexpected read:", e, file=sys.stderr)
 print(len(fds), good, emfile, other)
 PY
 read -r opened good emfile other < <(t python3 "$T/hold.py" "$M" 3000)
 diag "3000 held open: $opened opened ($good read right), $emfile EMFILE, $other other errors"
 check_eq "3000 files held open at once all open and read" "3000 3000 0" "$opened $good $other"
+# The kernel's pages dropped: every read reaches blockfs and needs a descriptor.
+sync
+echo 1 2>/dev/null >/proc/sys/vm/drop_caches
 read -r opened good emfile other < <(t python3 "$T/hold.py" "$M" 5000)
 diag "5000 held open: $opened opened ($good read right), $emfile EMFILE, $other other errors"
-check "5000 held open: the excess fails with EMFILE only" \
-	test "$good" -eq "$opened" -a "$other" -eq 0 -a "$((opened + emfile))" -eq 5000 -a "$emfile" -gt 0
+check "5000 held open: the excess fails with EMFILE only, at the open or its first read" \
+	test "$other" -eq 0 -a "$((good + emfile))" -eq 5000 -a "$emfile" -gt 0
 check "the daemon is alive" kill -0 "$BFS_PID"
 # Wait for the RELEASEs of the holder's 3994 files: until the daemon has
 # handled them it still holds their descriptors, and an opendir meanwhile

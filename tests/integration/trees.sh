@@ -21,6 +21,9 @@
 # - -o max_inodes=10000: ls -lR of the tree lists every file, directories
 #   are forgotten (dirs_forgotten), the inodes kept come down to the bound
 #   and two directories' files, and every file still reads back;
+# - files read again after the ring of idle versions turned: no backing
+#   read but for reads that reach blockfs, no probe; a file replaced
+#   between an open and its first read gives EIO or the old bytes;
 # - -o readdirplus=16, off and on: find of a 1000-file directory makes at
 #   most 16 files' inodes, none, or all of them; ls -l sizes them all and
 #   every byte reads back; bad values are refused.
@@ -287,6 +290,45 @@ check_eq "max_inodes: every file read back after its directory was forgotten" "$
 check_eq "max_inodes: f000096 still decoded" \
 	"$((97 * $(printf 'file 96 of the tree: ' | wc -c)))" "$(stat -c %s "$M/d096/f000096.txt")"
 umount_ok "max_inodes"
+
+# --- opens of unchanged files whose versions were dropped -------------------------------
+# 2000 files read turn the ring of 1024 idle versions (inode.c) past d000's,
+# which are dropped (no cache: none of their blocks holds them). Opening
+# them again asks the backing side nothing until a read misses the
+# kernel's pages; a file replaced between such an open and its first read
+# that reaches blockfs gives EIO or the old bytes, never the new ones.
+mount_or_die readpath=pread,cache_size=0
+cat "$M/d000"/* "$M/d001"/* >/dev/null
+sys0=$(root_stat backing_syscalls) rd0=$(root_stat reads) pr0=$(root_stat probes)
+n=$(cat "$M/d000"/* | wc -c)
+sys1=$(root_stat backing_syscalls) rd1=$(root_stat reads) pr1=$(root_stat probes)
+check_eq "d000 read again: all its bytes" "$(cd "$S/d000" && cat -- * | lz4 -dc | wc -c)" "$n"
+check "... backing reads only for reads that reached blockfs ($((sys1 - sys0)) <= $((rd1 - rd0))), none of 1000 probed again ($((pr1 - pr0)))" \
+	test $((sys1 - sys0)) -le $((rd1 - rd0)) -a "$pr1" -eq "$pr0"
+f0=$M/d000/f000000.txt
+old0=$(cat "$f0")
+cp "$S/d000/f000000.txt.lz4" "$T/f000000.keep"
+printf 'replaced while open' >"$T/plain.tmp"
+r=$("$PY" - "$f0" "$S/d000/f000000.txt.lz4" "$T/plain.tmp" "$old0" <<'PY'
+import errno, os, subprocess, sys
+path, backing, plain, old = sys.argv[1:5]
+fd = os.open(path, os.O_RDONLY)
+subprocess.run(["lz4", "-q", "-f", "-B4", plain, backing + ".new"], check=True)
+os.rename(backing + ".new", backing)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)	# the next read reaches blockfs
+try:
+    data = os.read(fd, 1 << 20)
+    print("old" if data == old.encode() else "new" if data == b"replaced while open" else "mixed")
+except OSError as e:
+    print("EIO" if e.errno == errno.EIO else "errno %d" % e.errno)
+PY
+)
+check "a file replaced after its open: the first read gives EIO or the old bytes ($r)" \
+	test "$r" = EIO -o "$r" = old
+check_eq "... and the next open the new bytes" "replaced while open" "$(cat "$f0")"
+check "the daemon is alive" kill -0 "$BFS_PID"
+umount_ok "deferred opens"
+mv "$T/f000000.keep" "$S/d000/f000000.txt.lz4"	# as the tree was, for what follows
 
 # --- readdirplus: how many entries a listing's first reply gives with attributes -------
 # d000 holds 1000 files, more than fit the first reply's 16 entries.
