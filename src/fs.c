@@ -218,7 +218,7 @@ struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, in
 
 	bfs_mutex_lock(&h->lock);
 	if (!h->s) {
-		rc = bfs_inode_open(fs, h->in, &f, &changed);
+		rc = bfs_inode_open(fs, h->in, &f, &changed, NULL);
 		/* Replaced (ESTALE: another inode) or rewritten since the open. */
 		if (rc == -ESTALE || (rc == 0 && bfs_backing_stamp(&f->st) != h->stamp))
 			rc = -EIO;

@@ -237,7 +237,7 @@ BFS_MUST_CHECK int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64
 /* Release it: its use of the version's descriptor, its stream. */
 /*
  * bfs_handle_open_deferred() - a handle of @in (node id @ino) with no
- * version yet, for an open that bfs_inode_may_defer() allowed under @stamp.
+ * version yet, for an open that bfs_inode_open() deferred under @stamp.
  */
 BFS_MUST_CHECK int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
 					    uint64_t stamp, struct bfs_handle **out);
@@ -363,26 +363,23 @@ BFS_MUST_CHECK int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, st
 BFS_MUST_CHECK int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *inode, const struct bfs_file *f,
 			   struct stat *st);
 
-/*
- * bfs_inode_may_defer() - whether an open of decoded file @in may go without
- * building its version: its backing file, stat'ed now by path, is the one
- * @in's memo was found under and no version is current (one built before
- * was dropped, bfs_inode_idle()). Then the kernel's pages of it are good
- * (keep_cache), and a read that misses them builds the version later.
- * Return: 1 with the stamp in *@stamp, 0 (open the usual way), or -errno.
- */
-BFS_MUST_CHECK int bfs_inode_may_defer(struct bfs_fs *fs, struct bfs_inode *in, uint64_t *stamp);
 /**
  * bfs_inode_open() - bfs_inode_file() for an open: first checks that the
  * path @inode was last found at still names it. A backing file replaced by
  * rename is a new object under the old name, while the kernel's cached
  * entry still points at the old inode.
  * @out: also holds a use of its descriptor (bfs_file_unuse() at release).
- * Return: as bfs_inode_file(), or -ESTALE, which makes the VFS walk the
- * path again with LOOKUP_REVAL, so that the open finds the new file.
+ * @defer: NULL, or where to say that the open may go without a version:
+ * a decoded file whose backing file, stat'ed now by path, is the one its
+ * memo was found under, and whose version was dropped (bfs_inode_idle()).
+ * The kernel's pages of it are good then (keep_cache), and a read that
+ * misses them builds the version later (bfs_handle_stream()).
+ * Return: as bfs_inode_file(); 1 with the backing stamp in *@defer and no
+ * version; or -ESTALE, which makes the VFS walk the path again with
+ * LOOKUP_REVAL, so that the open finds the new file.
  */
 BFS_MUST_CHECK int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
-		   bool *changed);
+		   bool *changed, uint64_t *defer);
 
 /**
  * bfs_inode_file() - the current version of a regular file.

@@ -850,32 +850,30 @@ int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct
 	return rc;
 }
 
-int bfs_inode_may_defer(struct bfs_fs *fs, struct bfs_inode *in, uint64_t *stamp)
+/* An open of @in, whose backing file is @now, may go without a version: bfs_inode_open(). */
+static bool may_defer(struct bfs_fs *fs, struct bfs_inode *in, const struct stat *now)
 {
-	struct stat now;
 	bool ok;
-	int rc;
 
-	if (!in->codec)
-		return 0;		/* shown unchanged: its version is a descriptor, no more */
-	rc = bfs_inode_check_name(fs, in, &now);
-	if (rc != 0)
-		return rc < 0 ? rc : 0;	/* 1: the path could not tell; the usual way asks */
-	if (!S_ISREG(now.st_mode))
-		return 0;
-	*stamp = bfs_backing_stamp(&now);
+	if (!in->codec || !S_ISREG(now->st_mode))
+		return false;	/* shown unchanged: its version is a descriptor, no more */
 	bfs_mutex_lock(bfs_ilock(fs, in));
-	ok = !in->file && in->stamp != 0 && in->stamp == *stamp;
+	ok = !in->file && in->stamp != 0 && in->stamp == bfs_backing_stamp(now);
 	bfs_mutex_unlock(bfs_ilock(fs, in));
 	return ok;
 }
 
 int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out,
-		   bool *changed)
+		   bool *changed, uint64_t *defer)
 {
 	struct stat now;
 	int rc = bfs_inode_check_name(fs, in, &now);
 
+	/* rc 1: the path could not tell; the descriptor's stat decides below */
+	if (rc == 0 && defer && may_defer(fs, in, &now)) {
+		*defer = bfs_backing_stamp(&now);
+		return 1;
+	}
 	if (rc >= 0)
 		rc = file_of(fs, in, &now, rc > 0, out, changed);
 	if (rc < 0)

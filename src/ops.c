@@ -156,7 +156,6 @@ static struct bfs_handle *handle_of(const struct fuse_file_info *fi)
 	return (struct bfs_handle *)(uintptr_t)fi->fh;
 }
 
-
 static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct bfs_inode *in = inode_of(req, ino);
@@ -216,10 +215,11 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		return;
 	}
 	/*
-	 * An unchanged file whose version was dropped: the kernel's pages of
-	 * it are good, and a warm grep -r needs nothing else (README, Trees).
+	 * An unchanged file whose version was dropped opens without one: the
+	 * kernel's pages of it are good, and a warm grep -r needs nothing else
+	 * (bench/results/issue12/kernel-grep.md).
 	 */
-	rc = bfs_inode_may_defer(fs, inode_of(req, ino), &stamp);
+	rc = bfs_inode_open(fs, inode_of(req, ino), &f, &changed, &stamp);
 	if (rc == 1) {
 		rc = bfs_handle_open_deferred(fs, inode_of(req, ino), ino, stamp, &h);
 		if (rc == 0) {
@@ -230,11 +230,6 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 			return;
 		}
 	}
-	if (rc < 0) {
-		fuse_reply_err(req, bfs_kernel_errno(rc));
-		return;
-	}
-	rc = bfs_inode_open(fs, inode_of(req, ino), &f, &changed);
 	if (rc < 0) {
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;
@@ -263,12 +258,17 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
-	struct bfs_readv rv = { 0 };
+	struct bfs_readv rv;
 	int err;
 	struct bfs_stream *s = bfs_handle_stream(fs_of(req), handle_of(fi), &err);
-	ssize_t n = s ? bfs_stream_read(s, (uint64_t)off, size, &rv) : err;
+	ssize_t n;
 
 	(void)ino;
+	if (!s) {
+		fuse_reply_err(req, bfs_kernel_errno(err));
+		return;
+	}
+	n = bfs_stream_read(s, (uint64_t)off, size, &rv);
 	if (n < 0)
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
 	else

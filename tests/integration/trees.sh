@@ -380,22 +380,32 @@ if sync && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
 	# Cached files open nothing ahead. Not the whole tree: this machine's
 	# DAMON pages out cache it samples as idle within seconds, so only
 	# files read just now are surely cached.
-	# They are read and held open while listed: a test beside this one
-	# dropping unused inodes (echo 2 > drop_caches) takes their pages with
-	# them (seen twice in CI: 288 and 909 opened ahead).
+	# Their pages are mapped and locked while listed: a test beside this
+	# one dropping the page cache (echo 1 or 3 > drop_caches, which takes
+	# the pages of open files too) or unused inodes (echo 2) cannot take
+	# them (seen in CI: 288, 909 and 999 opened ahead).
 	rm -f "$T/held"
 	"$PY" - "$T/held" "$S"/d000/* <<'PY' &
-import os, resource, sys, time
-hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-fds = [os.open(p, os.O_RDONLY) for p in sys.argv[2:]]
-for fd in fds:
-    os.read(fd, 1 << 20)
+import ctypes, mmap, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+for p in sys.argv[2:]:
+    fd = os.open(p, os.O_RDONLY)
+    n = os.fstat(fd).st_size
+    if n:
+        a = libc.mmap(None, n, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if a == ctypes.c_void_p(-1).value or libc.mlock(a, n) != 0:
+            sys.exit("cannot lock %s: %s" % (p, os.strerror(ctypes.get_errno())))
+    os.close(fd)
 open(sys.argv[1], "w").close()
 time.sleep(300)
 PY
 	holder=$!
 	for _ in $(seq 200); do [[ -e "$T/held" ]] && break; sleep 0.05; done
+	check "warm: d000's backing pages locked in memory" test -e "$T/held"
 	mount_or_die readpath=pread
 	n=$(t find "$M/d000" -type f | wc -l)
 	a=$(ahead)
