@@ -178,15 +178,17 @@ static void handle_list(struct bfs_fs *fs, struct bfs_handle *h)
 int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino, struct bfs_handle **out)
 {
 	struct bfs_handle *h = calloc(1, sizeof(*h));
+	struct bfs_stream *s;
 	int rc;
 
 	if (!h)
 		return -ENOMEM;
-	rc = bfs_stream_new(&h->s, f, ino);
+	rc = bfs_stream_new(&s, f, ino);
 	if (rc < 0) {
 		free(h);
 		return rc;
 	}
+	atomic_init(&h->s, s);
 	bfs_mutex_init(&h->lock);
 	handle_list(fs, h);
 	*out = h;
@@ -203,58 +205,67 @@ int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode *in, uint64_t i
 	h->in = in;
 	h->ino = ino;
 	h->stamp = stamp;
+	atomic_init(&h->s, NULL);
 	bfs_mutex_init(&h->lock);
 	handle_list(fs, h);
 	*out = h;
 	return 0;
 }
 
+/*
+ * Once built the stream stays until the handle is closed, so every READ
+ * after the first takes it without the lock.
+ */
 struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, int *err)
 {
-	struct bfs_stream *s;
+	struct bfs_stream *s = atomic_load_explicit(&h->s, memory_order_acquire);
 	struct bfs_file *f = NULL;
 	bool changed;
 	int rc = 0;
 
+	*err = 0;
+	if (s)
+		return s;
 	bfs_mutex_lock(&h->lock);
-	if (!h->s) {
+	s = atomic_load_explicit(&h->s, memory_order_relaxed);
+	if (!s) {
 		rc = bfs_inode_open(fs, h->in, &f, &changed, NULL);
 		/* Replaced (ESTALE: another inode) or rewritten since the open. */
 		if (rc == -ESTALE || (rc == 0 && bfs_backing_stamp(&f->st) != h->stamp))
 			rc = -EIO;
 		if (rc == 0)
-			rc = bfs_stream_new(&h->s, f, h->ino);
-		if (rc < 0 && f)
+			rc = bfs_stream_new(&s, f, h->ino);
+		if (rc == 0)
+			atomic_store_explicit(&h->s, s, memory_order_release);
+		else if (f)
 			bfs_file_unuse(f);
 		if (f)
 			bfs_file_put(f);	/* the stream holds its own */
 	}
-	s = h->s;
 	bfs_mutex_unlock(&h->lock);
 	*err = rc;
-	return s;
+	return rc == 0 ? s : NULL;
 }
 
 struct bfs_file *bfs_handle_file(struct bfs_handle *h)
 {
-	struct bfs_stream *s;
+	struct bfs_stream *s = atomic_load_explicit(&h->s, memory_order_acquire);
 
-	bfs_mutex_lock(&h->lock);
-	s = h->s;
-	bfs_mutex_unlock(&h->lock);
 	return s ? bfs_stream_file(s) : NULL;
 }
 
 void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h)
 {
+	struct bfs_stream *s = atomic_load_explicit(&h->s, memory_order_acquire);
+
 	bfs_mutex_lock(&fs->handles_lock);
 	*(h->prev ? &h->prev->next : &fs->handles) = h->next;
 	if (h->next)
 		h->next->prev = h->prev;
 	bfs_mutex_unlock(&fs->handles_lock);
-	if (h->s) {
-		bfs_file_unuse(bfs_stream_file(h->s));
-		bfs_stream_free(h->s);
+	if (s) {
+		bfs_file_unuse(bfs_stream_file(s));
+		bfs_stream_free(s);
 	}
 	pthread_mutex_destroy(&h->lock);
 	free(h);

@@ -98,8 +98,8 @@ struct bfs_inode {
  * file the open saw or not at all.
  */
 struct bfs_handle {
-	pthread_mutex_t lock;		/* guards @s while it may still be built */
-	struct bfs_stream *s;		/* holds the version; NULL while deferred */
+	pthread_mutex_t lock;		/* serializes building @s */
+	_Atomic(struct bfs_stream *) s;	/* holds the version; NULL while deferred; set once */
 	struct bfs_inode *in;		/* deferred: the file (the kernel holds it while open) */
 	uint64_t ino;			/* deferred: its node id */
 	uint64_t stamp;			/* deferred: bfs_backing_stamp() the open saw */
@@ -234,7 +234,6 @@ void bfs_fs_destroy(struct bfs_fs *fs);
 /* A handle reading version @f (taking its own reference) shown as FUSE inode @ino. */
 BFS_MUST_CHECK int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino,
 				   struct bfs_handle **out);
-/* Release it: its use of the version's descriptor, its stream. */
 /*
  * bfs_handle_open_deferred() - a handle of @in (node id @ino) with no
  * version yet, for an open that bfs_inode_open() deferred under @stamp.
@@ -249,6 +248,7 @@ BFS_MUST_CHECK int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode 
 struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, int *err);
 /* @h's version if it has one yet, else NULL (a reference is not taken). */
 struct bfs_file *bfs_handle_file(struct bfs_handle *h);
+/* Release it: its use of the version's descriptor, its stream. */
 void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h);
 
 /* --- trim.c: the inode table within -o max_inodes ------------------------------ */

@@ -288,17 +288,18 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 			 struct fuse_file_info *fi)
 {
-	int err;
-	struct bfs_stream *s = bfs_handle_stream(fs_of(req), handle_of(fi), &err);
+	struct bfs_stream *s;
 	struct bfs_file *f;
 	uint64_t size;
 	off_t r;
+	int err;
 
 	(void)ino;
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	s = bfs_handle_stream(fs_of(req), handle_of(fi), &err);
 	if (!s) {
 		fuse_reply_err(req, bfs_kernel_errno(err));
 		return;

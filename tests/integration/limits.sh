@@ -11,10 +11,10 @@
 #     every file gives the right bytes;
 #   - the daemon's descriptors stay under the bound while it does;
 #   - more files held open at once than the daemon can hold, the kernel's
-#     pages of each dropped before its read: the excess fails with EMFILE and nothing else (at the
-#     open, or at the first read of an open of an unchanged file, which
-#     takes no descriptor until then), the daemon lives, and once they are
-#     closed everything reads again;
+#     pages of each dropped before its read: the excess fails with EMFILE
+#     and nothing else (at the open, or at the first read of an open of an
+#     unchanged file, which takes no descriptor until then), the daemon
+#     lives, and once they are closed everything reads again;
 #   - files of at most 16 KiB are kept whole when first read and need
 #     no descriptor: 5000 of them held open at once all open and read;
 #   - it unmounts and exits 0 (it once aborted there: glibc could not
