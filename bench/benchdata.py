@@ -1,9 +1,22 @@
 # SPDX-License-Identifier: MIT
-"""Data the bench/ scripts share: the first bytes of Debian's linux-source
-tarball, made once per directory and size."""
+"""What the bench/ scripts share: the first bytes of Debian's linux-source
+tarball, made once per directory and size, and the options of a first
+mount."""
 import glob
 import os
 import subprocess as sp
+
+
+def first_mount(opts):
+    """OPTS for a blockfs mount that opens its files as on their first
+    mount: with index_cache=off, unless OPTS says which index cache to use.
+    At default options every mount after the first would find the indexes
+    and directory memos the first kept in ~/.cache/blockfs, and the rounds
+    would not measure the same thing. A later mount is a variant with
+    index_cache=DIR, its entries made beforehand."""
+    if opts and "index_cache" in opts:
+        return opts
+    return "index_cache=off" + ("," + opts if opts else "")
 
 
 def linux_text(data_dir, size):

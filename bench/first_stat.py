@@ -119,7 +119,7 @@ def make(size, kinds, zeros_gib):
 
 
 def first_stat(binary, opts, src, mnt):
-    d = sp.Popen([binary, "-f", src, mnt] + (["-o", opts] if opts else []))
+    d = sp.Popen([binary, "-f", src, mnt, "-o", benchdata.first_mount(opts)])
     try:
         while sp.run(["mountpoint", "-q", mnt]).returncode:
             if d.poll() is not None:

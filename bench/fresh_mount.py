@@ -21,6 +21,8 @@ import subprocess as sp
 import tempfile
 import time
 
+import benchdata
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -31,7 +33,7 @@ def timed(argv):
 
 
 def one(binary, opts, a, tool, mnt):
-    d = sp.Popen([binary, "-f", a.dir, mnt] + (["-o", opts] if opts else []))
+    d = sp.Popen([binary, "-f", a.dir, mnt, "-o", benchdata.first_mount(opts)])
     try:
         while sp.run(["mountpoint", "-q", mnt]).returncode:
             if d.poll() is not None:

@@ -83,7 +83,7 @@ class Mount:
     def __init__(self, binary, kind, opts):
         self.mnt = tempfile.mkdtemp(prefix="blockfs-gz.")
         argv = [binary, "-f", os.path.join(DATA, kind), self.mnt]
-        self.proc = sp.Popen(argv + (["-o", opts] if opts else []))
+        self.proc = sp.Popen(argv + ["-o", benchdata.first_mount(opts)])
         deadline = time.time() + 30
         while not os.path.ismount(self.mnt):
             if self.proc.poll() is not None or time.time() > deadline:

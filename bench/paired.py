@@ -20,6 +20,8 @@ Variants (default: the set of the read-path issue):
                  `bgzip -i`, blockfs-pack, default options
     squashfuse   squashfuse_ll on a squashfs image (lz4, 128 KiB blocks)
     erofs        the kernel's erofs on a loop device (mkfs.erofs -zlz4hc)
+blockfs variants run with -o index_cache=off unless their OPTIONS name an
+index cache: each mount then opens the file as on its first mount.
 A variant NAME=bfs:FORMAT:OPTIONS[:BINARY] mounts FORMAT with -o OPTIONS
 (with another blockfs binary, e.g. an older build, to compare builds), e.g.
     --variant nopush=bfs:lz4-B4:readahead=0
@@ -99,7 +101,7 @@ class Mount:
         self.path = os.path.join(self.mnt, "text")
         if kind == "bfs":
             argv = [binary or BLOCKFS, "-f", os.path.join(DATA, "src", arg), self.mnt]
-            self.proc = sp.Popen(argv + (["-o", opts] if opts else []))
+            self.proc = sp.Popen(argv + ["-o", benchdata.first_mount(opts)])
         elif kind == "squashfuse":
             self.proc = sp.Popen(["squashfuse_ll", "-f", os.path.join(DATA, "squashfs.img"),
                                   self.mnt])

@@ -22,6 +22,8 @@ import subprocess as sp
 import tempfile
 import time
 
+import benchdata
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -43,7 +45,7 @@ def main():
     tool = a.tool.split()
     plain = os.path.join(os.path.dirname(os.path.abspath(a.dir)), "plain", a.name)
     mnt = tempfile.mkdtemp(prefix="blockfs-ra.")
-    sp.run([a.blockfs, a.dir, mnt], check=True)
+    sp.run([a.blockfs, a.dir, mnt, "-o", benchdata.first_mount("")], check=True)
     dev = sp.run(["mountpoint", "-d", mnt], capture_output=True, text=True).stdout.strip()
     bdi = f"/sys/class/bdi/{dev}/read_ahead_kb"
     before = open(bdi).read().strip()

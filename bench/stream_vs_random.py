@@ -25,6 +25,8 @@ import subprocess as sp
 import tempfile
 import time
 
+import benchdata
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -37,7 +39,7 @@ def stats(path):
 
 def one(binary, a, cache, seconds, stream):
     mnt = tempfile.mkdtemp(prefix="blockfs-svr.")
-    sp.run([binary, a.dir, mnt, "-o", f"cache_size={cache}"], check=True)
+    sp.run([binary, a.dir, mnt, "-o", benchdata.first_mount(f"cache_size={cache}")], check=True)
     try:
         fa, fb = os.path.join(mnt, a.a), os.path.join(mnt, a.b)
         os.stat(fa)

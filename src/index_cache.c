@@ -7,13 +7,17 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "blockfs/codec.h"
@@ -61,11 +65,22 @@
 /* ".entry" and temporary names: dev and ino in hex, and a counter. */
 #define NAME_LEN 64
 
+/*
+ * With a bound: an entry read this long after its last write or touch
+ * has its mtime renewed, so that trims drop the least recently used.
+ */
+#define TOUCH_AFTER_S 3600
+
 struct bfs_icache {
 	int dirfd;			/* O_DIRECTORY of the cache directory */
 	char *dir;			/* for log lines */
+	uint64_t limit;			/* bytes of entries kept; 0: no bound */
 	atomic_bool no_save;		/* a save failed: saving is off for this mount */
 	atomic_uint_fast64_t seq;	/* temporary names */
+	/* With a limit: */
+	pthread_mutex_t trim_lock;	/* one trim at a time */
+	atomic_bool counted;		/* used was counted from the directory */
+	atomic_uint_fast64_t used;	/* bytes of entries, as this mount knows them */
 };
 
 void bfs_icache_key_of(const struct stat *st, struct bfs_icache_key *key)
@@ -301,6 +316,7 @@ int bfs_icache_open(struct bfs_icache **out, const char *dir, char *err, size_t 
 		goto out_close;
 	}
 	c->dirfd = fd;
+	pthread_mutex_init(&c->trim_lock, NULL);
 	*out = c;
 	return 0;
 
@@ -314,8 +330,58 @@ void bfs_icache_free(struct bfs_icache *c)
 	if (!c)
 		return;
 	close(c->dirfd);
+	pthread_mutex_destroy(&c->trim_lock);
 	free(c->dir);
 	free(c);
+}
+
+void bfs_icache_set_limit(struct bfs_icache *c, uint64_t bytes)
+{
+	c->limit = bytes;
+}
+
+/* mkdir @path, mode 0700, unless it is there. Return: 0 or -errno. */
+static int make_dir(const char *path)
+{
+	return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+int bfs_icache_default_dir(char **out, char *err, size_t errlen)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char base[PATH_MAX], path[PATH_MAX];
+	int rc;
+
+	/* The XDG base directory rules: a relative XDG_CACHE_HOME is ignored. */
+	if (xdg && xdg[0] == '/') {
+		if ((size_t)snprintf(base, sizeof(base), "%s", xdg) >= sizeof(base))
+			goto too_long;
+	} else if (home && home[0] == '/') {
+		if ((size_t)snprintf(base, sizeof(base), "%s/.cache", home) >= sizeof(base))
+			goto too_long;
+	} else {
+		snprintf(err, errlen, "neither XDG_CACHE_HOME nor HOME names a directory");
+		return 1;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/blockfs", base) >= sizeof(path))
+		goto too_long;
+	rc = make_dir(base);
+	if (rc == 0)
+		rc = make_dir(path);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot make '%s': %s", path, strerror(-rc));
+		return rc;
+	}
+	*out = strdup(path);
+	if (!*out) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+
+too_long:
+	snprintf(err, errlen, "the cache directory's path is too long");
+	return -ENAMETOOLONG;
 }
 
 /* An entry's name: @dev and @ino in hex, then @kind ("idx", "dir"). */
@@ -368,6 +434,8 @@ static int get_entry(struct bfs_icache *c, const char *name, uint64_t max, uint8
 		return 1;
 	}
 	rc = read_all(fd, (size_t)est.st_size, out);
+	if (rc == 0 && c->limit && time(NULL) - est.st_mtim.tv_sec > TOUCH_AFTER_S)
+		(void)futimens(fd, NULL);	/* used: trimmed last (a read-only cache stays as is) */
 	close(fd);
 	if (rc < 0)
 		return rc == -ENOMEM ? rc : 1;
@@ -417,6 +485,132 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
 	return 0;
 }
 
+/* --- the bound ------------------------------------------------------------ */
+
+/* A temporary file this old was left by a writer that died. */
+#define TMP_STALE_S 3600
+/* entry_name()'s length: 16 hex digits, '-', 16 hex digits, '.', a 3-letter kind */
+#define ENTRY_NAME_LEN 37
+
+/* An entry as a trim sees it. */
+struct kept {
+	struct timespec used;		/* its mtime */
+	uint64_t size;
+	char name[ENTRY_NAME_LEN + 1];
+};
+
+/* Is @name one entry_name() makes? Nothing else in the directory is ours to drop. */
+static bool entry_named(const char *name)
+{
+	if (strlen(name) != ENTRY_NAME_LEN || name[16] != '-' ||
+	    strspn(name, "0123456789abcdef") != 16 || strspn(name + 17, "0123456789abcdef") != 16)
+		return false;
+	return strcmp(name + 33, ".idx") == 0 || strcmp(name + 33, ".dir") == 0;
+}
+
+/* qsort order: least recently used first. */
+static int kept_cmp(const void *pa, const void *pb)
+{
+	const struct kept *a = pa, *b = pb;
+
+	if (a->used.tv_sec != b->used.tv_sec)
+		return a->used.tv_sec < b->used.tv_sec ? -1 : 1;
+	if (a->used.tv_nsec != b->used.tv_nsec)
+		return a->used.tv_nsec < b->used.tv_nsec ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+/*
+ * List the entries and count their bytes; if they pass the bound, drop
+ * the least recently used down to three quarters of it. Removes stale
+ * temporary files on the way. Return: 0, -ENOMEM or -errno of the listing.
+ */
+static int count_and_trim(struct bfs_icache *c)
+{
+	struct kept *k = NULL, *grown;
+	size_t n = 0, cap = 0, dropped = 0;
+	uint64_t sum = 0, goal;
+	struct dirent *de;
+	time_t now = time(NULL);
+	int fd, rc = 0;
+	DIR *d;
+
+	fd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	while ((de = readdir(d))) {
+		bool tmp = strncmp(de->d_name, ".tmp-", 5) == 0;
+		struct stat st;
+
+		if ((!tmp && !entry_named(de->d_name)) ||
+		    fstatat(c->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (tmp) {
+			if (now - st.st_mtim.tv_sec > TMP_STALE_S)
+				(void)unlinkat(c->dirfd, de->d_name, 0);
+			continue;
+		}
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			grown = realloc(k, cap * sizeof(*k));
+			if (!grown) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			k = grown;
+		}
+		k[n].used = st.st_mtim;
+		k[n].size = (uint64_t)st.st_size;
+		memcpy(k[n].name, de->d_name, sizeof(k[n].name));
+		sum += k[n++].size;
+	}
+	if (sum > c->limit) {
+		goal = c->limit - c->limit / 4;
+		qsort(k, n, sizeof(*k), kept_cmp);
+		for (size_t i = 0; i < n && sum > goal; i++) {
+			if (unlinkat(c->dirfd, k[i].name, 0) < 0 && errno != ENOENT)
+				continue;	/* ENOENT: another mount dropped it */
+			sum -= k[i].size;
+			dropped++;
+		}
+		bfs_dbg("%s: %zu entries dropped, %" PRIu64 " bytes left", c->dir, dropped, sum);
+	}
+	atomic_store(&c->used, sum);
+	atomic_store(&c->counted, true);
+out:
+	closedir(d);
+	free(k);
+	return rc;
+}
+
+/*
+ * An entry of @len bytes replaced one of @old bytes (0: none): count it,
+ * and trim when the bound is passed. The first save of a mount counts
+ * the directory. A thread that finds another trimming leaves it the work.
+ */
+static void account(struct bfs_icache *c, uint64_t len, uint64_t old)
+{
+	uint_fast64_t used = atomic_load(&c->used), now;
+
+	do {
+		now = used + len > old ? used + len - old : 0;
+	} while (!atomic_compare_exchange_weak(&c->used, &used, now));
+	if (atomic_load(&c->counted) && now <= c->limit)
+		return;
+	if (pthread_mutex_trylock(&c->trim_lock) != 0)
+		return;
+	if (count_and_trim(c) < 0)
+		bfs_dbg("%s: cannot count the entries: their bound waits for the next save",
+			c->dir);
+	pthread_mutex_unlock(&c->trim_lock);
+}
+
 /* Saving failed for a reason of the directory's: say so once, save no more. */
 static void saving_off(struct bfs_icache *c, int rc)
 {
@@ -428,13 +622,25 @@ static void saving_off(struct bfs_icache *c, int rc)
 
 /*
  * Write entry @name as @len bytes of @buf: a temporary file renamed over
- * it. Return: 0 or -errno (saving is off for the mount then).
+ * it. Return: 0; 1 when @len passes the bound (not kept); -errno (saving
+ * is off for the mount then).
  */
 static int put_entry(struct bfs_icache *c, const char *name, const uint8_t *buf, size_t len)
 {
 	char tmp[NAME_LEN];
+	uint64_t old = 0;
+	struct stat ost;
 	int tfd, rc;
 
+	if (c->limit) {
+		if (len > c->limit) {
+			bfs_dbg("%s/%s: not kept: %zu bytes, more than index_cache_size", c->dir,
+				name, len);
+			return 1;
+		}
+		if (fstatat(c->dirfd, name, &ost, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ost.st_mode))
+			old = (uint64_t)ost.st_size;
+	}
 	snprintf(tmp, sizeof(tmp), ".tmp-%ld-%" PRIu64, (long)getpid(),
 		 (uint64_t)atomic_fetch_add(&c->seq, 1));
 	tfd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -451,6 +657,8 @@ static int put_entry(struct bfs_icache *c, const char *name, const uint8_t *buf,
 	if (rc < 0) {
 		(void)unlinkat(c->dirfd, tmp, 0);
 		saving_off(c, rc);
+	} else if (c->limit) {
+		account(c, len, old);
 	}
 	return rc;
 }

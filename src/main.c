@@ -415,6 +415,43 @@ static int check_outside(const char *source, const char *mnt)
  * newline and backslash as \ooo.
  * Return: 0, -ENOENT (no such mount), or -errno.
  */
+/*
+ * The index cache: -o index_cache=DIR, refused now, in the foreground,
+ * when it cannot work; by default $XDG_CACHE_HOME/blockfs or
+ * ~/.cache/blockfs, which when it cannot work leaves the mount without
+ * one and says why. Return: 0, or -1 when the mount must stop.
+ */
+static int open_index_cache(const struct bfs_opts *o, struct bfs_icache **out)
+{
+	char err[512], *dir = NULL;
+	int rc;
+
+	if (o->index_cache_off)
+		return 0;
+	if (o->index_cache) {
+		if (bfs_icache_open(out, o->index_cache, err, sizeof(err)) < 0) {
+			fprintf(stderr, "blockfs: %s\n", err);
+			return -1;
+		}
+	} else {
+		rc = bfs_icache_default_dir(&dir, err, sizeof(err));
+		if (rc > 0) {
+			bfs_dbg("no index cache: %s", err);
+			return 0;
+		}
+		if (rc == 0)
+			rc = bfs_icache_open(out, dir, err, sizeof(err));
+		free(dir);
+		if (rc < 0) {
+			fprintf(stderr, "blockfs: no index cache: %s (-o index_cache=off says "
+				"none is wanted)\n", err);
+			return 0;
+		}
+	}
+	bfs_icache_set_limit(*out, o->index_cache_size);
+	return 0;
+}
+
 static int mount_dev(const char *mnt, unsigned int *maj, unsigned int *min)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -634,15 +671,8 @@ int main(int argc, char **argv)
 		goto out_session;
 	}
 	fs_up = true;
-	/* A cache directory that cannot work is refused now, in the foreground. */
-	if (opts.index_cache) {
-		char err[512];
-
-		if (bfs_icache_open(&fs.env.icache, opts.index_cache, err, sizeof(err)) < 0) {
-			fprintf(stderr, "blockfs: %s\n", err);
-			goto out_session;
-		}
-	}
+	if (open_index_cache(&opts, &fs.env.icache) < 0)
+		goto out_session;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)

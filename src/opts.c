@@ -36,6 +36,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("willneed=%s", willneed_s),
 	BFS_OPT("kernel_readahead=%s", kernel_readahead_s),
 	BFS_OPT("index_cache=%s", index_cache_s),
+	BFS_OPT("index_cache_size=%s", index_cache_size_s),
 	BFS_OPT("gzip=%s", gzip_s),
 	BFS_OPT("gzip_span=%s", gzip_span_s),
 	BFS_OPT("max_inodes=%s", max_inodes_s),
@@ -80,8 +81,11 @@ static const struct {
 				     "as on, with at most N entries in the first reply (on)" },
 	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
 				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
-	{ "index_cache", "DIR", "keep the block indexes of walked files in DIR across "
-				"mounts (off)" },
+	{ "index_cache", "DIR|off", "keep the block indexes of walked files, and what "
+				    "listings learned, in DIR across mounts "
+				    "($XDG_CACHE_HOME/blockfs or ~/.cache/blockfs)" },
+	{ "index_cache_size", "SIZE", "bytes of entries kept there before the least "
+				      "recently used are dropped; 0: no bound (256M)" },
 	{ "gzip", "raw|index", "plain gzip files: shown unchanged, or decoded through a "
 			       "checkpoint index (raw)" },
 	{ "gzip_span", "SIZE", "gzip=index: output between checkpoints, 64K to 32M (1M)" },
@@ -338,13 +342,24 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		o->gzip_span = (uint32_t)span;
 	}
 	o->index_cache = NULL;
+	o->index_cache_off = false;
 	if (o->index_cache_s) {
 		if (!*o->index_cache_s) {
 			snprintf(err, errlen, "bad value '' for option index_cache: expected a "
-				 "directory");
+				 "directory or off");
 			return -EINVAL;
 		}
-		o->index_cache = o->index_cache_s;	/* opened, and checked, by main() */
+		/* A directory called off is ./off. */
+		o->index_cache_off = strcmp(o->index_cache_s, "off") == 0;
+		if (!o->index_cache_off)
+			o->index_cache = o->index_cache_s;	/* opened, and checked, by main() */
+	}
+	o->index_cache_size = BFS_DEFAULT_INDEX_CACHE_SIZE;
+	if (o->index_cache_size_s &&
+	    bfs_parse_size(o->index_cache_size_s, &o->index_cache_size) < 0) {
+		snprintf(err, errlen, "bad value '%s' for option index_cache_size: expected a "
+			 "size such as 0, 64M or 1G", o->index_cache_size_s);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -365,6 +380,7 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->kernel_readahead_s);
 	free(o->max_read_s);
 	free(o->index_cache_s);
+	free(o->index_cache_size_s);
 	free(o->gzip_s);
 	free(o->gzip_span_s);
 	free(o->entry_timeout_s);

@@ -113,6 +113,29 @@ BFS_MUST_CHECK int bfs_icache_open(struct bfs_icache **out, const char *dir, cha
 void bfs_icache_free(struct bfs_icache *c);	/* NULL is a no-op */
 
 /**
+ * bfs_icache_set_limit() - keep at most @bytes of entries in the
+ * directory; 0 (the default) sets no bound. Past the bound a save drops
+ * the least recently used entries (written, or read: to the hour, by
+ * their mtime) until three quarters of it are left, and removes
+ * temporary files that writers which died left behind an hour ago. An
+ * entry larger than @bytes is not kept. Other mounts sharing the
+ * directory are counted at the next trim.
+ * Context: before @c is shared between threads.
+ */
+void bfs_icache_set_limit(struct bfs_icache *c, uint64_t bytes);
+
+/**
+ * bfs_icache_default_dir() - where the daemon keeps entries when not told:
+ * $XDG_CACHE_HOME/blockfs, or $HOME/.cache/blockfs when XDG_CACHE_HOME is
+ * unset (either used only when absolute). Makes what is missing of it
+ * below $HOME or $XDG_CACHE_HOME, mode 0700; never $HOME itself.
+ * @out: on success a malloc'd path; bfs_icache_open() still checks it.
+ * @err: on failure, one line saying why there is none.
+ * Return: 0; 1 when neither variable names a place; -errno.
+ */
+BFS_MUST_CHECK int bfs_icache_default_dir(char **out, char *err, size_t errlen);
+
+/**
  * bfs_icache_load() - the cached index of the file @st describes.
  * @c: NULL means no cache (returns 1).
  * @idx: as for bfs_icache_decode().
@@ -128,8 +151,9 @@ BFS_MUST_CHECK int bfs_icache_load(struct bfs_icache *c, const struct stat *st,
  * @scan_reads backing reads, for the file open as @fd, which was @st
  * when the walk began.
  * Saves nothing when @c is NULL, when the walk was cheap (below
- * BFS_ICACHE_MIN_READS), when the index is damaged, or when the file
- * changed during the walk (fstat of @fd differs from @st). Writes a
+ * BFS_ICACHE_MIN_READS), when the index is damaged, when the file
+ * changed during the walk (fstat of @fd differs from @st), or when the
+ * entry would be larger than the directory's bound. Writes a
  * temporary file in the directory and renames it over the entry, so a
  * reader sees the old entry or the new one, never a part. Without fsync:
  * after a crash a torn entry fails its checksum and the file is walked

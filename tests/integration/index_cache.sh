@@ -11,7 +11,10 @@
 # directory degrade to no saving with exactly one log line; a directory
 # others may write is refused at mount time. Directory memos: a remount
 # lists and sizes a tree of small files with no probe, and a file
-# rewritten in place, an added entry and damaged memos are seen.
+# rewritten in place, an added entry and damaged memos are seen. Without
+# the option entries go to $XDG_CACHE_HOME/blockfs; index_cache=off
+# keeps none; an unusable default place leaves the mount without a cache;
+# index_cache_size drops the least recently used entries.
 #
 # Usage: index_cache.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -284,6 +287,80 @@ truncate -s -1 "$(memo d2)"
 dir_mount "memos, one flipped, one truncated"
 check_eq "memos, damaged: neither used" 0 "$(stat_of dir_memos)"
 umount_c
+
+# --- the default place, off, and the bound ---------------------------------------
+# Without index_cache the daemon keeps entries in $XDG_CACHE_HOME/blockfs
+# (lib.sh sets XDG_CACHE_HOME to one of the test's own); index_cache=off
+# keeps none; a default place that cannot be used leaves the mount without
+# a cache, with one line saying why; past index_cache_size the least
+# recently used entries are dropped.
+D=$XDG_CACHE_HOME/blockfs
+# dentry DIR FILE: FILE's entry in cache directory DIR
+dentry() {
+	printf '%s/%016x-%016x.idx' "$1" "$(stat -c %d "$S/$2")" "$(stat -c %i "$S/$2")"
+}
+# mount_o OPTS [ENV...]: mount with OPTS, in an environment changed by ENV (env(1) words)
+mount_o() {
+	local o=$1
+	shift
+	BFS_WRAP="env $*" bfs_mount "$S" "$M" "$T/daemon.log" "$o" || {
+		not_ok "mount with -o $o $*"
+		show_log
+		exit 1
+	}
+}
+mount_o verify=on
+t stat "$M/big" >/dev/null
+check_eq "default place: big walked" lz4-walk "$(xattr index_source big)"
+umount_c
+is "default place: entry kept in \$XDG_CACHE_HOME/blockfs" test -s "$(dentry "$D" big.lz4)"
+check_eq "default place: made mode 0700" 700 "$(stat -c %a "$D")"
+mount_o verify=on
+check_eq "default place, remount: big from the cache" cache "$(xattr index_source big)"
+check "default place, remount: big reads exact" cmp "$M/big" "$W/big"
+umount_c
+
+mount_o index_cache=off XDG_CACHE_HOME="$T/xdg-off"
+t stat "$M/big" >/dev/null
+check_eq "index_cache=off: big walked" lz4-walk "$(xattr index_source big)"
+umount_c
+is "index_cache=off: no cache directory made" test ! -e "$T/xdg-off"
+
+mkdir -p "$T/xdg-shared/blockfs"
+chmod 777 "$T/xdg-shared/blockfs"
+mount_o verify=on XDG_CACHE_HOME="$T/xdg-shared"
+check "default place others may write: still mounted, big reads exact" cmp "$M/big" "$W/big"
+umount_c
+check_eq "default place others may write: one line says why" 1 \
+	"$(grep -c 'no index cache: .*written by others' "$T/daemon.log")"
+is "default place others may write: nothing kept there" \
+	test ! -e "$(dentry "$T/xdg-shared/blockfs" big.lz4)"
+mount_o verify=on -u HOME -u XDG_CACHE_HOME
+check "neither HOME nor XDG_CACHE_HOME: big reads exact" cmp "$M/big" "$W/big"
+umount_c
+check_eq "neither HOME nor XDG_CACHE_HOME: nothing said" 0 \
+	"$(grep -c 'index cache' "$T/daemon.log")"
+
+# big's entry is 9348 bytes (384 blocks), other's about 1.6 KiB: with a
+# bound of 10K, keeping other drops big, the least recently used.
+B=$T/bound
+mkdir -m 700 "$B"
+mount_o "index_cache=$B,index_cache_size=10K"
+t stat "$M/big" >/dev/null
+t stat "$M/other" >/dev/null
+check "bound: big reads exact" cmp "$M/big" "$W/big"
+umount_c
+is "bound: other's entry kept" test -s "$(dentry "$B" other.lz4)"
+is "bound: big's, used least recently, dropped" test ! -e "$(dentry "$B" big.lz4)"
+used=$(find "$B" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+if ((used <= 10240)); then ok "bound: $used bytes kept (<= 10K)"; else
+	not_ok "bound: $used bytes kept (> 10K)"; fi
+rm -f "$B"/*
+mount_o "index_cache=$B,index_cache_size=4K"
+t stat "$M/big" "$M/other" >/dev/null
+umount_c
+is "bound: an entry larger than the bound is not kept" test ! -e "$(dentry "$B" big.lz4)"
+is "bound: a smaller one is" test -s "$(dentry "$B" other.lz4)"
 
 # --- refused at mount time ------------------------------------------------------
 chmod 777 "$C"

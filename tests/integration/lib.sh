@@ -77,9 +77,10 @@ BFS_AT_EXIT=()
 # bfs_begin [--no-fuse] NAME [TOOL...]: the first step of a test. Skips it
 # (exit 77) unless it runs as root with /dev/fuse, fusermount3 and every
 # TOOL (--no-fuse: the TOOLs only, for a test that mounts nothing); makes
-# the state directory $T (${TMPDIR:-/tmp}/blockfs-NAME.XXXXXX), and sets
-# the EXIT trap (bfs_cleanup) that unmounts, stops the daemon and removes
-# $T however the script ends; INT and TERM end it through that trap too.
+# the state directory $T (${TMPDIR:-/tmp}/blockfs-NAME.XXXXXX), with the
+# daemons' default index cache in it (XDG_CACHE_HOME), and sets the EXIT
+# trap (bfs_cleanup) that unmounts, stops the daemon and removes $T
+# however the script ends; INT and TERM end it through that trap too.
 bfs_begin() {
 	local fuse=1
 	if [[ ${1:-} == --no-fuse ]]; then
@@ -95,6 +96,9 @@ bfs_begin() {
 	fi
 	T=$(mktemp -d "${TMPDIR:-/tmp}/blockfs-$BFS_NAME.XXXXXX") ||
 		{ echo "Bail out! cannot make a state directory"; exit 1; }
+	# Daemons at default options keep indexes in $XDG_CACHE_HOME/blockfs:
+	# each test its own, so that no run sees another's entries.
+	export XDG_CACHE_HOME=$T/xdg-cache
 	BFS_START=$SECONDS
 	trap bfs_cleanup EXIT
 	trap 'exit 130' INT TERM

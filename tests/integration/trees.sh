@@ -44,8 +44,10 @@ PY=python3
 S=$T/src M=$T/mnt
 mkdir -p "$S" "$M"
 
+# Each mount is a first mount (index_cache=off): what memos carry from one
+# mount to the next is index_cache.sh's.
 mount_or_die() {
-	if ! bfs_mount "$S" "$M" "$T/daemon.log" "$1"; then
+	if ! bfs_mount "$S" "$M" "$T/daemon.log" "index_cache=off${1:+,$1}"; then
 		not_ok "mount ($1)" "daemon exit status: ${BFS_EXIT:-none}"
 		show_log
 		exit 1

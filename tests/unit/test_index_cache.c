@@ -2,8 +2,8 @@
 /*
  * The index cache: the entry format (round trip, every truncation, every
  * flipped byte, wrong identity, wrong codec, entries that are well formed
- * but wrong) and the directory (save, load, atomic replacement, refusals);
- * directory memos likewise.
+ * but wrong) and the directory (save, load, atomic replacement, refusals,
+ * the bound and its trims, the default place); directory memos likewise.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "blockfs/codec.h"
@@ -713,6 +714,142 @@ static void test_memo_save_then_load(void **state)
 	bfs_icache_free(c);
 }
 
+/* Make @name in @dir: @size bytes, last modified @age seconds ago. */
+static void make_aged(const char *dir, const char *name, size_t size, time_t age)
+{
+	static const char zeros[4096];
+	struct timespec t[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = time(NULL) - age } };
+	char path[192];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	for (size_t done = 0; done < size; done += sizeof(zeros))
+		assert_int_equal(write(fd, zeros, sizeof(zeros)), sizeof(zeros));
+	assert_int_equal(futimens(fd, t), 0);
+	close(fd);
+}
+
+static bool present(const char *dir, const char *name)
+{
+	char path[192];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+#define OLD1 "0000000000000001-0000000000000001.idx"
+#define OLD2 "0000000000000001-0000000000000002.dir"
+#define OLD3 "0000000000000001-0000000000000003.idx"
+
+/*
+ * Past the bound, a save drops the least recently used entries down to
+ * three quarters of it; files that are not entries stay, temporary files
+ * an hour old go, an entry larger than the bound is not kept.
+ */
+static void test_bound_drops_least_recently_used(void **state)
+{
+	struct dirfx *d = *state;
+	struct bfs_icache *c;
+	struct bfs_index a;
+	char err[256];
+
+	make_aged(d->dir, OLD1, 24 << 10, 3000);
+	make_aged(d->dir, OLD2, 24 << 10, 2000);
+	make_aged(d->dir, OLD3, 24 << 10, 1000);
+	make_aged(d->dir, "notes.txt", 32 << 10, 9000);		/* not ours */
+	make_aged(d->dir, "0000000000000001-0000000000000004.txt", 4096, 9000);
+	make_aged(d->dir, ".tmp-1-1", 4096, 7200);		/* a dead writer's */
+	make_aged(d->dir, ".tmp-1-2", 4096, 10);		/* a live one's */
+	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
+	bfs_icache_set_limit(c, 64 << 10);
+	lz4_index(&a);
+	/* 72 KiB and this entry: past 64 KiB, so down to 48 KiB */
+	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 0);
+	assert_false(present(d->dir, OLD1));
+	assert_false(present(d->dir, OLD2));
+	assert_true(present(d->dir, OLD3));
+	assert_int_equal(count_entries(d->dir), 2);		/* OLD3 and the new one */
+	assert_true(present(d->dir, "notes.txt"));
+	assert_true(present(d->dir, "0000000000000001-0000000000000004.txt"));
+	assert_false(present(d->dir, ".tmp-1-1"));
+	assert_true(present(d->dir, ".tmp-1-2"));
+	/* an entry larger than the bound is not kept; the one there stays */
+	bfs_icache_set_limit(c, 100);
+	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 1);
+	assert_int_equal(count_entries(d->dir), 2);
+	bfs_index_destroy(&a);
+	bfs_icache_free(c);
+}
+
+/* Reading an entry an hour old renews its mtime: it is used, not dropped first. */
+static void test_load_marks_entry_used(void **state)
+{
+	struct dirfx *d = *state;
+	struct timespec t[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = time(NULL) - 7200 } };
+	struct bfs_icache *c;
+	struct bfs_index a, b;
+	struct stat est;
+	char err[256], path[192];
+
+	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
+	bfs_icache_set_limit(c, 1 << 20);
+	lz4_index(&a);
+	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 0);
+	snprintf(path, sizeof(path), "%s/%016llx-%016llx.idx", d->dir,
+		 (unsigned long long)d->st.st_dev, (unsigned long long)d->st.st_ino);
+	assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+	bfs_index_init(&b, FILE_SIZE);
+	assert_int_equal(bfs_icache_load(c, &d->st, &bfs_codec_lz4, &b), 0);
+	assert_int_equal(stat(path, &est), 0);
+	assert_true(est.st_mtim.tv_sec > time(NULL) - 60);
+	bfs_index_destroy(&b);
+	bfs_index_destroy(&a);
+	bfs_icache_free(c);
+}
+
+/* $XDG_CACHE_HOME/blockfs, else $HOME/.cache/blockfs; relative paths ignored. */
+static void test_default_dir(void **state)
+{
+	struct dirfx *d = *state;
+	char err[256], want[192], home[128];
+	struct stat st;
+	char *got = NULL;
+
+	snprintf(want, sizeof(want), "%s/xdg", d->dir);
+	assert_int_equal(setenv("XDG_CACHE_HOME", want, 1), 0);
+	assert_int_equal(bfs_icache_default_dir(&got, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/xdg/blockfs", d->dir);
+	assert_string_equal(got, want);
+	assert_int_equal(stat(got, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	free(got);
+
+	snprintf(home, sizeof(home), "%s/home", d->dir);
+	assert_int_equal(mkdir(home, 0755), 0);
+	assert_int_equal(setenv("XDG_CACHE_HOME", "relative/cache", 1), 0);
+	assert_int_equal(setenv("HOME", home, 1), 0);
+	assert_int_equal(bfs_icache_default_dir(&got, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/.cache/blockfs", home);
+	assert_string_equal(got, want);
+	free(got);
+	snprintf(want, sizeof(want), "%s/.cache", home);
+	assert_int_equal(stat(want, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+
+	/* a HOME that is not there is not made */
+	snprintf(home, sizeof(home), "%s/gone", d->dir);
+	assert_int_equal(setenv("HOME", home, 1), 0);
+	assert_int_equal(bfs_icache_default_dir(&got, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, home));
+	assert_int_equal(access(home, F_OK), -1);
+
+	assert_int_equal(unsetenv("XDG_CACHE_HOME"), 0);
+	assert_int_equal(unsetenv("HOME"), 0);
+	assert_int_equal(bfs_icache_default_dir(&got, err, sizeof(err)), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -733,6 +870,11 @@ int main(void)
 		cmocka_unit_test(test_encode_refuses_damaged),
 		cmocka_unit_test(test_odd_sizes_become_claims),
 		cmocka_unit_test_setup_teardown(test_save_then_load, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_bound_drops_least_recently_used, dir_setup,
+						dir_teardown),
+		cmocka_unit_test_setup_teardown(test_load_marks_entry_used, dir_setup,
+						dir_teardown),
+		cmocka_unit_test_setup_teardown(test_default_dir, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_no_save_of_table_or_changed_file, dir_setup,
 						dir_teardown),
 		cmocka_unit_test_setup_teardown(test_stale_entry_ignored, dir_setup, dir_teardown),

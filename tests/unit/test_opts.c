@@ -355,12 +355,18 @@ static void test_willneed(void **state)
 	assert_string_equal(err, "bad value 'pagecache' for option willneed: expected cache or kernel");
 }
 
-/* gzip=raw|index, gzip_span (64K..32M), index_cache=DIR (checked by main: a string here) */
+/*
+ * gzip=raw|index, gzip_span (64K..32M), index_cache=DIR|off (the directory
+ * is checked by main: a string here), index_cache_size
+ */
 static void test_gzip_and_index_cache(void **state)
 {
 	char *none[] = { "blockfs", "src", "mnt" };
 	char *on[] = { "blockfs", "-o", "gzip=index,gzip_span=4M,index_cache=/var/cache/x", "src",
 		       "mnt" };
+	char *off[] = { "blockfs", "-o", "index_cache=off,index_cache_size=0", "src", "mnt" };
+	char *dot_off[] = { "blockfs", "-o", "index_cache=./off,index_cache_size=1G", "src",
+			    "mnt" };
 	struct bfs_opts bad = { .gzip_span_s = "100M" };
 	struct fuse_args rest;
 	struct bfs_opts o;
@@ -370,15 +376,33 @@ static void test_gzip_and_index_cache(void **state)
 	assert_int_equal(parse(&o, &rest, 3, none), 0);
 	assert_false(o.gzip_index);
 	assert_int_equal(o.gzip_span, 1u << 20);
-	assert_null(o.index_cache);
+	assert_null(o.index_cache);		/* the default place */
+	assert_false(o.index_cache_off);
+	assert_int_equal(o.index_cache_size, 256u << 20);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, on), 0);
 	assert_true(o.gzip_index);
 	assert_int_equal(o.gzip_span, 4u << 20);
 	assert_string_equal(o.index_cache, "/var/cache/x");
+	assert_false(o.index_cache_off);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, off), 0);
+	assert_null(o.index_cache);
+	assert_true(o.index_cache_off);
+	assert_int_equal(o.index_cache_size, 0);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, dot_off), 0);
+	assert_string_equal(o.index_cache, "./off");	/* a directory called off */
+	assert_false(o.index_cache_off);
+	assert_int_equal(o.index_cache_size, 1u << 30);
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	expect_refused("index_cache_size=");
+	expect_refused("index_cache_size=lots");
+	expect_refused("index_cache_size=-1");
 	expect_refused("gzip=yes");
 	expect_refused("gzip_span=63K");
 	expect_refused("gzip_span=33M");
