@@ -162,9 +162,13 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		struct bfs_io mem, *io = &f->io;
 		size_t size = (size_t)f->st.st_size;
 
-		/* A small file is read whole, once: its scan and measure then cost one read. */
-		/* index_cache hook (index_cache.h): a kept index replaces the scan */
-		rc = bfs_icache_load(env->icache, &f->st, codec, &f->idx);
+		/*
+		 * index_cache hook (index_cache.h): a kept index replaces the
+		 * scan. A small file is read whole, once: its scan and measure
+		 * then cost one read, no entry is kept for it, and looking for
+		 * one would cost a tree of small files an openat each.
+		 */
+		rc = size <= BFS_WHOLE_MAX ? 1 : bfs_icache_load(env->icache, &f->st, codec, &f->idx);
 		if (rc > 0) {
 			if (!whole && size > 0 && size <= BFS_WHOLE_MAX && (whole = malloc(size)) &&
 			    bfs_io_read(&f->io, whole, size, 0) < 0) {
