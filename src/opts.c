@@ -85,7 +85,7 @@ static const struct {
 				    "listings learned, in DIR across mounts "
 				    "($XDG_CACHE_HOME/blockfs or ~/.cache/blockfs)" },
 	{ "index_cache_size", "SIZE", "bytes of entries kept there before the least "
-				      "recently used are dropped; 0: no bound (256M)" },
+				      "recently used are dropped; 0: no bound (1G)" },
 	{ "gzip", "raw|index", "plain gzip files: shown unchanged, or decoded through a "
 			       "checkpoint index (raw)" },
 	{ "gzip_span", "SIZE", "gzip=index: output between checkpoints, 64K to 32M (1M)" },

@@ -365,7 +365,7 @@ static void test_gzip_and_index_cache(void **state)
 	char *on[] = { "blockfs", "-o", "gzip=index,gzip_span=4M,index_cache=/var/cache/x", "src",
 		       "mnt" };
 	char *off[] = { "blockfs", "-o", "index_cache=off,index_cache_size=0", "src", "mnt" };
-	char *dot_off[] = { "blockfs", "-o", "index_cache=./off,index_cache_size=1G", "src",
+	char *dot_off[] = { "blockfs", "-o", "index_cache=./off,index_cache_size=2G", "src",
 			    "mnt" };
 	struct bfs_opts bad = { .gzip_span_s = "100M" };
 	struct fuse_args rest;
@@ -378,7 +378,7 @@ static void test_gzip_and_index_cache(void **state)
 	assert_int_equal(o.gzip_span, 1u << 20);
 	assert_null(o.index_cache);		/* the default place */
 	assert_false(o.index_cache_off);
-	assert_int_equal(o.index_cache_size, 256u << 20);
+	assert_int_equal(o.index_cache_size, 1u << 30);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, on), 0);
@@ -397,7 +397,7 @@ static void test_gzip_and_index_cache(void **state)
 	assert_int_equal(parse(&o, &rest, 5, dot_off), 0);
 	assert_string_equal(o.index_cache, "./off");	/* a directory called off */
 	assert_false(o.index_cache_off);
-	assert_int_equal(o.index_cache_size, 1u << 30);
+	assert_int_equal(o.index_cache_size, 2ull << 30);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	expect_refused("index_cache_size=");
