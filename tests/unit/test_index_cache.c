@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -783,6 +784,91 @@ static void test_bound_drops_least_recently_used(void **state)
 	bfs_icache_free(c);
 }
 
+#define SAVERS 4
+#define SAVES 8
+
+struct saver {
+	struct bfs_icache *c;
+	struct bfs_index *idx;
+	char dir[96];
+	int id, failed;			/* asserts belong to the main thread */
+};
+
+/* Save the index of SAVES files of its own (sparse, FILE_SIZE bytes). */
+static void *save_many(void *arg)
+{
+	struct saver *s = arg;
+
+	for (int i = 0; i < SAVES; i++) {
+		char path[128];
+		struct stat st;
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/f%d-%d", s->dir, s->id, i);
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+		if (fd < 0 || ftruncate(fd, FILE_SIZE) < 0 || fstat(fd, &st) < 0 ||
+		    bfs_icache_save(s->c, fd, &st, &bfs_codec_lz4, s->idx, 100) != 0)
+			s->failed++;
+		if (fd >= 0)
+			close(fd);
+	}
+	return NULL;
+}
+
+/* Sum of the sizes of the entries in @dir. */
+static size_t entry_bytes(const char *dir)
+{
+	char cmd[160];
+	size_t n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "find '%s' -name '*.idx' -printf '%%s\\n' | "
+		 "awk '{ s += $1 } END { print s + 0 }'", dir);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_int_equal(fscanf(p, "%zu", &n), 1);
+	pclose(p);
+	return n;
+}
+
+/*
+ * Threads saving at once past the bound: every save succeeds, and what is
+ * left is within the bound but for entries written while the last trim
+ * listed the directory (one per thread at most).
+ */
+static void test_bound_under_concurrent_saves(void **state)
+{
+	struct dirfx *d = *state;
+	struct saver sv[SAVERS];
+	pthread_t t[SAVERS];
+	struct bfs_icache *c;
+	struct bfs_index a;
+	char err[256], sub[96];
+	size_t one, left;
+
+	snprintf(sub, sizeof(sub), "%s/files", d->dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
+	lz4_index(&a);
+	one = BFS_ICACHE_HDR_LEN + NBLK * BFS_ICACHE_ENTRY_LEN + BFS_ICACHE_CSUM_LEN;
+	bfs_icache_set_limit(c, 4 * one);
+	for (int i = 0; i < SAVERS; i++) {
+		sv[i] = (struct saver){ .c = c, .idx = &a, .id = i };
+		snprintf(sv[i].dir, sizeof(sv[i].dir), "%s", sub);
+		assert_int_equal(pthread_create(&t[i], NULL, save_many, &sv[i]), 0);
+	}
+	for (int i = 0; i < SAVERS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(sv[i].failed, 0);
+	}
+	left = entry_bytes(d->dir);
+	assert_true(left >= one);
+	assert_true(left <= 4 * one + SAVERS * one);
+	assert_true(count_entries(d->dir) < SAVERS * SAVES);	/* some were dropped */
+	bfs_index_destroy(&a);
+	bfs_icache_free(c);
+}
+
 /* Reading an entry an hour old renews its mtime: it is used, not dropped first. */
 static void test_load_marks_entry_used(void **state)
 {
@@ -873,6 +959,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bound_drops_least_recently_used, dir_setup,
 						dir_teardown),
 		cmocka_unit_test_setup_teardown(test_load_marks_entry_used, dir_setup,
+						dir_teardown),
+		cmocka_unit_test_setup_teardown(test_bound_under_concurrent_saves, dir_setup,
 						dir_teardown),
 		cmocka_unit_test_setup_teardown(test_default_dir, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_no_save_of_table_or_changed_file, dir_setup,
