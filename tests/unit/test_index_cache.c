@@ -402,18 +402,34 @@ static int dir_teardown(void **state)
 	return 0;
 }
 
-static size_t count_entries(const char *dir)
+/* The number the shell command printf(@fmt, ...) prints. */
+__attribute__((format(printf, 1, 2))) static size_t shell_number(const char *fmt, ...)
 {
-	char cmd[128];
+	char cmd[192];
+	va_list ap;
 	FILE *p;
 	size_t n = 0;
 
-	snprintf(cmd, sizeof(cmd), "ls -A '%s' | grep -c '\\.idx$'", dir);
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	assert_int_equal(fscanf(p, "%zu", &n), 1);
 	pclose(p);
 	return n;
+}
+
+/* Index entries in @dir, and the sum of their sizes. */
+static size_t count_entries(const char *dir)
+{
+	return shell_number("ls -A '%s' | grep -c '\\.idx$'", dir);
+}
+
+static size_t entry_bytes(const char *dir)
+{
+	return shell_number("find '%s' -name '*.idx' -printf '%%s\\n' | "
+			    "awk '{ s += $1 } END { print s + 0 }'", dir);
 }
 
 static void test_save_then_load(void **state)
@@ -813,22 +829,6 @@ static void *save_many(void *arg)
 			close(fd);
 	}
 	return NULL;
-}
-
-/* Sum of the sizes of the entries in @dir. */
-static size_t entry_bytes(const char *dir)
-{
-	char cmd[160];
-	size_t n = 0;
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd), "find '%s' -name '*.idx' -printf '%%s\\n' | "
-		 "awk '{ s += $1 } END { print s + 0 }'", dir);
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	assert_int_equal(fscanf(p, "%zu", &n), 1);
-	pclose(p);
-	return n;
 }
 
 /*
