@@ -258,6 +258,7 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
+	struct bfs_stream_next next;
 	struct bfs_readv rv;
 	int err;
 	struct bfs_stream *s = bfs_handle_stream(fs_of(req), handle_of(fi), &err);
@@ -268,12 +269,15 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, bfs_kernel_errno(err));
 		return;
 	}
-	n = bfs_stream_read(s, (uint64_t)off, size, &rv);
+	bfs_stream_hold(s);		/* a RELEASE may free the handle once we reply */
+	n = bfs_stream_read(s, (uint64_t)off, size, &rv, &next);
 	if (n < 0)
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
 	else
 		fuse_reply_iov(req, rv.iov, (int)rv.cnt);	/* the blocks are still held */
+	bfs_stream_ahead(s, &next);			/* nobody waits for this now */
 	bfs_readv_release(&rv);				/* on the error path too */
+	bfs_stream_put(s);
 }
 
 /*

@@ -255,8 +255,9 @@ static void job_run(struct bfs_work *w)
 	free(j);
 }
 
+/* Queue a job for @req; @offer: give up rather than wait for the queue (bfs_workq_offer()). */
 static bool queue(struct bfs_workq *wq, const struct bfs_push_req *req, uint64_t stride,
-		  uint64_t end)
+		  uint64_t end, bool offer)
 {
 	struct push_job *j;
 
@@ -271,7 +272,7 @@ static bool queue(struct bfs_workq *wq, const struct bfs_push_req *req, uint64_t
 	bfs_file_get(req->f);
 	if (req->win)
 		atomic_fetch_add(&req->win->refs, 1);
-	if (bfs_workq_try(wq, &j->work))
+	if (offer ? bfs_workq_offer(wq, &j->work) : bfs_workq_try(wq, &j->work))
 		return true;
 	bfs_push_window_put(req->win);
 	bfs_file_put(req->f);
@@ -282,7 +283,7 @@ static bool queue(struct bfs_workq *wq, const struct bfs_push_req *req, uint64_t
 
 bool bfs_push_try(struct bfs_workq *wq, const struct bfs_push_req *req)
 {
-	return queue(wq, req, 0, 0);
+	return queue(wq, req, 0, 0, true);	/* from READs: never wait */
 }
 
 bool bfs_push_block(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino, uint64_t from,
@@ -321,7 +322,7 @@ size_t bfs_push_willneed(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino,
 		struct bfs_push_req req = { .f = f, .ino = ino, .from = a,
 					    .to = a + chunk < end ? a + chunk : end };
 
-		queued += queue(wq, &req, jobs * chunk, end);
+		queued += queue(wq, &req, jobs * chunk, end, false);
 	}
 	return queued;
 }

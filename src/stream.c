@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "blockfs/cache.h"
@@ -35,6 +36,7 @@ struct bfs_stream {
 	struct bfs_push_window *pw;	/* shared with the queued jobs */
 	pthread_mutex_t lock;		/* protects win; never held while queuing or reading */
 	struct bfs_window win;
+	atomic_uint refs;		/* the handle's, and READs' past their replies */
 };
 
 static uint64_t page_down(uint64_t x)
@@ -122,20 +124,33 @@ int bfs_stream_new(struct bfs_stream **out, struct bfs_file *f, uint64_t ino)
 	s->ino = ino;
 	bfs_mutex_init(&s->lock);
 	bfs_window_init(&s->win);
+	atomic_init(&s->refs, 1);
 	*out = s;
 	return 0;
+}
+
+void bfs_stream_hold(struct bfs_stream *s)
+{
+	atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+void bfs_stream_put(struct bfs_stream *s)
+{
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	bfs_push_window_put(s->pw);
+	pthread_mutex_destroy(&s->lock);
+	bfs_file_put(s->f);
+	free(s);
 }
 
 void bfs_stream_free(struct bfs_stream *s)
 {
 	if (!s)
 		return;
-	/* queued jobs of this stream push nothing more */
+	/* queued jobs of this stream push nothing more, nor will a READ still holding it */
 	atomic_fetch_add(&s->pw->gen, 1);
-	bfs_push_window_put(s->pw);
-	pthread_mutex_destroy(&s->lock);
-	bfs_file_put(s->f);
-	free(s);
+	bfs_stream_put(s);
 }
 
 struct bfs_file *bfs_stream_file(const struct bfs_stream *s)
@@ -198,7 +213,8 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 	return p->to;
 }
 
-ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct bfs_readv *rv)
+ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct bfs_readv *rv,
+			struct bfs_stream_next *next)
 {
 	struct bfs_file *f = s->f;
 	const struct bfs_file_env *env = f->env;
@@ -207,10 +223,11 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 				      .run_min = SEQ_RUN_MIN };
 	struct bfs_window_plan plan;
 	unsigned int gen, ngen, run;
-	uint64_t end = off + size, stop;
+	uint64_t end = off + size;
 	bool go, random;
 	ssize_t n;
 
+	*next = (struct bfs_stream_next){ .go = false };
 	/*
 	 * The kernel holds these pages locked until this READ is answered:
 	 * from now on pushes skip them, instead of waiting for the reply and
@@ -249,18 +266,10 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 		bfs_dbg("%s: reader at %" PRIu64 ": pushing [%" PRIu64 ", %" PRIu64 "), tripwire %"
 			PRIu64, f->name, off, plan.from, plan.to, plan.trip);
 	atomic_store_explicit(&f->streaming, run >= SEQ_RUN_MIN, memory_order_relaxed);
-	/*
-	 * Queued as the READ arrives, not once it is served: the kernel sends
-	 * its read-ahead READs together, and they finish in any order.
-	 */
-	if (go) {
-		stop = queue_plan(s, &plan, ngen);
-		if (stop < plan.to) {
-			bfs_mutex_lock(&s->lock);
-			bfs_window_retreat(&s->win, stop);
-			bfs_mutex_unlock(&s->lock);
-		}
-	}
+	/* decided as the READ arrives (the window's marks cover it), queued after the reply */
+	next->go = go;
+	next->gen = ngen;
+	next->plan = plan;
 	/* a reader that is not (yet) sequential may want only a little of a block */
 	random = advice == BFS_ADV_RANDOM ||
 		 (advice != BFS_ADV_SEQUENTIAL && advice != BFS_ADV_WILLNEED && run < SEQ_RUN_MIN);
@@ -269,8 +278,29 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 		return n;
 	behind(f, off, off + (uint64_t)n, advice, run);
 	/* blocks it came back to: the rest of them into the page cache */
-	if (rv->again_to > rv->again_from && env->push && advice != BFS_ADV_NOREUSE)
-		(void)bfs_push_block(ahead_q(env), f, s->ino, rv->again_from, rv->again_to, off,
-				     off + (uint64_t)n);
+	if (rv->again_to > rv->again_from && env->push && advice != BFS_ADV_NOREUSE) {
+		next->again_from = rv->again_from;
+		next->again_to = rv->again_to;
+		next->rfrom = off;
+		next->rto = off + (uint64_t)n;
+	}
 	return n;
+}
+
+void bfs_stream_ahead(struct bfs_stream *s, const struct bfs_stream_next *next)
+{
+	struct bfs_file *f = s->f;
+	uint64_t stop;
+
+	if (next->go) {
+		stop = queue_plan(s, &next->plan, next->gen);
+		if (stop < next->plan.to) {
+			bfs_mutex_lock(&s->lock);
+			bfs_window_retreat(&s->win, stop);
+			bfs_mutex_unlock(&s->lock);
+		}
+	}
+	if (next->again_to > next->again_from)
+		(void)bfs_push_block(ahead_q(f->env), f, s->ino, next->again_from, next->again_to,
+				     next->rfrom, next->rto);
 }

@@ -96,21 +96,38 @@ void bfs_workq_free(struct bfs_workq *wq)
 	free(wq);
 }
 
+/* Queue @w if there is room; the queue's lock held. */
+static bool enqueue(struct bfs_workq *wq, struct bfs_work *w)
+{
+	if (wq->stop || !wq->nthreads || wq->count >= wq->cap)
+		return false;
+	w->next = NULL;
+	*wq->tail = w;
+	wq->tail = &w->next;
+	wq->count++;
+	pthread_cond_signal(&wq->work);
+	return true;
+}
+
+bool bfs_workq_offer(struct bfs_workq *wq, struct bfs_work *w)
+{
+	bool queued;
+
+	if (!wq || pthread_mutex_trylock(&wq->lock) != 0)
+		return false;
+	queued = enqueue(wq, w);
+	bfs_mutex_unlock(&wq->lock);
+	return queued;
+}
+
 bool bfs_workq_try(struct bfs_workq *wq, struct bfs_work *w)
 {
-	bool queued = false;
+	bool queued;
 
 	if (!wq)
 		return false;
 	bfs_mutex_lock(&wq->lock);
-	if (!wq->stop && wq->nthreads && wq->count < wq->cap) {
-		w->next = NULL;
-		*wq->tail = w;
-		wq->tail = &w->next;
-		wq->count++;
-		pthread_cond_signal(&wq->work);
-		queued = true;
-	}
+	queued = enqueue(wq, w);
 	bfs_mutex_unlock(&wq->lock);
 	return queued;
 }

@@ -60,7 +60,8 @@ struct bfs_push_req {
 /**
  * bfs_push_try() - queue @req on @wq. Takes a reference to the file, a use
  * of its descriptor and a reference to the window for the job.
- * Return: true when queued. Never blocks.
+ * Return: true when queued. Never blocks: false also when another thread
+ * holds the queue (bfs_workq_offer()).
  */
 BFS_MUST_CHECK bool bfs_push_try(struct bfs_workq *wq, const struct bfs_push_req *req);
 

@@ -19,6 +19,7 @@
 #ifndef BLOCKFS_STREAM_H
 #define BLOCKFS_STREAM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -33,17 +34,52 @@ struct bfs_stream;
  * Takes its own reference to @f. Return: 0 or -ENOMEM.
  */
 BFS_MUST_CHECK int bfs_stream_new(struct bfs_stream **out, struct bfs_file *f, uint64_t ino);
-void bfs_stream_free(struct bfs_stream *s);	/* NULL is a no-op */
+/* The handle is done with @s: its pushes stop; freed once no READ holds it. NULL: no-op. */
+void bfs_stream_free(struct bfs_stream *s);
+/*
+ * A READ's hold on @s, taken before its reply: once answered, the READ no
+ * longer keeps the kernel from sending the RELEASE that frees the handle,
+ * and bfs_stream_ahead() still has to run.
+ */
+void bfs_stream_hold(struct bfs_stream *s);
+void bfs_stream_put(struct bfs_stream *s);
 
 /* The file version @s reads. */
 struct bfs_file *bfs_stream_file(const struct bfs_stream *s);
 
+/* What to queue after a READ: [from, to) in chunks, leaving out @trip. */
+struct bfs_window_plan {
+	uint64_t from, to, trip;
+};
+
+/* What a READ leaves for after its reply: the pushes it decided on. */
+struct bfs_stream_next {
+	bool go;			/* queue plan, of window generation gen */
+	unsigned int gen;
+	struct bfs_window_plan plan;
+	uint64_t again_from, again_to;	/* blocks a reader came back to, to push whole */
+	uint64_t rfrom, rto;		/* but the READ's own bytes */
+};
+
 /**
  * bfs_stream_read() - serve a READ of @size bytes at @off (bfs_file_readv()
- * semantics for @rv and the result), then move the read-ahead window.
+ * semantics for @rv and the result), and move the read-ahead window: the
+ * pushes that follows from it go in @next, for bfs_stream_ahead() once the
+ * READ is answered.
  * Context: a FUSE thread; never waits for a push.
  */
-BFS_MUST_CHECK ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct bfs_readv *rv);
+BFS_MUST_CHECK ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size,
+				       struct bfs_readv *rv, struct bfs_stream_next *next);
+
+/**
+ * bfs_stream_ahead() - queue the pushes @next holds. After the reply:
+ * waking a read-ahead worker at nice 19 cost the waker 0.4 ms at times
+ * (pthread_cond_signal, 120 times per 512 MiB of md5sum), and the reader
+ * waited for that on every tripwire READ.
+ * Context: the FUSE thread that served the READ, before it lets go of
+ * the READ's blocks.
+ */
+void bfs_stream_ahead(struct bfs_stream *s, const struct bfs_stream_next *next);
 
 /* --- the window's arithmetic (stream.c; exposed for the unit tests) ------- */
 
@@ -53,11 +89,6 @@ struct bfs_window {
 	uint64_t pushed;	/* pushes are queued up to here */
 	uint64_t trip;		/* the page left out as the tripwire, or UINT64_MAX */
 	unsigned int gen;	/* bumped by a jump */
-};
-
-/* What to queue after a READ: [from, to) in chunks, leaving out @trip. */
-struct bfs_window_plan {
-	uint64_t from, to, trip;
 };
 
 struct bfs_window_cfg {

@@ -50,6 +50,14 @@ void bfs_workq_free(struct bfs_workq *wq);
 BFS_MUST_CHECK bool bfs_workq_try(struct bfs_workq *wq, struct bfs_work *w);
 
 /**
+ * bfs_workq_offer() - bfs_workq_try(), but false at once, without waiting,
+ * when another thread holds the queue. For a thread a reader waits on:
+ * a worker at nice 19 that holds the queue while a reader's program has
+ * its core can keep it for milliseconds (the tripwire READs of md5sum).
+ */
+BFS_MUST_CHECK bool bfs_workq_offer(struct bfs_workq *wq, struct bfs_work *w);
+
+/**
  * bfs_workq_cancel() - take @w back out of the queue if it has not started.
  * Return: true when taken back (fn will not run); false when it has started
  * or run, or was never queued.

@@ -167,10 +167,12 @@ static uint64_t rng(uint64_t *s)
 static int check_read(struct fx *x, struct bfs_stream *s, int i, uint64_t off, size_t n)
 {
 	size_t want = off >= FILE_LEN ? 0 : FILE_LEN - off < n ? FILE_LEN - off : n, at = 0;
+	struct bfs_stream_next next;
 	struct bfs_readv rv;
-	ssize_t got = bfs_stream_read(s, off, n, &rv);
+	ssize_t got = bfs_stream_read(s, off, n, &rv, &next);
 	int bad = got != (ssize_t)want;
 
+	bfs_stream_ahead(s, &next);
 	for (size_t k = 0; !bad && k < rv.cnt; at += rv.iov[k++].iov_len)
 		bad = memcmp(rv.iov[k].iov_base, x->orig[i] + off + at, rv.iov[k].iov_len) != 0;
 	bfs_readv_release(&rv);

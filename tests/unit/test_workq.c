@@ -97,27 +97,47 @@ static void test_every_job_runs_once(void **state)
 	assert_int_equal(atomic_load(&runs), 200);
 }
 
-static void test_full_queue_says_no(void **state)
+/* With one worker held and room for 2, @queue takes two jobs and refuses a third. */
+static void full_queue_says_no(bool (*queue)(struct bfs_workq *, struct bfs_work *))
 {
 	struct bfs_workq *wq;
 	struct counted jobs[3];
 	struct gate g;
 	atomic_int runs = 0;
 
-	(void)state;
 	gate_init(&g);
 	assert_int_equal(bfs_workq_new(&wq, 1, 2, NULL), 0);
+	/* try: a worker that is starting holds the lock, and offer would say no */
 	assert_true(bfs_workq_try(wq, &g.work));
 	gate_wait_started(&g);		/* the one worker is held; the queue is empty */
 	for (size_t i = 0; i < 3; i++)
 		jobs[i] = (struct counted){ .work.fn = count_run, .runs = &runs };
-	assert_true(bfs_workq_try(wq, &jobs[0].work));
-	assert_true(bfs_workq_try(wq, &jobs[1].work));
-	assert_false(bfs_workq_try(wq, &jobs[2].work));	/* cap 2 */
+	assert_true(queue(wq, &jobs[0].work));
+	assert_true(queue(wq, &jobs[1].work));
+	assert_false(queue(wq, &jobs[2].work));	/* cap 2 */
 	gate_open(&g);
 	bfs_workq_free(wq);
 	assert_int_equal(atomic_load(&runs), 2);
 	gate_destroy(&g);
+}
+
+static void test_full_queue_says_no(void **state)
+{
+	(void)state;
+	full_queue_says_no(bfs_workq_try);
+}
+
+/*
+ * offer is try without waiting for the queue's lock: the same answers when
+ * nobody holds it (whether some thread does cannot be arranged from here).
+ */
+static void test_offer_queues_as_try(void **state)
+{
+	struct bfs_work w = { 0 };
+
+	(void)state;
+	assert_false(bfs_workq_offer(NULL, &w));
+	full_queue_says_no(bfs_workq_offer);
 }
 
 static void test_cancel_takes_back_only_queued(void **state)
@@ -265,6 +285,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_job_runs_once),
 		cmocka_unit_test(test_full_queue_says_no),
+		cmocka_unit_test(test_offer_queues_as_try),
 		cmocka_unit_test(test_cancel_takes_back_only_queued),
 		cmocka_unit_test(test_no_workers_takes_nothing),
 		cmocka_unit_test(test_on_start_runs_per_worker),
