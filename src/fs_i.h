@@ -163,6 +163,8 @@ struct bfs_fs {
 	pthread_mutex_t idle_lock;	/* a leaf: protects the ring of idle inodes */
 	struct bfs_inode *idle[BFS_IDLE_KEEP];	/* the last inodes whose versions went idle */
 	size_t idle_next;		/* the slot the next one takes */
+	/* readdirplus=auto (ops.c): files listed lately, and looked up or opened */
+	atomic_uint rdp_listed, rdp_used;
 };
 
 /* The lock of inode @in's version, rpath and memo: a stripe shared with others. */

@@ -76,9 +76,11 @@ static const struct {
 					"(0: a new file shows at once)" },
 	{ "max_inodes", "N", "files and directories remembered before the kernel is asked to "
 			     "forget the oldest directories; 0: no bound (131072)" },
-	{ "readdirplus", "on|off|N", "attributes with the names: for a listing's first "
-				     "reply and once its entries are looked up (on); never (off); "
-				     "as on, with at most N entries in the first reply (on)" },
+	{ "readdirplus", "auto|on|off|N", "attributes with the names: for a listing's first "
+					  "reply and once its entries are looked up (on); never "
+					  "(off); as on, with at most N entries in the first "
+					  "reply; as on while the files listed are opened or "
+					  "looked up, else as 16 (auto)" },
 	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
 				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
 	{ "index_cache", "DIR|off", "keep the block indexes of walked files, and what "
@@ -263,15 +265,18 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		}
 		o->max_inodes = (size_t)n;
 	}
-	o->readdirplus = BFS_READDIRPLUS_ON;
-	if (o->readdirplus_s && strcmp(o->readdirplus_s, "on") == 0) {
+	o->readdirplus = BFS_READDIRPLUS_HEAD;
+	o->readdirplus_auto = !o->readdirplus_s || strcmp(o->readdirplus_s, "auto") == 0;
+	if (o->readdirplus_auto) {
+		/* the default */
+	} else if (strcmp(o->readdirplus_s, "on") == 0) {
 		o->readdirplus = BFS_READDIRPLUS_ON;
-	} else if (o->readdirplus_s && strcmp(o->readdirplus_s, "off") == 0) {
+	} else if (strcmp(o->readdirplus_s, "off") == 0) {
 		o->readdirplus = 0;
-	} else if (o->readdirplus_s) {
+	} else {
 		if (count(o->readdirplus_s, UINT32_MAX, &n) < 0 || n == 0) {
-			snprintf(err, errlen, "bad value '%s' for option readdirplus: expected on, "
-				 "off or a count from 1 to 4294967295", o->readdirplus_s);
+			snprintf(err, errlen, "bad value '%s' for option readdirplus: expected auto, "
+				 "on, off or a count from 1 to 4294967295", o->readdirplus_s);
 			return -EINVAL;
 		}
 		o->readdirplus = (size_t)n;

@@ -48,6 +48,7 @@ struct fuse_args;
 #define BFS_MIN_MAX_INODES 1024u	/* fewer would forget what readers are in */
 /* Entries of a listing's first READDIRPLUS reply given with attributes (ops.c). */
 #define BFS_READDIRPLUS_ON SIZE_MAX
+#define BFS_READDIRPLUS_HEAD 16u	/* readdirplus=auto's, while names seem to suffice */
 #define BFS_MAX_TIMEOUT 4294967295.0	/* what the kernel's 64-bit seconds and libfuse take easily */
 
 struct bfs_opts {
@@ -88,6 +89,8 @@ struct bfs_opts {
 	size_t max_inodes;	/* inodes kept before the kernel is asked to forget some; 0: no bound */
 	size_t readdirplus;	/* entries with attributes in a listing's first reply; 0: no
 				   READDIRPLUS; BFS_READDIRPLUS_ON: as many as fit */
+	bool readdirplus_auto;	/* readdirplus=auto: that or BFS_READDIRPLUS_HEAD, by what
+				   the entries listed are used for (ops.c) */
 };
 
 /**

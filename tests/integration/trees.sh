@@ -26,7 +26,9 @@
 #   between an open and its first read gives EIO or the old bytes;
 # - -o readdirplus=16, off and on: find of a 1000-file directory makes at
 #   most 16 files' inodes, none, or all of them; ls -l sizes them all and
-#   every byte reads back; bad values are refused.
+#   every byte reads back; bad values are refused. readdirplus=auto (the
+#   default): find makes at most 16 until files listed are read, then
+#   every file's inode, and at most 16 again after 7000 names unused.
 #
 # Usage: trees.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -334,11 +336,15 @@ mv "$T/f000000.keep" "$S/d000/f000000.txt.lz4"	# as the tree was, for what follo
 
 # --- readdirplus: how many entries a listing's first reply gives with attributes -------
 # d000 holds 1000 files, more than fit the first reply's 16 entries.
-want0=$(python3 - "$NFILES" <<'PY'
+# The decoded bytes of directory dK, K given: file i is in d(i % 100).
+dir_bytes() {
+	python3 - "$NFILES" "$1" <<'PY'
 import sys
-print(sum(len((b"file %d of the tree: " % i) * (1 + i % 97)) for i in range(0, int(sys.argv[1]), 100)))
+n, k = int(sys.argv[1]), int(sys.argv[2])
+print(sum(len((b"file %d of the tree: " % i) * (1 + i % 97)) for i in range(k, n, 100)))
 PY
-)
+}
+want0=$(dir_bytes 0)
 for rp in 16 off on; do
 	mount_or_die "readpath=pread,readdirplus=$rp"
 	n=$(t find "$M/d000" -type f | wc -l)
@@ -356,6 +362,28 @@ for rp in 16 off on; do
 	check_eq "readdirplus=$rp: d000 reads back" "$want0" "$(cat "$M"/d000/* | wc -c)"
 	umount_ok "readdirplus=$rp"
 done
+
+# readdirplus=auto, the default: names only while nothing the listings
+# show is used, every entry's attributes while the files listed are opened.
+mount_or_die "readpath=pread"
+n=$(t find "$M/d000" -type f | wc -l)
+ino0=$(root_stat inodes)
+check "auto: find lists d000 ($n files) making at most 16 inodes ($ino0)" \
+	test "$n" -eq $((NFILES / 100)) -a "${ino0:-0}" -le 18
+check_eq "auto: d001 reads back" "$(dir_bytes 1)" "$(cat "$M"/d001/* | wc -c)"
+ino1=$(root_stat inodes)
+t find "$M/d002" -type f >/dev/null
+ino2=$(root_stat inodes)
+check "auto: once listed files are opened, find of d002 makes every file's inode ($ino1 -> $ino2)" \
+	test $((ino2 - ino1)) -gt $((NFILES / 100))
+t find "$M"/d00[3-9] -type f >/dev/null	# 7000 names, none used
+ino3=$(root_stat inodes)
+t find "$M/d010" -type f >/dev/null
+ino4=$(root_stat inodes)
+check "auto: after 7000 names used for nothing, find of d010 makes at most 16 ($ino3 -> $ino4)" \
+	test $((ino4 - ino3)) -le 17
+check "auto: the daemon is alive" kill -0 "$BFS_PID"
+umount_ok "readdirplus=auto"
 
 # --- the same tree cold: listings probe ahead, and show the same -----------------------
 ahead() { t getfattr --only-values -n user.blockfs.stats "$M" | awk '$1 == "probed_ahead" { print $2 }'; }

@@ -250,9 +250,12 @@ static void test_readdirplus(void **state)
 	static const struct {
 		const char *arg;
 		size_t want;
-	} good[] = { { NULL, BFS_READDIRPLUS_ON }, { "readdirplus=on", BFS_READDIRPLUS_ON },
-		     { "readdirplus=off", 0 }, { "readdirplus=1", 1 },
-		     { "readdirplus=16", 16 }, { "readdirplus=4294967295", 4294967295u } };
+		bool is_auto;
+	} good[] = { { NULL, BFS_READDIRPLUS_HEAD, true },
+		     { "readdirplus=auto", BFS_READDIRPLUS_HEAD, true },
+		     { "readdirplus=on", BFS_READDIRPLUS_ON, false }, { "readdirplus=off", 0, false },
+		     { "readdirplus=1", 1, false }, { "readdirplus=16", 16, false },
+		     { "readdirplus=4294967295", 4294967295u, false } };
 	struct fuse_args rest;
 	struct bfs_opts o;
 
@@ -266,6 +269,7 @@ static void test_readdirplus(void **state)
 		else
 			assert_int_equal(parse(&o, &rest, 3, without), 0);
 		assert_true(o.readdirplus == good[i].want);
+		assert_int_equal(o.readdirplus_auto, good[i].is_auto);
 		bfs_opts_release(&o);
 		fuse_opt_free_args(&rest);
 	}
@@ -273,6 +277,7 @@ static void test_readdirplus(void **state)
 	expect_refused("readdirplus=-1");
 	expect_refused("readdirplus=4294967296");
 	expect_refused("readdirplus=ON");
+	expect_refused("readdirplus=AUTO");
 	expect_refused("readdirplus=16k");
 	expect_refused("readdirplus= 16");
 	expect_refused("readdirplus=");
