@@ -75,11 +75,12 @@ int bfs_ops_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t 
  * attributes. The kernel asks for them in that reply whatever the reader
  * wants; they cost a backing probe, an inode here and one in the kernel
  * for each entry, which find(1), wanting names only, pays for nothing
- * (0.77 s against 0.05 s for squashfuse_ll over 100,000 files), while a
+ * (0.8 s against 0.05 s for squashfuse_ll over 100,000 files), while a
  * reader that opens what it lists (grep -r, find | xargs cat) saves a
- * LOOKUP per file. So the mount weighs what the regular files it listed
- * lately were used for: when at least half were looked up or opened, a
- * first reply carries as many entries as fit, else BFS_READDIRPLUS_HEAD.
+ * LOOKUP per file (bench/results/issue12/readdirplus-auto.md). So the
+ * mount weighs what the regular files it listed lately were used for:
+ * when at least half were looked up or opened, a first reply carries as
+ * many entries as fit, else -o readdirplus's (BFS_READDIRPLUS_HEAD).
  * Directories do not count: find looks up each one it descends into.
  * Both counts are halved once RDP_WINDOW files were listed, so the mount
  * follows a change of reader within a few directories.
@@ -88,12 +89,13 @@ int bfs_ops_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t 
 
 static size_t plus_head(struct bfs_fs *fs)
 {
-	unsigned int listed = atomic_load_explicit(&fs->rdp_listed, memory_order_relaxed);
-	unsigned int used = atomic_load_explicit(&fs->rdp_used, memory_order_relaxed);
+	unsigned int listed, used;
 
 	if (!fs->opts->readdirplus_auto)
 		return fs->opts->readdirplus;
-	return listed > 0 && used >= listed / 2 ? BFS_READDIRPLUS_ON : BFS_READDIRPLUS_HEAD;
+	listed = atomic_load_explicit(&fs->rdp_listed, memory_order_relaxed);
+	used = atomic_load_explicit(&fs->rdp_used, memory_order_relaxed);
+	return listed > 0 && used >= listed / 2 ? BFS_READDIRPLUS_ON : fs->opts->readdirplus;
 }
 
 /* @n regular files (or other non-directories) were listed. */

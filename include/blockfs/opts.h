@@ -89,8 +89,9 @@ struct bfs_opts {
 	size_t max_inodes;	/* inodes kept before the kernel is asked to forget some; 0: no bound */
 	size_t readdirplus;	/* entries with attributes in a listing's first reply; 0: no
 				   READDIRPLUS; BFS_READDIRPLUS_ON: as many as fit */
-	bool readdirplus_auto;	/* readdirplus=auto: that or BFS_READDIRPLUS_HEAD, by what
-				   the entries listed are used for (ops.c) */
+	bool readdirplus_auto;	/* readdirplus=auto: BFS_READDIRPLUS_ON or readdirplus
+				   (BFS_READDIRPLUS_HEAD), by what the entries listed are
+				   used for (ops.c) */
 };
 
 /**

@@ -64,7 +64,7 @@ struct bfs_stream_next {
 /**
  * bfs_stream_read() - serve a READ of @size bytes at @off (bfs_file_readv()
  * semantics for @rv and the result), and move the read-ahead window: the
- * pushes that follows from it go in @next, for bfs_stream_ahead() once the
+ * pushes that follow from it go in @next, for bfs_stream_ahead() once the
  * READ is answered.
  * Context: a FUSE thread; never waits for a push.
  */
