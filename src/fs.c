@@ -79,6 +79,7 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	bfs_mutex_init(&fs->lock);
 	bfs_mutex_init(&fs->fd_lock);
 	bfs_mutex_init(&fs->handles_lock);
+	bfs_mutex_init(&fs->kopen_lock);
 	fs->max_fds = bfs_backing_fd_budget();
 	return 0;
 
@@ -136,8 +137,11 @@ int bfs_fs_start(struct bfs_fs *fs)
 	return rc;
 }
 
+static void kopen_close_all(struct bfs_fs *fs);
+
 void bfs_fs_destroy(struct bfs_fs *fs)
 {
+	kopen_close_all(fs);
 	/* handles the kernel never released (a lazy unmount, SIGTERM) hold versions */
 	while (fs->handles)
 		bfs_handle_close(fs, fs->handles);
@@ -149,6 +153,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	free(fs->snaps);
 	free(fs->root.rpath);
 	pthread_mutex_destroy(&fs->handles_lock);
+	pthread_mutex_destroy(&fs->kopen_lock);
 	for (size_t i = 0; i < BFS_ILOCKS; i++)
 		pthread_mutex_destroy(&fs->ilocks[i]);
 	pthread_mutex_destroy(&fs->snap_lock);
@@ -269,4 +274,142 @@ void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h)
 	}
 	pthread_mutex_destroy(&h->lock);
 	free(h);
+}
+
+/* --- handles shared by READs of -o kernel_open ------------------------------- */
+
+/* Evict file @in from the ring: its handle closed, its version idle, its lookup dropped. */
+static void kopen_evict(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_handle *h)
+{
+	bfs_mutex_lock(bfs_ilock(fs, in));
+	if (in->kh == h)
+		in->kh = NULL;
+	bfs_mutex_unlock(bfs_ilock(fs, in));
+	bfs_handle_close(fs, h);	/* READs still at it hold the stream and a use */
+	bfs_inode_idle(fs, in);
+	bfs_inode_forget(fs, in, 1);
+}
+
+static void kopen_close_all(struct bfs_fs *fs)
+{
+	for (size_t i = 0; i < BFS_KOPEN_KEEP; i++)
+		if (fs->kopen[i].h)
+			kopen_evict(fs, fs->kopen[i].in, fs->kopen[i].h);
+}
+
+/*
+ * @in's shared stream, taken, if it has one of the version the kernel
+ * was last told about; a decoded file's other one is let go (its slot
+ * closes it in time). NULL with *@stale set while the kernel holds the
+ * size of other bytes; else *@told is the stamp whose size it holds.
+ */
+static struct bfs_stream *kopen_find(struct bfs_fs *fs, struct bfs_inode *in, uint64_t *told,
+				     bool *stale)
+{
+	struct bfs_stream *s = NULL;
+	struct bfs_handle *h;
+
+	bfs_mutex_lock(bfs_ilock(fs, in));
+	h = in->kh;
+	*told = in->stamp;
+	*stale = in->kstale;
+	if (h && in->codec && bfs_backing_stamp(&bfs_handle_file(h)->st) != *told)
+		h = in->kh = NULL;	/* a stat saw the file changed since */
+	if (h) {
+		s = atomic_load_explicit(&h->s, memory_order_relaxed);
+		bfs_stream_take(s);
+		atomic_store_explicit(&h->hot, true, memory_order_relaxed);
+	}
+	bfs_mutex_unlock(bfs_ilock(fs, in));
+	return s;
+}
+
+/* A slot for one more file: an empty one, or the first the clock's hand finds cold. */
+static size_t kopen_slot(struct bfs_fs *fs)
+{
+	for (;;) {
+		size_t k = fs->kopen_hand;
+		struct bfs_handle *h = fs->kopen[k].h;
+
+		fs->kopen_hand = (k + 1) % BFS_KOPEN_KEEP;
+		/* a second pass finds every bit cleared by the first */
+		if (!h || !atomic_exchange_explicit(&h->hot, false, memory_order_relaxed))
+			return k;
+	}
+}
+
+/*
+ * No handle to keep state in, so the first READ of a file builds one and
+ * later READs share it: a version, its read-ahead window and its pushes,
+ * as an open would have. The kernel was told the size of the version
+ * the inode's stamp names; a version built from other bytes (the file
+ * changed behind the mount since) cannot serve its pages. A file shown
+ * unchanged needs no such care: its size is the backing file's own.
+ */
+struct bfs_stream *bfs_kopen_stream(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
+				    int *err)
+{
+	struct bfs_handle *h = NULL, *theirs, *out_h = NULL;
+	struct bfs_inode *out_in = NULL;
+	struct bfs_stream *s;
+	struct bfs_file *f;
+	uint64_t told;
+	bool changed, stale;
+	size_t k;
+	int rc;
+
+	s = kopen_find(fs, in, &told, &stale);
+	if (s)
+		return s;
+	if (stale) {
+		*err = -ESTALE;
+		return NULL;
+	}
+	rc = bfs_inode_open(fs, in, &f, &changed, NULL);
+	if (rc < 0) {
+		*err = rc;
+		return NULL;
+	}
+	if (in->codec && told != 0 && bfs_backing_stamp(&f->st) != told) {
+		/* every READ fails until the kernel has asked for the new size */
+		bfs_mutex_lock(bfs_ilock(fs, in));
+		in->kstale = true;
+		bfs_mutex_unlock(bfs_ilock(fs, in));
+		rc = -ESTALE;
+	} else {
+		rc = bfs_handle_open(fs, f, ino, &h);
+	}
+	if (rc < 0)
+		bfs_file_unuse(f);
+	bfs_file_put(f);		/* the handle's stream holds its own */
+	if (rc < 0) {
+		*err = rc;
+		return NULL;
+	}
+	bfs_mutex_lock(&fs->lock);
+	in->nlookup++;			/* the ring's */
+	bfs_mutex_unlock(&fs->lock);
+	bfs_mutex_lock(&fs->kopen_lock);
+	bfs_mutex_lock(bfs_ilock(fs, in));
+	theirs = in->kh;		/* another READ of it got here first */
+	if (!theirs)
+		in->kh = h;
+	s = atomic_load_explicit(&(theirs ? theirs : h)->s, memory_order_relaxed);
+	bfs_stream_take(s);
+	bfs_mutex_unlock(bfs_ilock(fs, in));
+	if (!theirs) {
+		k = kopen_slot(fs);
+		out_in = fs->kopen[k].in;
+		out_h = fs->kopen[k].h;
+		fs->kopen[k].in = in;
+		fs->kopen[k].h = h;
+	}
+	bfs_mutex_unlock(&fs->kopen_lock);
+	if (theirs) {
+		bfs_handle_close(fs, h);
+		bfs_inode_forget(fs, in, 1);
+	} else if (out_h) {
+		kopen_evict(fs, out_in, out_h);
+	}
+	return s;
 }

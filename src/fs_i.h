@@ -62,7 +62,7 @@ struct bfs_stream;
 struct fuse_session;
 
 /*
- * What the daemon keeps for every inode the kernel remembers: 104 bytes,
+ * What the daemon keeps for every inode the kernel remembers: 112 bytes,
  * plus its rpath and a share of the table (README: memory per file). A
  * regular file's version (its block index, counters, descriptor) is kept
  * only while it is read or dear to build; what stat needs, the shown
@@ -80,11 +80,15 @@ struct bfs_inode {
 	char *rpath;			/* backing path below SOURCE, as last looked up */
 	uint64_t stamp;			/* bfs_backing_stamp() @memo was found under; 0: none */
 	uint64_t memo;			/* decoded: its size; raw: 1 if a codec claims its bytes */
+	struct bfs_handle *kh;		/* -o kernel_open: the handle its READs share, or NULL */
 	int fd;				/* O_PATH (O_RDONLY: fd_rdonly) or -1; protected by fs->fd_lock ... */
 	unsigned int fd_pins;		/* ... as are the pins (users of fd) ... */
 	uint16_t type;			/* S_IFMT bits of the backing object */
 	bool fd_rdonly;			/* ... and this: fd is open for reading (regular files) */
 	bool idle;			/* in fs->idle, holding a lookup; protected by fs->idle_lock */
+	bool kstale;			/* kernel_open: the kernel holds the size of other bytes
+					   than the file's now, until a stat tells it (fs.c);
+					   protected by the inode lock */
 };
 
 
@@ -104,7 +108,16 @@ struct bfs_handle {
 	uint64_t ino;			/* deferred: its node id */
 	uint64_t stamp;			/* deferred: bfs_backing_stamp() the open saw */
 	struct bfs_handle *prev, *next;	/* protected by fs->handles_lock */
+	atomic_bool hot;		/* kernel_open: read since the ring's hand last passed */
 };
+
+/*
+ * -o kernel_open: the kernel opens files without asking, so READs come
+ * with no handle. The handles they share, one per file, are kept for the
+ * last this many files read, evicted by a clock that spares those read
+ * since its hand last passed (fs.c).
+ */
+#define BFS_KOPEN_KEEP 64
 
 #define BFS_ILOCKS 512		/* inode lock stripes */
 /*
@@ -165,6 +178,13 @@ struct bfs_fs {
 	size_t idle_next;		/* the slot the next one takes */
 	/* readdirplus=auto (ops.c): files listed lately, and looked up or opened */
 	atomic_uint rdp_listed, rdp_used;
+	atomic_bool kernel_open;	/* set at INIT: -o kernel_open, and the kernel can */
+	pthread_mutex_t kopen_lock;	/* protects the ring of shared handles: */
+	struct {
+		struct bfs_inode *in;	/* holding a lookup */
+		struct bfs_handle *h;	/* owned; in->kh while it is the file's */
+	} kopen[BFS_KOPEN_KEEP];
+	size_t kopen_hand;		/* the clock's hand: the slot it looks at next */
 };
 
 /* The lock of inode @in's version, rpath and memo: a stripe shared with others. */
@@ -252,6 +272,15 @@ struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, in
 struct bfs_file *bfs_handle_file(struct bfs_handle *h);
 /* Release it: its use of the version's descriptor, its stream. */
 void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h);
+/**
+ * bfs_kopen_stream() - -o kernel_open: the stream READs of @in (node id
+ * @ino) share, taken (bfs_stream_take()): built at the first READ.
+ * Return: the stream, or NULL with *@err set: -ESTALE if the backing file
+ * is no longer the one whose size the kernel was last told (the caller
+ * has the kernel ask again), else as bfs_inode_open().
+ */
+struct bfs_stream *bfs_kopen_stream(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
+				    int *err);
 
 /* --- trim.c: the inode table within -o max_inodes ------------------------------ */
 

@@ -692,6 +692,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
 		      struct bfs_probe *pr)
 {
 	bool decoded = in->codec && S_ISREG(st->st_mode), known = false, built = false, changed;
+	bool kernel_open = atomic_load_explicit(&fs->kernel_open, memory_order_relaxed);
 	uint64_t stamp = bfs_backing_stamp(st), size = 0;
 	struct bfs_file *f;
 	int fd = -1, rc = 0;
@@ -703,14 +704,17 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
 		 * the kernel's one i_size serves them too, and a reader whose
 		 * backing file shrank must meet EIO, not an early end of file.
 		 * The next open, or a stat once they have let go, sees the new
-		 * file.
+		 * file. With kernel_open no reader has it open as far as blockfs
+		 * knows (the ring's shared handles hold versions): the new file
+		 * is shown, and READs build a version of it (fs.c).
 		 */
-		if (in->file && atomic_load(&in->file->refs) > 1) {
+		if (in->file && atomic_load(&in->file->refs) > 1 && !kernel_open) {
 			size = bfs_file_size(in->file);
 			known = true;
 		} else if (in->stamp == stamp) {
 			size = in->memo;
 			known = true;
+			in->kstale = false;	/* the size of the bytes READs will build from */
 		}
 		bfs_mutex_unlock(bfs_ilock(fs, in));
 	}
@@ -721,7 +725,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
 	}
 	if (decoded && !known) {
 		bfs_mutex_lock(bfs_ilock(fs, in));
-		if (in->file && atomic_load(&in->file->refs) > 1) {
+		if (in->file && atomic_load(&in->file->refs) > 1 && !kernel_open) {
 			size = bfs_file_size(in->file);
 		} else {
 			rc = current_locked(fs, in, fd, st, pr, &f, &changed);
@@ -729,6 +733,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
 				size = bfs_file_size(f);
 				bfs_file_put(f);	/* in->file holds it still */
 				built = true;
+				in->kstale = false;
 			}
 		}
 		bfs_mutex_unlock(bfs_ilock(fs, in));

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "blockfs/file.h"
+#include "blockfs/log.h"
 #include "blockfs/push.h"
 #include "blockfs/stream.h"
 #include "blockfs/workq.h"
@@ -130,6 +131,21 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/*
+	 * -o kernel_open: the first open answers ENOSYS, and from then on
+	 * the kernel opens and releases files without asking (fs.c shares a
+	 * handle per file among their READs).
+	 */
+	if (fs->opts->kernel_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+		atomic_store(&fs->kernel_open, true);
+		/*
+		 * With atomic O_TRUNC the kernel leaves truncating to the OPEN
+		 * it no longer sends, and empties its cached copy without a
+		 * word: an O_TRUNC open must become a SETATTR that gets EROFS.
+		 */
+		conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	} else if (fs->opts->kernel_open)
+		bfs_warn("kernel_open: this kernel cannot open files itself; each open is checked");
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	/*
 	 * READDIRPLUS in the kernel's AUTO mode: it asks for attributes with
@@ -269,6 +285,10 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	if (atomic_load_explicit(&fs->kernel_open, memory_order_relaxed)) {
+		fuse_reply_err(req, ENOSYS);	/* success: the kernel opens files itself from now on */
+		return;
+	}
 	rdp_used(fs);
 	/*
 	 * An unchanged file whose version was dropped opens without one: the
@@ -311,29 +331,57 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		bfs_handle_close(fs, h);	/* the open was interrupted: no release will come */
 }
 
+/*
+ * The stream a READ or an lseek works on, taken (bfs_stream_take()): the
+ * handle's, or with -o kernel_open (no handle) the one the file's READs
+ * share. A file changed behind the mount since the kernel was told its
+ * size gets EIO, and the kernel is told to ask for its attributes again.
+ */
+static struct bfs_stream *stream_of(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+				    int *err)
+{
+	struct bfs_fs *fs = fs_of(req);
+	struct bfs_stream *s;
+
+	if (fi->fh) {
+		s = bfs_handle_stream(fs, handle_of(fi), err);
+		if (s)
+			bfs_stream_take(s);
+		return s;
+	}
+	s = bfs_kopen_stream(fs, inode_of(req, ino), ino, err);
+	if (!s && *err == -ESTALE) {
+		*err = -EIO;
+		if (fs->se)
+			fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	}
+	return s;
+}
+
 static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
 	struct bfs_stream_next next;
 	struct bfs_readv rv;
 	int err;
-	struct bfs_stream *s = bfs_handle_stream(fs_of(req), handle_of(fi), &err);
+	struct bfs_stream *s = stream_of(req, ino, fi, &err);
 	ssize_t n;
 
-	(void)ino;
 	if (!s) {
 		fuse_reply_err(req, bfs_kernel_errno(err));
 		return;
 	}
-	bfs_stream_hold(s);		/* a RELEASE may free the handle once we reply */
+	if (!fi->fh && off == 0)
+		rdp_used(fs_of(req));	/* kernel_open: a file read from its start was opened */
 	n = bfs_stream_read(s, (uint64_t)off, size, &rv, &next);
 	if (n < 0)
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
 	else
 		fuse_reply_iov(req, rv.iov, (int)rv.cnt);	/* the blocks are still held */
+	/* taken: a RELEASE (or kernel_open's ring) may close the handle once we reply */
 	bfs_stream_ahead(s, &next);			/* nobody waits for this now */
 	bfs_readv_release(&rv);				/* on the error path too */
-	bfs_stream_put(s);
+	bfs_stream_drop(s);
 }
 
 /*
@@ -350,39 +398,37 @@ static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 {
 	struct bfs_stream *s;
 	struct bfs_file *f;
-	uint64_t size;
 	off_t r;
 	int err;
 
-	(void)ino;
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	s = bfs_handle_stream(fs_of(req), handle_of(fi), &err);
+	s = stream_of(req, ino, fi, &err);
 	if (!s) {
 		fuse_reply_err(req, bfs_kernel_errno(err));
 		return;
 	}
 	f = bfs_stream_file(s);
-	size = bfs_file_size(f);
 	if (!f->codec) {
 		r = lseek(f->fd, off, whence);
 		if (r < 0)
 			fuse_reply_err(req, errno);
 		else
 			fuse_reply_lseek(req, r);
-		return;
-	}
-	if (off < 0 || (uint64_t)off >= size)
+	} else if (off < 0 || (uint64_t)off >= bfs_file_size(f)) {
 		fuse_reply_err(req, ENXIO);
-	else
-		fuse_reply_lseek(req, whence == SEEK_DATA ? off : (off_t)size);
+	} else {
+		fuse_reply_lseek(req, whence == SEEK_DATA ? off : (off_t)bfs_file_size(f));
+	}
+	bfs_stream_drop(s);
 }
 
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	bfs_handle_close(fs_of(req), handle_of(fi));
+	if (fi->fh)			/* kernel_open: no handle (and no RELEASE is sent) */
+		bfs_handle_close(fs_of(req), handle_of(fi));
 	/* before the reply: after it the kernel may forget the inode */
 	bfs_inode_idle(fs_of(req), inode_of(req, ino));
 	fuse_reply_err(req, 0);

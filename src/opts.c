@@ -46,6 +46,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("negative_timeout=%s", negative_timeout_s),
 	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
 	{ "keep_compressed", offsetof(struct bfs_opts, keep_compressed), 1 },
+	{ "kernel_open", offsetof(struct bfs_opts, kernel_open), 1 },
 	/* Taken here, so that only an explicit ask reaches libfuse (main.c); the last one wins. */
 	{ "suid", offsetof(struct bfs_opts, suid), 1 },
 	{ "nosuid", offsetof(struct bfs_opts, suid), 0 },
@@ -83,6 +84,9 @@ static const struct {
 					  "looked up, else as 16 (auto)" },
 	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
 				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
+	{ "kernel_open", NULL, "for a SOURCE that does not change while mounted: the kernel "
+			       "opens files without asking blockfs, which no longer checks "
+			       "the backing file at each open" },
 	{ "index_cache", "DIR|off", "keep the block indexes of walked files, and what "
 				    "listings learned, in DIR across mounts "
 				    "($XDG_CACHE_HOME/blockfs or ~/.cache/blockfs)" },

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -142,6 +143,21 @@ void bfs_stream_put(struct bfs_stream *s)
 	pthread_mutex_destroy(&s->lock);
 	bfs_file_put(s->f);
 	free(s);
+}
+
+void bfs_stream_take(struct bfs_stream *s)
+{
+	bool used = bfs_file_use(s->f);
+
+	assert(used);			/* the handle's use keeps the descriptor open */
+	(void)used;
+	bfs_stream_hold(s);
+}
+
+void bfs_stream_drop(struct bfs_stream *s)
+{
+	bfs_file_unuse(s->f);
+	bfs_stream_put(s);
 }
 
 void bfs_stream_free(struct bfs_stream *s)

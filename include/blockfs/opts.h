@@ -78,6 +78,7 @@ struct bfs_opts {
 	bool willneed_kernel;	/* willneed pushes decoded pages to the kernel's cache */
 	int nonempty;		/* -o nonempty: mount over a non-empty directory or a mount */
 	int keep_compressed;	/* -o keep_compressed: decoded files shown raw too, sidecars kept */
+	int kernel_open;	/* -o kernel_open: the kernel opens files without asking */
 	int suid, dev;		/* -o suid, -o dev: asked for explicitly (else nosuid, nodev) */
 	uint32_t max_read;	/* -o max_read: INIT must ask for it too; 0 when not given */
 	const char *index_cache;	/* directory of kept indexes (index_cache_s); NULL: the

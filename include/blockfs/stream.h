@@ -43,6 +43,14 @@ void bfs_stream_free(struct bfs_stream *s);
  */
 void bfs_stream_hold(struct bfs_stream *s);
 void bfs_stream_put(struct bfs_stream *s);
+/*
+ * A hold on @s and a use of its version's descriptor, for a request on a
+ * stream whose handle may be closed while the request runs (-o
+ * kernel_open's shared handles): the handle's own use must still be
+ * there when this is called. bfs_stream_drop() ends both.
+ */
+void bfs_stream_take(struct bfs_stream *s);
+void bfs_stream_drop(struct bfs_stream *s);
 
 /* The file version @s reads. */
 struct bfs_file *bfs_stream_file(const struct bfs_stream *s);

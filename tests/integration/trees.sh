@@ -264,7 +264,7 @@ diag "daemon RSS: $((rss_ls / 1024)) MiB after ls -lR, $((rss_cat / 1024)) MiB a
 if bfs_sanitized "$BLOCKFS"; then
 	diag "RSS bounds skipped: a sanitizer's allocator and shadow memory"
 else
-	# 104 bytes an inode, its path, its share of the table; 8 MiB of snapshots,
+	# 112 bytes an inode, its path, its share of the table; 8 MiB of snapshots,
 	# 1024 idle versions; glibc's arenas (README: memory per file)
 	check "RSS after ls -lR of $NFILES files: $((rss_ls / 1024)) MiB <= 64 MiB" \
 		test "$rss_ls" -le $((64 << 10))

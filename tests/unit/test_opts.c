@@ -36,6 +36,7 @@ static void test_defaults(void **state)
 	assert_int_equal(o.readpath, BFS_READPATH_PREAD);
 	assert_true(o.verify);
 	assert_int_equal(o.cache_size, BFS_DEFAULT_CACHE_SIZE);
+	assert_false(o.kernel_open);
 	/* the mountpoint is taken too: main.c checks options before paths */
 	assert_string_equal(o.mountpoint, "mnt");
 	assert_int_equal(rest.argc, 1);
@@ -105,6 +106,29 @@ static void test_readpath_and_populate(void **state)
 }
 
 /* suid/dev are taken, never passed on: main.c adds them back only when asked. */
+/* A flag of ours: taken, not passed on; with a value it is libfuse's to refuse. */
+static void test_kernel_open(void **state)
+{
+	char *flag[] = { "blockfs", "-o", "kernel_open,allow_other", "src", "mnt" };
+	char *valued[] = { "blockfs", "-o", "kernel_open=1", "src", "mnt" };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	assert_int_equal(parse(&o, &rest, 5, flag), 0);
+	assert_true(o.kernel_open);
+	assert_int_equal(rest.argc, 3);		/* blockfs -o allow_other */
+	assert_string_equal(rest.argv[2], "allow_other");
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+	assert_int_equal(parse(&o, &rest, 5, valued), 0);
+	assert_false(o.kernel_open);
+	assert_int_equal(rest.argc, 3);		/* left for libfuse, which refuses it */
+	assert_string_equal(rest.argv[2], "kernel_open=1");
+	bfs_opts_release(&o);
+	fuse_opt_free_args(&rest);
+}
+
 static void test_suid_dev_taken_last_wins(void **state)
 {
 	char *none[] = { "blockfs", "src", "mnt" };
@@ -469,6 +493,7 @@ int main(void)
 		cmocka_unit_test(test_readdirplus),
 		cmocka_unit_test(test_timeouts),
 		cmocka_unit_test(test_willneed),
+		cmocka_unit_test(test_kernel_open),
 		cmocka_unit_test(test_suid_dev_taken_last_wins),
 		cmocka_unit_test(test_max_read_checked_and_kept),
 		cmocka_unit_test(test_third_argument_refused),
