@@ -386,9 +386,7 @@ struct bfs_stream *bfs_kopen_stream(struct bfs_fs *fs, struct bfs_inode *in, uin
 		*err = rc;
 		return NULL;
 	}
-	bfs_mutex_lock(&fs->lock);
-	in->nlookup++;			/* the ring's */
-	bfs_mutex_unlock(&fs->lock);
+	bfs_inode_hold(fs, in);		/* the ring's */
 	bfs_mutex_lock(&fs->kopen_lock);
 	bfs_mutex_lock(bfs_ilock(fs, in));
 	theirs = in->kh;		/* another READ of it got here first */

@@ -375,6 +375,8 @@ BFS_MUST_CHECK int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *d
 					  struct bfs_snap_ctx *c, const struct bfs_dirent *de,
 					  struct bfs_inode **out, struct stat *st);
 void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlookup);
+/* One more lookup of @inode, which its caller already holds one of, for a ring that keeps it. */
+void bfs_inode_hold(struct bfs_fs *fs, struct bfs_inode *inode);
 
 /**
  * bfs_inode_fd() - @inode's O_PATH descriptor, pinned until bfs_inode_fd_put().

@@ -540,9 +540,7 @@ static void went_idle(struct bfs_fs *fs, struct bfs_inode *in)
 	bfs_mutex_unlock(&fs->idle_lock);
 	if (had)
 		return;
-	bfs_mutex_lock(&fs->lock);
-	in->nlookup++;			/* the ring's */
-	bfs_mutex_unlock(&fs->lock);
+	bfs_inode_hold(fs, in);		/* the ring's */
 	bfs_mutex_lock(&fs->idle_lock);
 	had = in->idle;			/* another thread put it in meanwhile */
 	out = had ? in : fs->idle[fs->idle_next];
@@ -567,6 +565,13 @@ static void went_idle(struct bfs_fs *fs, struct bfs_inode *in)
 		bfs_file_put(f);
 	}
 	bfs_inode_forget(fs, out, 1);
+}
+
+void bfs_inode_hold(struct bfs_fs *fs, struct bfs_inode *in)
+{
+	bfs_mutex_lock(&fs->lock);
+	in->nlookup++;
+	bfs_mutex_unlock(&fs->lock);
 }
 
 void bfs_inode_idle(struct bfs_fs *fs, struct bfs_inode *in)

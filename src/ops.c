@@ -332,10 +332,13 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 }
 
 /*
- * The stream a READ or an lseek works on, taken (bfs_stream_take()): the
- * handle's, or with -o kernel_open (no handle) the one the file's READs
- * share. A file changed behind the mount since the kernel was told its
- * size gets EIO, and the kernel is told to ask for its attributes again.
+ * The stream a READ or an lseek works on, held until stream_done(): the
+ * handle's (a RELEASE may free the handle once the READ is answered), or
+ * with -o kernel_open (no handle) the one the file's READs share, taken
+ * with a use of its descriptor as well, since the ring may close that
+ * handle at any time. A file changed behind the mount since the kernel
+ * was told its size gets EIO, and the kernel is told to ask for its
+ * attributes again.
  */
 static struct bfs_stream *stream_of(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 				    int *err)
@@ -346,7 +349,7 @@ static struct bfs_stream *stream_of(fuse_req_t req, fuse_ino_t ino, struct fuse_
 	if (fi->fh) {
 		s = bfs_handle_stream(fs, handle_of(fi), err);
 		if (s)
-			bfs_stream_take(s);
+			bfs_stream_hold(s);
 		return s;
 	}
 	s = bfs_kopen_stream(fs, inode_of(req, ino), ino, err);
@@ -356,6 +359,14 @@ static struct bfs_stream *stream_of(fuse_req_t req, fuse_ino_t ino, struct fuse_
 			fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 	}
 	return s;
+}
+
+static void stream_done(const struct fuse_file_info *fi, struct bfs_stream *s)
+{
+	if (fi->fh)
+		bfs_stream_put(s);
+	else
+		bfs_stream_drop(s);
 }
 
 static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -378,10 +389,9 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
 	else
 		fuse_reply_iov(req, rv.iov, (int)rv.cnt);	/* the blocks are still held */
-	/* taken: a RELEASE (or kernel_open's ring) may close the handle once we reply */
 	bfs_stream_ahead(s, &next);			/* nobody waits for this now */
 	bfs_readv_release(&rv);				/* on the error path too */
-	bfs_stream_drop(s);
+	stream_done(fi, s);
 }
 
 /*
@@ -398,6 +408,7 @@ static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 {
 	struct bfs_stream *s;
 	struct bfs_file *f;
+	uint64_t size;
 	off_t r;
 	int err;
 
@@ -411,18 +422,19 @@ static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		return;
 	}
 	f = bfs_stream_file(s);
+	size = bfs_file_size(f);
 	if (!f->codec) {
 		r = lseek(f->fd, off, whence);
 		if (r < 0)
 			fuse_reply_err(req, errno);
 		else
 			fuse_reply_lseek(req, r);
-	} else if (off < 0 || (uint64_t)off >= bfs_file_size(f)) {
+	} else if (off < 0 || (uint64_t)off >= size) {
 		fuse_reply_err(req, ENXIO);
 	} else {
-		fuse_reply_lseek(req, whence == SEEK_DATA ? off : (off_t)bfs_file_size(f));
+		fuse_reply_lseek(req, whence == SEEK_DATA ? off : (off_t)size);
 	}
-	bfs_stream_drop(s);
+	stream_done(fi, s);
 }
 
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

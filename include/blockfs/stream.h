@@ -46,8 +46,9 @@ void bfs_stream_put(struct bfs_stream *s);
 /*
  * A hold on @s and a use of its version's descriptor, for a request on a
  * stream whose handle may be closed while the request runs (-o
- * kernel_open's shared handles): the handle's own use must still be
- * there when this is called. bfs_stream_drop() ends both.
+ * kernel_open's shared handles; an open handle cannot be, it needs only
+ * the hold): the handle's own use must still be there when this is
+ * called. bfs_stream_drop() ends both.
  */
 void bfs_stream_take(struct bfs_stream *s);
 void bfs_stream_drop(struct bfs_stream *s);
