@@ -186,8 +186,8 @@ def run_case(case, m):
     return time.perf_counter() - t
 
 
-SYSCALLS = ("openat", "openat2", "open", "newfstatat", "fstat", "statx", "pread64", "read",
-            "readlinkat", "getdents64", "close", "dup")
+SYSCALLS = ("openat", "openat2", "open", "newfstatat", "fstat", "statx", "pread64", "preadv2",
+            "read", "readlinkat", "getdents64", "close", "dup")
 
 
 def strace_case(case, m):

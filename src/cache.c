@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "blockfs/cache.h"
+#include "blockfs/handoff.h"
 
 #define NSHARDS 16
 #define NBUCKETS 1024		/* per shard; chains stay short up to ~64 Ki blocks */
@@ -270,6 +271,8 @@ static struct bfs_block *insert(struct bfs_cache *c, struct shard *s, uint64_t h
 /* Wait for @b (a reference held) to finish loading; lock held. */
 static int wait_ready(struct bfs_cache *c, struct shard *s, struct bfs_block *b)
 {
+	if (b->state == BFS_BLOCK_LOADING)
+		bfs_handoff();		/* the FUSE loop's lock is taken after any other */
 	while (b->state == BFS_BLOCK_LOADING)
 		pthread_cond_wait(&s->loaded, &s->lock);
 	if (b->state == BFS_BLOCK_FAILED)

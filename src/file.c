@@ -26,6 +26,7 @@
 #include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
+#include "blockfs/handoff.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/vocab.h"
 #include "blockfs/log.h"
@@ -43,6 +44,8 @@
 #define PAR_BYTES_MIN (256u << 10)
 /* ... and this small, kept with its version for the reads (at most BFS_IDLE_KEEP idle ones). */
 #define HEAD_KEEP (16u << 10)
+/* Decoding more than this first lets the FUSE loop's reader role go (handoff.h). */
+#define HANDOFF_BYTES (128u << 10)
 /* readpath=auto: a sequential stream through a file this large uses pread. */
 #define AUTO_PREAD_ABOVE (64ull << 20)
 
@@ -169,6 +172,8 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		 * one would cost a tree of small files an openat each.
 		 */
 		rc = size <= BFS_WHOLE_MAX ? 1 : bfs_icache_load(env->icache, &f->st, codec, &f->idx);
+		if (rc > 0 && size > BFS_WHOLE_MAX)
+			bfs_handoff();		/* a walk: milliseconds to minutes */
 		if (rc > 0) {
 			if (!whole && size > 0 && size <= BFS_WHOLE_MAX && (whole = malloc(size)) &&
 			    bfs_io_read(&f->io, whole, size, 0) < 0) {
@@ -659,6 +664,8 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 	uint64_t need = 0, span = 0;
 	int rc = 0;
 
+	if (b->uoff + b->usize - a->uoff > HANDOFF_BYTES)
+		bfs_handoff();
 	if (base) {
 		rc = decode_all(f, d0, d1, out, base, 0, true, t->quiet);
 		bfs_file_map_exit(f);
@@ -832,6 +839,8 @@ static int decode_prefix(struct bfs_file *f, size_t k, uint32_t n, uint8_t *dst)
 	struct tls *t;
 	int rc;
 
+	if (n > HANDOFF_BYTES)
+		bfs_handoff();
 	if (base) {
 		rc = decode_mapped(f, k, base, dst, n);
 		bfs_file_map_exit(f);

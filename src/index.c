@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "blockfs/codec.h"
+#include "blockfs/handoff.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
 #include "blockfs/workq.h"
@@ -186,7 +187,10 @@ int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_
 
 	if (k > 0 && uoff < idx->blk[k - 1].uoff + idx->blk[k - 1].usize)
 		return 0;			/* published entries never change */
-	bfs_mutex_lock(&idx->settle_lock);
+	if (pthread_mutex_trylock(&idx->settle_lock) != 0) {
+		bfs_handoff();			/* another thread is measuring blocks */
+		bfs_mutex_lock(&idx->settle_lock);
+	}
 	for (k = atomic_load(&idx->nexact); k < idx->n; k++) {
 		struct bfs_blk *b = &idx->blk[k];
 		const char *why = "corrupt block";

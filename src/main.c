@@ -27,6 +27,7 @@
 #include "blockfs/mmap.h"
 #include "blockfs/opts.h"
 #include "fs_i.h"
+#include "loop.h"
 #include "ops.h"
 
 static void usage(FILE *out)
@@ -575,11 +576,23 @@ static int add_names(struct fuse_args *args, const char *source)
 	return add_unless_given(args, "subtype=", "blockfs");
 }
 
-static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl)
+static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl,
+	       const struct bfs_opts *o)
 {
 	struct fuse_loop_config *cfg;
 	int rc;
 
+	if (!o->libfuse_loop) {
+		/* -s: one thread, which answers everything itself */
+		struct bfs_loop_conf lc = {
+			.max_threads = cl->singlethread ? 1 :
+				       cl->max_threads != UINT_MAX ? cl->max_threads :
+				       BFS_LOOP_MAX_THREADS,
+			.busy_poll_us = o->busy_poll_us,
+		};
+
+		return bfs_loop_run(se, &lc);
+	}
 	if (cl->singlethread)
 		return fuse_session_loop(se);
 	cfg = fuse_loop_cfg_create();
@@ -687,7 +700,7 @@ int main(int argc, char **argv)
 		bfs_err("cannot start the read-ahead workers");
 		goto out_unmount;
 	}
-	rc = run(se, &cl);
+	rc = run(se, &cl, &opts);
 	if (rc == -ECONNABORTED && found == 0 && unmounted(mnt, maj, min)) {
 		bfs_info("unmounted while requests were still queued: a clean exit");
 		rc = 0;

@@ -41,6 +41,8 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("gzip_span=%s", gzip_span_s),
 	BFS_OPT("max_inodes=%s", max_inodes_s),
 	BFS_OPT("readdirplus=%s", readdirplus_s),
+	BFS_OPT("loop=%s", loop_s),
+	BFS_OPT("busy_poll=%s", busy_poll_s),
 	BFS_OPT("entry_timeout=%s", entry_timeout_s),
 	BFS_OPT("attr_timeout=%s", attr_timeout_s),
 	BFS_OPT("negative_timeout=%s", negative_timeout_s),
@@ -82,6 +84,10 @@ static const struct {
 					  "(off); as on, with at most N entries in the first "
 					  "reply; as on while the files listed are opened or "
 					  "looked up, else as 16 (auto)" },
+	{ "loop", "blockfs|libfuse", "how requests are read: one thread at a time, which "
+				     "answers quick ones itself, or libfuse's loop (blockfs)" },
+	{ "busy_poll", "USEC", "loop=blockfs: how long the reader polls for the next request "
+			       "before it sleeps; 0: never (50)" },
 	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
 				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools" },
 	{ "kernel_open", NULL, "for a SOURCE that does not change while mounted: the kernel "
@@ -285,6 +291,22 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		}
 		o->readdirplus = (size_t)n;
 	}
+	if (o->loop_s) {
+		static const char *const loops[] = { "blockfs", "libfuse", NULL };
+
+		if (pick("loop", o->loop_s, loops, &v, err, errlen) < 0)
+			return -EINVAL;
+		o->libfuse_loop = v == 1;
+	}
+	o->busy_poll_us = BFS_DEFAULT_BUSY_POLL_US;
+	if (o->busy_poll_s) {
+		if (count(o->busy_poll_s, BFS_MAX_BUSY_POLL_US, &n) < 0) {
+			snprintf(err, errlen, "bad value '%s' for option busy_poll: expected "
+				 "microseconds from 0 to %u", o->busy_poll_s, BFS_MAX_BUSY_POLL_US);
+			return -EINVAL;
+		}
+		o->busy_poll_us = (unsigned int)n;
+	}
 	/* The names are the hints' (hints.c); dontneed acts on ranges and is no default. */
 	if (o->advice_s) {
 		if (bfs_advice_parse(o->advice_s, strlen(o->advice_s), &adv) < 0 || adv.ranged ||
@@ -396,6 +418,8 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->attr_timeout_s);
 	free(o->negative_timeout_s);
 	free(o->readdirplus_s);
+	free(o->loop_s);
+	free(o->busy_poll_s);
 	memset(o, 0, sizeof(*o));
 }
 

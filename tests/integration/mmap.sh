@@ -152,7 +152,7 @@ syscalls() {
 	command -v strace >/dev/null || { echo "# no strace: skipped"; return 0; }
 	mount_with readpath=mmap,cache_size=0,workers=0 || return 1
 	cat "$M/t4" >/dev/null		# index, settle and map it
-	strace -f -qq -e trace=mmap,pread64 -o "$T/strace" -p "$BFS_PID" &
+	strace -f -qq -e trace=mmap,pread64,preadv2 -o "$T/strace" -p "$BFS_PID" &
 	local st=$!
 	sleep 1
 	for _ in 1 2 3; do		# O_DIRECT: every block reaches the daemon
@@ -164,8 +164,8 @@ syscalls() {
 	local mm pr
 	# File mappings only: allocators (ASan's among them) map anonymous memory.
 	mm=$(grep 'mmap(' "$T/strace" | grep -vc MAP_ANONYMOUS)
-	pr=$(grep -c 'pread64(' "$T/strace")
-	echo "# steady state, 138 blocks served: file mmap calls $mm, pread64 calls $pr"
+	pr=$(grep -Ec 'pread(64|v2)\(' "$T/strace")
+	echo "# steady state, 138 blocks served: file mmap calls $mm, pread64/preadv2 calls $pr"
 	# A lookup's probe may show; a call per block may not.
 	((mm + pr <= 8))
 }

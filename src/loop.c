@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: MIT
+/*
+ * blockfs's FUSE session loop: one reader of /dev/fuse at a time.
+ *
+ * libfuse's multi-threaded loop leaves every idle thread blocked in
+ * read(/dev/fuse), and the kernel wakes them first in, first out, so a
+ * program that asks one thing at a time meets a cold thread each time.
+ * Here one thread holds the reader's role. It answers what it reads
+ * itself and reads again, hot, unless the request may take long: then,
+ * before it starts the long part, it hands the role to an idle thread
+ * (or starts one, up to max_threads), so that other requests do not wait
+ * behind it. Which requests may take long is said twice: by opcode here
+ * (quick()), and by the code below, which calls bfs_handoff() before it
+ * decodes, reads a backing file or walks an index.
+ *
+ * Before it sleeps, the reader polls /dev/fuse for -o spin microseconds,
+ * yielding its CPU to anything else runnable there. On virtual machines
+ * whose idle vCPUs halt (a wakeup then costs the host a reschedule), one
+ * FUSE round trip took 53 us through a thread that slept and 17 us
+ * through one that polled (README, "The FUSE loop").
+ *
+ * SIGINT, SIGTERM and SIGHUP end the loop: their handler wakes the
+ * thread that started it, which stops the others and joins them. A
+ * request being answered is answered first.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <linux/fuse.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blockfs/common.h"
+#include "blockfs/handoff.h"
+#include "blockfs/log.h"
+#include "loop.h"
+
+struct loop {
+	struct fuse_session *se;
+	int fd;				/* /dev/fuse, made non-blocking */
+	int stop_fd;			/* eventfd, written once: the loop is to end */
+	int64_t spin_ns;
+	unsigned int max_threads;
+
+	pthread_mutex_t lock;		/* never held across a request */
+	pthread_cond_t turn;		/* the reader's role is free */
+	bool reading;			/* protected by lock: a thread holds the role */
+	atomic_bool stop;		/* set under lock; read by the reader without */
+	unsigned int idle;		/* protected by lock: threads waiting on turn */
+	unsigned int nthreads;		/* protected by lock: entries of thread[] */
+	pthread_t *thread;		/* protected by lock */
+	int error;			/* protected by lock: the first read's error */
+};
+
+/* One worker's state; hand_over() gets it through bfs_handoff(). */
+struct worker {
+	struct loop *l;
+	bool reader;			/* this thread holds the reader's role */
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Requests blockfs answers from memory, or from a page the kernel just
+ * had: the reader answers them itself. Where one of them does find long
+ * work (a READ of a block nobody decoded yet), bfs_handoff() lets go of
+ * the role there. The rest (LOOKUP, READDIRPLUS, OPENDIR, SETXATTR, ...)
+ * may list or open backing files, and hand the role over first.
+ */
+static bool quick(const struct fuse_buf *buf)
+{
+	const struct fuse_in_header *in = buf->mem;
+
+	if ((buf->flags & FUSE_BUF_IS_FD) || buf->size < sizeof(*in))
+		return false;
+	switch (in->opcode) {
+	case FUSE_READ:
+	case FUSE_GETATTR:
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_FLUSH:
+	case FUSE_RELEASE:
+	case FUSE_RELEASEDIR:
+	case FUSE_LSEEK:
+	case FUSE_OPEN:
+	case FUSE_GETXATTR:
+	case FUSE_ACCESS:
+	case FUSE_STATFS:
+	case FUSE_INTERRUPT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Under l->lock. */
+static void start_thread(struct loop *l);
+
+/* Let go of the reader's role, and see that someone takes it. */
+static void hand_over(void *arg)
+{
+	struct worker *w = arg;
+	struct loop *l = w->l;
+
+	if (!w->reader)
+		return;
+	w->reader = false;
+	pthread_mutex_lock(&l->lock);
+	l->reading = false;
+	if (l->idle)
+		pthread_cond_signal(&l->turn);
+	else if (!l->stop && l->nthreads < l->max_threads)
+		start_thread(l);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void end_loop(struct loop *l, int rc)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&l->lock);
+	if (rc < 0 && !l->error)
+		l->error = rc;
+	l->stop = true;
+	pthread_cond_broadcast(&l->turn);
+	pthread_mutex_unlock(&l->lock);
+	if (write(l->stop_fd, &one, sizeof(one)) < 0)
+		bfs_warn("cannot wake the FUSE loop's threads: %s", strerror(errno));
+}
+
+/*
+ * The next request into @buf: polled for l->spin_ns, then waited for.
+ * Return: its size, 0 when the loop is to end, or -errno.
+ */
+static int receive(struct loop *l, struct fuse_buf *buf)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = l->fd, .events = POLLIN },
+		{ .fd = l->stop_fd, .events = POLLIN },
+	};
+	int64_t until = 0;
+
+	for (;;) {
+		int res = fuse_session_receive_buf(l->se, buf);
+
+		if (res != -EAGAIN && res != -EINTR)
+			return res;	/* 0: unmounted (libfuse has seen ENODEV) */
+		if (l->spin_ns) {
+			int64_t t = now_ns();
+
+			if (!until)
+				until = t + l->spin_ns;
+			if (t < until) {
+				sched_yield();	/* whoever else could run here goes first */
+				continue;
+			}
+		}
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			return -errno;
+		if (pfd[1].revents)
+			return 0;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct loop *l = arg;
+	struct worker w = { .l = l };
+	struct fuse_buf buf = { .mem = NULL };
+	int rc = 0;
+
+	pthread_mutex_lock(&l->lock);
+	while (!l->stop) {
+		if (l->reading) {
+			l->idle++;
+			pthread_cond_wait(&l->turn, &l->lock);
+			l->idle--;
+			continue;
+		}
+		l->reading = true;
+		pthread_mutex_unlock(&l->lock);
+		w.reader = true;
+		do {
+			rc = receive(l, &buf);
+			if (rc <= 0)
+				break;
+			if (quick(&buf))
+				bfs_handoff_set(hand_over, &w);
+			else
+				hand_over(&w);
+			fuse_session_process_buf(l->se, &buf);
+			bfs_handoff_set(NULL, NULL);
+		} while (w.reader && !l->stop);	/* still the reader: read again, hot */
+		if (rc <= 0) {
+			end_loop(l, rc);
+			pthread_mutex_lock(&l->lock);
+			break;
+		}
+		pthread_mutex_lock(&l->lock);
+	}
+	pthread_mutex_unlock(&l->lock);
+	free(buf.mem);
+	return NULL;
+}
+
+static void start_thread(struct loop *l)
+{
+	pthread_t t;
+	int rc = pthread_create(&t, NULL, worker_main, l);
+
+	if (rc) {
+		if (l->nthreads == 0)
+			bfs_err("cannot start a FUSE thread: %s", strerror(rc));
+		return;		/* the threads there are will do */
+	}
+	l->thread[l->nthreads++] = t;
+}
+
+/*
+ * The running loop's stop_fd, for on_signal(): a signal may land on any
+ * thread of the process (the read-ahead workers start before the loop),
+ * and all a handler may do is write.
+ */
+static int signal_stop_fd = -1;
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	uint64_t one = 1;
+	int saved = errno;
+
+	stop_signal = sig;
+	/* a full eventfd is still readable: nothing is lost when this fails */
+	(void)!write(signal_stop_fd, &one, sizeof(one));
+	errno = saved;
+}
+
+static const int stopping[] = { SIGINT, SIGTERM, SIGHUP };
+
+int bfs_loop_run(struct fuse_session *se, const struct bfs_loop_conf *conf)
+{
+	struct loop l = {
+		.se = se,
+		.fd = fuse_session_fd(se),
+		.spin_ns = (int64_t)conf->busy_poll_us * 1000,
+		.max_threads = conf->max_threads ? conf->max_threads : 1,
+	};
+	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
+	struct sigaction before[BFS_ARRAY_SIZE(stopping)];
+	int flags, rc;
+
+	l.thread = calloc(l.max_threads, sizeof(*l.thread));
+	if (!l.thread)
+		return -ENOMEM;
+	flags = fcntl(l.fd, F_GETFL);
+	if (flags < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	if (fcntl(l.fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	l.stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (l.stop_fd < 0) {
+		rc = -errno;
+		goto out_flags;
+	}
+	/*
+	 * In place of libfuse's handlers (main.c), which only set a flag
+	 * nobody here polls. An ignored signal stays ignored, as libfuse
+	 * leaves it: a shell starts background jobs with SIGINT ignored.
+	 */
+	signal_stop_fd = l.stop_fd;
+	stop_signal = 0;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(stopping); i++) {
+		sigaction(stopping[i], NULL, &before[i]);
+		if (before[i].sa_handler != SIG_IGN)
+			sigaction(stopping[i], &sa, NULL);
+	}
+	pthread_mutex_init(&l.lock, NULL);
+	pthread_cond_init(&l.turn, NULL);
+
+	pthread_mutex_lock(&l.lock);
+	start_thread(&l);
+	rc = l.nthreads ? 0 : -EAGAIN;
+	pthread_mutex_unlock(&l.lock);
+	if (rc == 0) {
+		struct pollfd pfd = { .fd = l.stop_fd, .events = POLLIN };
+
+		while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+			;
+		if (stop_signal) {
+			bfs_info("signal %d: unmounting", (int)stop_signal);
+			fuse_session_exit(se);
+		}
+		end_loop(&l, 0);
+	}
+	/* Threads start only under the lock and never once stop is set. */
+	for (unsigned int i = 0; i < l.nthreads; i++)
+		pthread_join(l.thread[i], NULL);
+	if (rc == 0)
+		rc = l.error;
+	pthread_cond_destroy(&l.turn);
+	pthread_mutex_destroy(&l.lock);
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(stopping); i++)
+		sigaction(stopping[i], &before[i], NULL);
+	signal_stop_fd = -1;
+	close(l.stop_fd);
+out_flags:
+	fcntl(l.fd, F_SETFL, flags);
+out_free:
+	free(l.thread);
+	fuse_session_reset(se);
+	return rc;
+}
