@@ -16,21 +16,25 @@
 /*
  * First from the page cache alone (RWF_NOWAIT, the same one syscall when
  * the bytes are there): a read that must wait for the disk first lets
- * the FUSE loop's reader role go (handoff.h). A filesystem that cannot
- * say (EOPNOTSUPP) is read as it is.
+ * the FUSE loop's reader role go (handoff.h). Where the filesystem cannot
+ * say (EOPNOTSUPP: NFS, sshfs and other FUSE filesystems), every read
+ * may wait for a network, and lets it go too.
  */
 static ssize_t pread_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
 	ssize_t n;
 
-	do
-		n = preadv2(io->fd, &iov, 1, (off_t)off, RWF_NOWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n >= 0 || (errno != EAGAIN && errno != EOPNOTSUPP))
-		return n < 0 ? -errno : n;
-	if (errno == EAGAIN)
-		bfs_handoff();
+	if (!atomic_load_explicit(&io->no_nowait, memory_order_relaxed)) {
+		do
+			n = preadv2(io->fd, &iov, 1, (off_t)off, RWF_NOWAIT);
+		while (n < 0 && errno == EINTR);
+		if (n >= 0 || (errno != EAGAIN && errno != EOPNOTSUPP))
+			return n < 0 ? -errno : n;
+		if (errno == EOPNOTSUPP)
+			atomic_store_explicit(&io->no_nowait, true, memory_order_relaxed);
+	}
+	bfs_handoff();
 	do
 		n = pread(io->fd, buf, len, (off_t)off);
 	while (n < 0 && errno == EINTR);

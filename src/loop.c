@@ -53,6 +53,7 @@ struct loop {
 	int stop_fd;			/* eventfd, written once: the loop is to end */
 	int64_t spin_ns;
 	unsigned int max_threads;
+	bool remote;			/* bfs_loop_conf's */
 
 	pthread_mutex_t lock;		/* never held across a request */
 	pthread_cond_t turn;		/* the reader's role is free */
@@ -83,14 +84,19 @@ static int64_t now_ns(void)
  * had: the reader answers them itself. Where one of them does find long
  * work (a READ of a block nobody decoded yet), bfs_handoff() lets go of
  * the role there. The rest (LOOKUP, READDIRPLUS, OPENDIR, SETXATTR, ...)
- * may list or open backing files, and hand the role over first.
+ * may list or open backing files, and hand the role over first. On a
+ * remote SOURCE an open or a stat of a backing file may wait as long as
+ * a read, and nothing tells beforehand: only forgetting is quick there.
  */
-static bool quick(const struct fuse_buf *buf)
+static bool quick(const struct loop *l, const struct fuse_buf *buf)
 {
 	const struct fuse_in_header *in = buf->mem;
 
 	if ((buf->flags & FUSE_BUF_IS_FD) || buf->size < sizeof(*in))
 		return false;
+	if (l->remote)
+		return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET ||
+		       in->opcode == FUSE_INTERRUPT;
 	switch (in->opcode) {
 	case FUSE_READ:
 	case FUSE_GETATTR:
@@ -202,7 +208,7 @@ static void *worker_main(void *arg)
 			rc = receive(l, &buf);
 			if (rc <= 0)
 				break;
-			if (quick(&buf))
+			if (quick(l, &buf))
 				bfs_handoff_set(hand_over, &w);
 			else
 				hand_over(&w);
@@ -262,6 +268,7 @@ int bfs_loop_run(struct fuse_session *se, const struct bfs_loop_conf *conf)
 		.fd = fuse_session_fd(se),
 		.spin_ns = (int64_t)conf->busy_poll_us * 1000,
 		.max_threads = conf->max_threads ? conf->max_threads : 1,
+		.remote = conf->remote,
 	};
 	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
 	struct sigaction before[BFS_ARRAY_SIZE(stopping)];

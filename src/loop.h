@@ -4,6 +4,7 @@
 #define BLOCKFS_LOOP_H
 
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 
 /* libfuse's own default for its multi-threaded loop */
 #define BFS_LOOP_MAX_THREADS 10
@@ -11,6 +12,8 @@
 struct bfs_loop_conf {
 	unsigned int max_threads;	/* threads answering requests, at most */
 	unsigned int busy_poll_us;	/* how long the reader polls before it sleeps */
+	bool remote;			/* SOURCE's filesystem may make any access wait
+					   (NFS, FUSE): every request hands over */
 };
 
 /**

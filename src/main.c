@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -576,6 +577,47 @@ static int add_names(struct fuse_args *args, const char *source)
 	return add_unless_given(args, "subtype=", "blockfs");
 }
 
+/*
+ * Is SOURCE on a filesystem of local storage or memory, where opening and
+ * stat-ing a file wait for a disk at most, and RWF_NOWAIT tells whether a
+ * read would? Elsewhere (NFS, CIFS, 9p, sshfs and other FUSE filesystems,
+ * Ceph, ...) any access may wait for a network or another daemon, and the
+ * FUSE loop hands every request over before it starts (loop.c). Unknown
+ * types count as remote: a wrong guess there costs a thread wakeup per
+ * request, one the other way a mount that waits behind a stuck server.
+ */
+static bool source_is_local(const char *source)
+{
+	static const unsigned long local[] = {
+		0xEF53,		/* ext2, ext3, ext4 */
+		0x58465342,	/* xfs */
+		0x9123683E,	/* btrfs */
+		0xF2F52010,	/* f2fs */
+		0x2FC12FC1,	/* zfs */
+		0xCA451A4E,	/* bcachefs */
+		0x01021994,	/* tmpfs */
+		0x858458F6,	/* ramfs */
+		0x794C7630,	/* overlayfs */
+		0x73717368,	/* squashfs */
+		0xE0F5E1E2,	/* erofs */
+		0x4D44,		/* vfat */
+		0x2011BAB0,	/* exfat */
+		0x5346544E,	/* ntfs3 */
+		0x3153464A,	/* jfs */
+		0x52654973,	/* reiserfs */
+	};
+	struct statfs sf;
+
+	if (statfs(source, &sf) < 0)
+		return true;	/* main() has checked it; a failure here changes nothing */
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(local); i++)
+		if ((unsigned long)sf.f_type == local[i])
+			return true;
+	bfs_info("SOURCE is on a filesystem of type 0x%lx, taken as remote: every request "
+		 "gets a thread of its own", (unsigned long)sf.f_type);
+	return false;
+}
+
 static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl,
 	       const struct bfs_opts *o)
 {
@@ -589,6 +631,7 @@ static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl,
 				       cl->max_threads != UINT_MAX ? cl->max_threads :
 				       BFS_LOOP_MAX_THREADS,
 			.busy_poll_us = o->busy_poll_us,
+			.remote = !source_is_local(o->source),
 		};
 
 		return bfs_loop_run(se, &lc);
@@ -701,6 +744,13 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	}
 	rc = run(se, &cl, &opts);
+	/*
+	 * The loops reset the session on their way out. Marked as ended, a
+	 * push a read-ahead worker is still making fails quietly: libfuse
+	 * logs a failed write to /dev/fuse ("Bad file descriptor" once it is
+	 * closed) only while the session runs.
+	 */
+	fuse_session_exit(se);
 	if (rc == -ECONNABORTED && found == 0 && unmounted(mnt, maj, min)) {
 		bfs_info("unmounted while requests were still queued: a clean exit");
 		rc = 0;

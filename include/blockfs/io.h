@@ -27,6 +27,7 @@ struct bfs_io {
 	uint64_t size;		/* bytes of the backing file when it was opened */
 	const uint8_t *mem;	/* memory-backed io: @size bytes */
 	atomic_uint_fast64_t nread;	/* read calls bfs_io_read() made, for the counters */
+	atomic_bool no_nowait;	/* the filesystem refuses RWF_NOWAIT (NFS, FUSE): plain reads */
 };
 
 extern const struct bfs_io_ops bfs_io_pread_ops;
