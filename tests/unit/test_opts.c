@@ -307,6 +307,46 @@ static void test_readdirplus(void **state)
 	expect_refused("readdirplus=");
 }
 
+static void test_loop_and_busy_poll(void **state)
+{
+	static const struct {
+		const char *arg;
+		bool libfuse;
+		unsigned int poll_us;
+	} good[] = { { NULL, false, BFS_DEFAULT_BUSY_POLL_US },
+		     { "loop=blockfs", false, BFS_DEFAULT_BUSY_POLL_US },
+		     { "loop=libfuse", true, BFS_DEFAULT_BUSY_POLL_US },
+		     { "busy_poll=0", false, 0 }, { "busy_poll=7", false, 7 },
+		     { "loop=libfuse,busy_poll=200", true, 200 },
+		     { "busy_poll=1000000", false, BFS_MAX_BUSY_POLL_US } };
+	struct fuse_args rest;
+	struct bfs_opts o;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		char *with[] = { "blockfs", "-o", (char *)good[i].arg, "src", "mnt" };
+		char *without[] = { "blockfs", "src", "mnt" };
+
+		if (good[i].arg)
+			assert_int_equal(parse(&o, &rest, 5, with), 0);
+		else
+			assert_int_equal(parse(&o, &rest, 3, without), 0);
+		assert_int_equal(o.libfuse_loop, good[i].libfuse);
+		assert_int_equal(o.busy_poll_us, good[i].poll_us);
+		assert_int_equal(rest.argc, 1);		/* neither reaches libfuse */
+		bfs_opts_release(&o);
+		fuse_opt_free_args(&rest);
+	}
+	expect_refused("loop=fast");
+	expect_refused("loop=LIBFUSE");
+	expect_refused("loop=");
+	expect_refused("busy_poll=-1");
+	expect_refused("busy_poll=1000001");
+	expect_refused("busy_poll=50us");
+	expect_refused("busy_poll= 5");
+	expect_refused("busy_poll=");
+}
+
 static void test_max_inodes(void **state)
 {
 	char *a1[] = { "blockfs", "src", "mnt" };
@@ -491,6 +531,7 @@ int main(void)
 		cmocka_unit_test(test_readahead_workers_advice),
 		cmocka_unit_test(test_max_inodes),
 		cmocka_unit_test(test_readdirplus),
+		cmocka_unit_test(test_loop_and_busy_poll),
 		cmocka_unit_test(test_timeouts),
 		cmocka_unit_test(test_willneed),
 		cmocka_unit_test(test_kernel_open),
