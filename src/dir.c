@@ -22,6 +22,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
+#include "blockfs/handoff.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/names.h"
 #include "blockfs/stats.h"
@@ -134,6 +135,8 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 	s->ino = dst->st_ino;
 	s->mtime = dst->st_mtim;
 	s->ctime = dst->st_ctim;
+	/* once per directory and change: it may wait for the disk, or be long */
+	bfs_handoff();
 	fd = bfs_backing_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY);
 	if (fd < 0) {
 		free(s);

@@ -6,18 +6,20 @@
  * read(/dev/fuse), and the kernel wakes them first in, first out, so a
  * program that asks one thing at a time meets a cold thread each time.
  * Here one thread holds the reader's role. It answers what it reads
- * itself and reads again, hot, unless the request may take long: then,
- * before it starts the long part, it hands the role to an idle thread
- * (or starts one, up to max_threads), so that other requests do not wait
- * behind it. Which requests may take long is said twice: by opcode here
- * (quick()), and by the code below, which calls bfs_handoff() before it
- * decodes, reads a backing file or walks an index.
+ * itself and reads again, hot, unless the request is about to wait: then,
+ * before it waits, it hands the role to an idle thread (or starts one, up
+ * to max_threads), so that other requests do not wait behind it. The code
+ * below says when, by calling bfs_handoff() before it decodes much, reads
+ * a backing file the page cache cannot serve, walks an index or waits
+ * for another thread's block; on a remote SOURCE every request is taken
+ * to wait (inline_ok()). When several programs' requests queue behind the
+ * reader, it hands over too (queueing()), so that another core helps.
  *
- * Before it sleeps, the reader polls /dev/fuse for -o spin microseconds,
+ * Before it sleeps, the reader polls /dev/fuse for -o busy_poll microseconds,
  * yielding its CPU to anything else runnable there. On virtual machines
  * whose idle vCPUs halt (a wakeup then costs the host a reschedule), one
- * FUSE round trip took 53 us through a thread that slept and 17 us
- * through one that polled (README, "The FUSE loop").
+ * FUSE round trip took 62 us through a thread that slept and 18.5 us
+ * through one that polled (bench/roundtrip.py; README, "The FUSE loop").
  *
  * SIGINT, SIGTERM and SIGHUP end the loop: their handler wakes the
  * thread that started it, which stops the others and joins them. A
@@ -65,10 +67,26 @@ struct loop {
 	int error;			/* protected by lock: the first read's error */
 };
 
+/*
+ * Requests in a row, each from another process than the one before, that
+ * the reader found already waiting when it came to read: past this many it
+ * hands over although nothing waits, since several programs are queueing
+ * behind one thread and another core may serve them. Under load.sh's 64
+ * readers the loop moved 0.90 of libfuse's loop's bytes without this, 1.07
+ * with it. One program's requests queue too, whenever the program runs on
+ * before the reader gets back to /dev/fuse (beside a CPU load, all the
+ * time), and handing those over only wakes threads: counting them as well
+ * cost find | xargs cat beside a busy loop 0.88 of libfuse's loop's time
+ * instead of 0.75; this rule costs 0.80 (bench/results/issue12/fuse-loop.md).
+ */
+#define QUEUED_RUN 4
+
 /* One worker's state; hand_over() gets it through bfs_handoff(). */
 struct worker {
 	struct loop *l;
 	bool reader;			/* this thread holds the reader's role */
+	unsigned int queued;		/* requests in a row found waiting (QUEUED_RUN) */
+	uint32_t last_pid;		/* the process of the request before */
 };
 
 static int64_t now_ns(void)
@@ -80,41 +98,27 @@ static int64_t now_ns(void)
 }
 
 /*
- * Requests blockfs answers from memory, or from a page the kernel just
- * had: the reader answers them itself. Where one of them does find long
- * work (a READ of a block nobody decoded yet), bfs_handoff() lets go of
- * the role there. The rest (LOOKUP, READDIRPLUS, OPENDIR, SETXATTR, ...)
- * may list or open backing files, and hand the role over first. On a
- * remote SOURCE an open or a stat of a backing file may wait as long as
- * a read, and nothing tells beforehand: only forgetting is quick there.
+ * Does the reader answer this request itself, handing over only where the
+ * code below calls bfs_handoff()? On a local SOURCE, yes: what may wait
+ * there (a decode, a read the page cache cannot serve, a walk) says so
+ * itself. Handing every LOOKUP and listing over as well, by opcode, was
+ * no better: 100,000 small files, 5 paired rounds, time over libfuse's
+ * loop, quiet / beside a busy loop: find 1.01 / 1.13 against 0.88 / 0.95,
+ * find | xargs cat 0.63 / 0.78 against 0.68 / 0.74, ls -lR 0.57 / 0.86
+ * against 0.59 / 0.92 (bench/results/issue12/fuse-loop.md). On a remote
+ * SOURCE an open or a stat of a backing file may wait as long as a read,
+ * and nothing tells beforehand: every request but a FORGET hands over.
  */
-static bool quick(const struct loop *l, const struct fuse_buf *buf)
+static bool inline_ok(const struct loop *l, const struct fuse_buf *buf)
 {
 	const struct fuse_in_header *in = buf->mem;
 
+	if (!l->remote)
+		return true;
 	if ((buf->flags & FUSE_BUF_IS_FD) || buf->size < sizeof(*in))
 		return false;
-	if (l->remote)
-		return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET ||
-		       in->opcode == FUSE_INTERRUPT;
-	switch (in->opcode) {
-	case FUSE_READ:
-	case FUSE_GETATTR:
-	case FUSE_FORGET:
-	case FUSE_BATCH_FORGET:
-	case FUSE_FLUSH:
-	case FUSE_RELEASE:
-	case FUSE_RELEASEDIR:
-	case FUSE_LSEEK:
-	case FUSE_OPEN:
-	case FUSE_GETXATTR:
-	case FUSE_ACCESS:
-	case FUSE_STATFS:
-	case FUSE_INTERRUPT:
-		return true;
-	default:
-		return false;
-	}
+	return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET ||
+	       in->opcode == FUSE_INTERRUPT;
 }
 
 /* Under l->lock. */
@@ -153,10 +157,11 @@ static void end_loop(struct loop *l, int rc)
 }
 
 /*
- * The next request into @buf: polled for l->spin_ns, then waited for.
+ * The next request into @buf: polled for l->spin_ns, then waited for;
+ * *@queued tells whether it was there at once.
  * Return: its size, 0 when the loop is to end, or -errno.
  */
-static int receive(struct loop *l, struct fuse_buf *buf)
+static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
 {
 	struct pollfd pfd[2] = {
 		{ .fd = l->fd, .events = POLLIN },
@@ -164,11 +169,13 @@ static int receive(struct loop *l, struct fuse_buf *buf)
 	};
 	int64_t until = 0;
 
+	*queued = true;
 	for (;;) {
 		int res = fuse_session_receive_buf(l->se, buf);
 
 		if (res != -EAGAIN && res != -EINTR)
 			return res;	/* 0: unmounted (libfuse has seen ENODEV) */
+		*queued = false;
 		if (l->spin_ns) {
 			int64_t t = now_ns();
 
@@ -186,11 +193,44 @@ static int receive(struct loop *l, struct fuse_buf *buf)
 	}
 }
 
+/*
+ * Is the reader to hand over @buf's request because programs queue
+ * (QUEUED_RUN)? The kernel's own notices (FORGET, RELEASE, INTERRUPT)
+ * pile up with nobody waiting for them, and do not count.
+ */
+static bool queueing(struct worker *w, const struct fuse_buf *buf, bool queued)
+{
+	const struct fuse_in_header *in = buf->mem;
+	bool other;
+
+	if ((buf->flags & FUSE_BUF_IS_FD) || buf->size < sizeof(*in))
+		return false;
+	other = in->pid != w->last_pid;
+	w->last_pid = in->pid;
+	if (!queued) {
+		w->queued = 0;
+		return false;
+	}
+	if (!other)
+		return false;
+	switch (in->opcode) {
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_RELEASE:
+	case FUSE_RELEASEDIR:
+	case FUSE_INTERRUPT:
+		return false;
+	default:
+		return ++w->queued >= QUEUED_RUN;
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct loop *l = arg;
 	struct worker w = { .l = l };
 	struct fuse_buf buf = { .mem = NULL };
+	bool queued;
 	int rc = 0;
 
 	pthread_mutex_lock(&l->lock);
@@ -205,10 +245,10 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&l->lock);
 		w.reader = true;
 		do {
-			rc = receive(l, &buf);
+			rc = receive(l, &buf, &queued);
 			if (rc <= 0)
 				break;
-			if (quick(l, &buf))
+			if (inline_ok(l, &buf) && !queueing(&w, &buf, queued))
 				bfs_handoff_set(hand_over, &w);
 			else
 				hand_over(&w);

@@ -613,8 +613,8 @@ static bool source_is_local(const char *source)
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(local); i++)
 		if ((unsigned long)sf.f_type == local[i])
 			return true;
-	bfs_info("SOURCE is on a filesystem of type 0x%lx, taken as remote: every request "
-		 "gets a thread of its own", (unsigned long)sf.f_type);
+	bfs_info("SOURCE is on a filesystem of type 0x%lx, taken as remote: the FUSE "
+		 "reader hands every request over before answering it", (unsigned long)sf.f_type);
 	return false;
 }
 
