@@ -97,6 +97,14 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* @buf's request header, or NULL where libfuse left the request in a pipe. */
+static const struct fuse_in_header *header(const struct fuse_buf *buf)
+{
+	if ((buf->flags & FUSE_BUF_IS_FD) || buf->size < sizeof(struct fuse_in_header))
+		return NULL;
+	return buf->mem;
+}
+
 /*
  * Does the reader answer this request itself, handing over only where the
  * code below calls bfs_handoff()? On a local SOURCE, yes: what may wait
@@ -111,14 +119,12 @@ static int64_t now_ns(void)
  */
 static bool inline_ok(const struct loop *l, const struct fuse_buf *buf)
 {
-	const struct fuse_in_header *in = buf->mem;
+	const struct fuse_in_header *in = header(buf);
 
 	if (!l->remote)
 		return true;
-	if ((buf->flags & FUSE_BUF_IS_FD) || buf->size < sizeof(*in))
-		return false;
-	return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET ||
-	       in->opcode == FUSE_INTERRUPT;
+	return in && (in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET ||
+		      in->opcode == FUSE_INTERRUPT);
 }
 
 /* Under l->lock. */
@@ -200,10 +206,10 @@ static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
  */
 static bool queueing(struct worker *w, const struct fuse_buf *buf, bool queued)
 {
-	const struct fuse_in_header *in = buf->mem;
+	const struct fuse_in_header *in = header(buf);
 	bool other;
 
-	if ((buf->flags & FUSE_BUF_IS_FD) || buf->size < sizeof(*in))
+	if (!in)
 		return false;
 	other = in->pid != w->last_pid;
 	w->last_pid = in->pid;

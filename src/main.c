@@ -585,6 +585,10 @@ static int add_names(struct fuse_args *args, const char *source)
  * FUSE loop hands every request over before it starts (loop.c). Unknown
  * types count as remote: a wrong guess there costs a thread wakeup per
  * request, one the other way a mount that waits behind a stuck server.
+ * Only SOURCE itself is asked: an NFS mount inside a local SOURCE is
+ * taken as local, and there only a read the page cache cannot serve, or
+ * any read where RWF_NOWAIT is refused, hands over (io.c); a LOOKUP or
+ * OPEN of its files waits in the reader.
  */
 static bool source_is_local(const char *source)
 {

@@ -320,7 +320,8 @@ void bfs_stream_ahead(struct bfs_stream *s, const struct bfs_stream_next *next)
 	 * Blocks a reader came back to are what it asked for, as willneed is:
 	 * at nice 10, not 19. Beside a CPU-bound load, with a FUSE loop that
 	 * answers a random reader as fast as it asks (loop.c), nice-19 pushes
-	 * starved and fio's 4 KiB reads took 37 us each instead of 2.6.
+	 * starved and fio's 4 KiB reads took 40.9 us each instead of 4.4
+	 * (bench/paired.py --load --cases fio4k; README, "Workers' priorities").
 	 */
 	if (next->again_to > next->again_from)
 		(void)bfs_push_block(f->env->workq, f, s->ino, next->again_from, next->again_to,

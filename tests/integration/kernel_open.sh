@@ -24,25 +24,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bfs_begin kernel_open lz4 bgzip python3
 
 S=$T/src M=$T/mnt W=$T/want
-mkdir -p "$S/small" "$M" "$W/small"
-
-# 200 small files (more than the 64 shared handles kept), each lz4 -B4.
-python3 - "$W/small" <<'EOF'
-import os, random, sys
-r = random.Random(12)
-words = [b"alpha", b"beta", b"gamma", b"delta", b"zigzag", b"\n", b"lorem", b"ipsum"]
-for i in range(200):
-    with open(os.path.join(sys.argv[1], "f%03d.txt" % i), "wb") as f:
-        f.write(b" ".join(r.choice(words) for _ in range(r.randint(10, 900))))
-EOF
-for f in "$W"/small/*.txt; do
-	lz4 -q -B4 "$f" "$S/small/${f##*/}.lz4"
-done
+mkdir -p "$M"
+# 200 small files (more than the 64 shared handles kept), each lz4 -B4;
 # 24 MiB of text: stock lz4 (4 MiB blocks) and BGZF; and a raw file.
-python3 -c 'import sys, random; r = random.Random(7); sys.stdout.write("".join("%08d %s\n" % (i, "x" * r.randint(0, 60)) for i in range(700000)))' >"$W/big.txt"
-lz4 -q "$W/big.txt" "$S/big.txt.lz4"
-bgzip -c "$W/big.txt" >"$S/big.vcf.gz"
-cp "$W/big.txt" "$W/big.vcf"
+bfs_small_and_big "$W" "$S" 200 700000 12
 head -c 300000 "$W/big.txt" >"$S/raw.txt"
 cp "$S/raw.txt" "$W/raw.txt"
 

@@ -269,16 +269,44 @@ show_log() {
 	fi
 }
 
-# bfs_mount SRC MNT LOG OPTIONS: start "$BLOCKFS -f" in the background and
-# wait up to 30 s for the mount.  Returns 1 if the daemon died (its exit
-# status in BFS_EXIT) or the deadline passed (BFS_EXIT empty).
+# bfs_small_and_big WANT SRC N LINES SEED: a tree to read back, plain in
+# WANT and as blockfs shows it from SRC: N small text files of 10-900 words
+# (WANT/small/fNNN.txt, each lz4 -B4 in SRC/small/), and LINES numbered
+# lines of text (WANT/big.txt) as a stock lz4 file of 4 MiB blocks
+# (SRC/big.txt.lz4) and as BGZF (SRC/big.vcf.gz, shown as big.vcf).
+bfs_small_and_big() {
+	local want=$1 src=$2 n=$3 lines=$4 seed=$5 f
+	mkdir -p "$want/small" "$src/small"
+	python3 - "$want/small" "$n" "$seed" <<'EOF'
+import os, random, sys
+r = random.Random(int(sys.argv[3]))
+words = [b"alpha", b"beta", b"gamma", b"delta", b"zigzag", b"\n", b"lorem", b"ipsum"]
+for i in range(int(sys.argv[2])):
+    with open(os.path.join(sys.argv[1], "f%03d.txt" % i), "wb") as f:
+        f.write(b" ".join(r.choice(words) for _ in range(r.randint(10, 900))))
+EOF
+	for f in "$want"/small/*.txt; do
+		lz4 -q -B4 "$f" "$src/small/${f##*/}.lz4"
+	done
+	python3 -c 'import sys, random; r = random.Random(int(sys.argv[2])); sys.stdout.write("".join("%08d %s\n" % (i, "x" * r.randint(0, 60)) for i in range(int(sys.argv[1]))))' \
+		"$lines" "$seed" >"$want/big.txt"
+	lz4 -q "$want/big.txt" "$src/big.txt.lz4"
+	bgzip -c "$want/big.txt" >"$src/big.vcf.gz"
+	cp "$want/big.txt" "$want/big.vcf"
+}
+
+# bfs_mount SRC MNT LOG OPTIONS [ARG...]: start "$BLOCKFS -f [ARG...]" in
+# the background and wait up to 30 s for the mount.  Returns 1 if the
+# daemon died (its exit status in BFS_EXIT) or the deadline passed
+# (BFS_EXIT empty).
 bfs_mount() {
 	local src=$1 mnt=$2 log=$3 opts=$4 deadline
+	shift 4
 	BFS_MNT=$mnt
 	BFS_LOG=$log
 	BFS_EXIT=
 	# shellcheck disable=SC2086 # command line prefixes: BFS_WRAP (e.g. prlimit ... --), VALGRIND
-	${BFS_WRAP:-} ${VALGRIND:-} "$BLOCKFS" -f "$src" "$mnt" -o "$opts" >"$log" 2>&1 &
+	${BFS_WRAP:-} ${VALGRIND:-} "$BLOCKFS" -f "$@" "$src" "$mnt" -o "$opts" >"$log" 2>&1 &
 	BFS_PID=$!
 	deadline=$((SECONDS + 30))
 	while ! is_mounted "$mnt"; do

@@ -8,7 +8,8 @@
 #   each read a tree of small lz4 files, a stock lz4 file and a BGZF file
 #   exactly, with four readers at once, and unmount cleanly;
 # - a READ stuck in its backing file does not hold the mount up: SOURCE
-#   is itself a FUSE mount (a second blockfs, stopped with SIGSTOP), a cat
+#   is itself a FUSE mount (a second blockfs, stopped with SIGSTOP; the
+#   log says SOURCE is taken as remote, which a local one is not), a cat
 #   of a file there waits, and meanwhile the mount answers getfattr on
 #   its root; with -s, the control, the same getfattr waits for the cat;
 #   after SIGCONT the cat's bytes are exact;
@@ -25,49 +26,19 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bfs_begin loop lz4 bgzip python3 getfattr
 
 S=$T/src M=$T/mnt W=$T/want
-mkdir -p "$S/small" "$M" "$W/small"
-
-python3 - "$W/small" <<'EOF'
-import os, random, sys
-r = random.Random(5)
-words = [b"alpha", b"beta", b"gamma", b"zigzag", b"\n", b"lorem", b"ipsum"]
-for i in range(300):
-    with open(os.path.join(sys.argv[1], "f%03d.txt" % i), "wb") as f:
-        f.write(b" ".join(r.choice(words) for _ in range(r.randint(10, 900))))
-EOF
-for f in "$W"/small/*.txt; do
-	lz4 -q -B4 "$f" "$S/small/${f##*/}.lz4"
-done
-python3 -c 'import sys, random; r = random.Random(9); sys.stdout.write("".join("%08d %s\n" % (i, "y" * r.randint(0, 60)) for i in range(400000)))' >"$W/big.txt"
-lz4 -q "$W/big.txt" "$S/big.txt.lz4"
-bgzip -c "$W/big.txt" >"$S/big.vcf.gz"
-cp "$W/big.txt" "$W/big.vcf"
+mkdir -p "$M"
+bfs_small_and_big "$W" "$S" 300 400000 5
 not_mounted() { ! is_mounted "$1"; }
+not_remote() { ! grep -q "taken as remote" "$BFS_LOG"; }
 sums() { (cd "$1" && md5sum small/*.txt big.txt big.vcf); }
 sums "$W" >"$T/want.md5"
-
-# bfs_mount_args SRC OPTIONS [ARG...]: bfs_mount with daemon arguments
-# before SOURCE (-s); the log in $T/daemon.log.
-bfs_mount_args() {
-	local src=$1 opts=$2
-	shift 2
-	BFS_MNT=$M BFS_LOG=$T/daemon.log
-	"$BLOCKFS" -f "$@" "$src" "$M" -o "$opts" >"$BFS_LOG" 2>&1 &
-	BFS_PID=$!
-	for _ in $(seq 300); do
-		is_mounted "$M" && return 0
-		daemon_alive || return 1
-		sleep 0.1
-	done
-	return 1
-}
 
 # read_all OPTIONS NAME [ARG...]: mount with OPTIONS and ARGs; four
 # readers at once, each checking every file.
 read_all() {
 	local opts=$1 name=$2 bad=0 pids=()
 	shift 2
-	bfs_mount_args "$S" "$opts" "$@" || { not_ok "$name: mount"; show_log; return; }
+	bfs_mount "$S" "$M" "$T/daemon.log" "$opts" "$@" || { not_ok "$name: mount"; show_log; return; }
 	for i in 1 2 3 4; do
 		(cd "$M" && t md5sum --quiet -c "$T/want.md5") >"$T/check-$i.out" 2>&1 &
 		pids+=($!)
@@ -76,6 +47,7 @@ read_all() {
 		wait "$p" || bad=$((bad + 1))
 	done
 	check_eq "$name: four readers at once read every file exactly" 0 "$bad"
+	is "$name: a local SOURCE is not taken as remote" not_remote
 	is "$name: the daemon is alive" daemon_alive
 	is "$name: unmount, exit 0" bfs_umount
 }
@@ -110,7 +82,7 @@ is "inner mount for the stuck-read checks" is_mounted "$I"
 stuck_read() {
 	local cat_pid
 	STUCK=waited
-	bfs_mount_args "$I" "index_cache=off" "$@" || { STUCK="no mount"; return; }
+	bfs_mount "$I" "$M" "$T/daemon.log" "index_cache=off" "$@" || { STUCK="no mount"; return; }
 	stat "$M/big.bin" >/dev/null		# looked up while the inner mount answers
 	kill -STOP "$INNER"
 	cat "$M/big.bin" >"$T/stuck.out" 2>/dev/null &
@@ -127,6 +99,8 @@ stuck_read() {
 }
 stuck_read
 check_eq "a READ stuck in the backing filesystem: the mount answers meanwhile" answered "$STUCK"
+check "a FUSE SOURCE is taken as remote, and the log says so" \
+	grep -q "taken as remote" "$T/daemon.log"
 stuck_read -s
 check_eq "the control, -s: the same getfattr waits for the stuck READ" waited "$STUCK"
 fusermount3 -u "$I"
@@ -135,7 +109,7 @@ wait "$INNER" || rc=$?
 check_eq "inner mount: exit 0" 0 "$rc"
 
 # --- SIGTERM while busy -----------------------------------------------------
-bfs_mount_args "$S" "index_cache=off" || not_ok "mount for SIGTERM"
+bfs_mount "$S" "$M" "$T/daemon.log" "index_cache=off" || not_ok "mount for SIGTERM"
 readers=()
 for i in 1 2 3 4; do
 	(cd "$M" && while md5sum small/*.txt big.txt >/dev/null 2>&1; do :; done) &

@@ -24,6 +24,18 @@ static int parse(struct bfs_opts *o, struct fuse_args *rest, int argc, char **ar
 	return bfs_opts_parse(rest, o);
 }
 
+/* "blockfs -o @opt src mnt", or "blockfs src mnt" when @opt is NULL: accepted. */
+static void expect_parsed(struct bfs_opts *o, struct fuse_args *rest, const char *opt)
+{
+	char *with[] = { "blockfs", "-o", (char *)opt, "src", "mnt" };
+	char *without[] = { "blockfs", "src", "mnt" };
+
+	if (opt)
+		assert_int_equal(parse(o, rest, 5, with), 0);
+	else
+		assert_int_equal(parse(o, rest, 3, without), 0);
+}
+
 static void test_defaults(void **state)
 {
 	char *argv[] = { "blockfs", "src", "mnt" };
@@ -285,13 +297,7 @@ static void test_readdirplus(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		char *with[] = { "blockfs", "-o", (char *)good[i].arg, "src", "mnt" };
-		char *without[] = { "blockfs", "src", "mnt" };
-
-		if (good[i].arg)
-			assert_int_equal(parse(&o, &rest, 5, with), 0);
-		else
-			assert_int_equal(parse(&o, &rest, 3, without), 0);
+		expect_parsed(&o, &rest, good[i].arg);
 		assert_true(o.readdirplus == good[i].want);
 		assert_int_equal(o.readdirplus_auto, good[i].is_auto);
 		bfs_opts_release(&o);
@@ -324,13 +330,7 @@ static void test_loop_and_busy_poll(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		char *with[] = { "blockfs", "-o", (char *)good[i].arg, "src", "mnt" };
-		char *without[] = { "blockfs", "src", "mnt" };
-
-		if (good[i].arg)
-			assert_int_equal(parse(&o, &rest, 5, with), 0);
-		else
-			assert_int_equal(parse(&o, &rest, 3, without), 0);
+		expect_parsed(&o, &rest, good[i].arg);
 		assert_int_equal(o.libfuse_loop, good[i].libfuse);
 		assert_int_equal(o.busy_poll_us, good[i].poll_us);
 		assert_int_equal(rest.argc, 1);		/* neither reaches libfuse */
