@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -32,7 +33,7 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->opts = opts;
 	fs->se = se;
 	fs->env.push = push;
-	fs->env.push_ctx = se;
+	fs->env.push_ctx = fs;
 	fs->env.readpath = opts->readpath;
 	fs->env.verify = opts->verify;
 	fs->env.readahead = opts->readahead;
@@ -142,9 +143,11 @@ static void kopen_close_all(struct bfs_fs *fs);
 void bfs_fs_destroy(struct bfs_fs *fs)
 {
 	kopen_close_all(fs);
-	/* handles the kernel never released (a lazy unmount, SIGTERM) hold versions */
+	/* what the kernel never released (a lazy unmount, SIGTERM) holds versions, snapshots */
 	while (fs->handles)
-		bfs_handle_close(fs, fs->handles);
+		bfs_handle_close(fs, (struct bfs_handle *)fs->handles);
+	while (fs->dirs)
+		bfs_handle_closedir(fs, (struct bfs_dir *)fs->dirs);
 	bfs_trim_stop(fs);
 	bfs_workq_free(fs->env.aheadq);		/* then the jobs, which hold versions */
 	bfs_workq_free(fs->env.workq);
@@ -170,13 +173,27 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 
 /* --- open handles --------------------------------------------------------- */
 
-static void handle_list(struct bfs_fs *fs, struct bfs_handle *h)
+/* bfs_fs_destroy() casts a list's first entry to what it lists. */
+_Static_assert(offsetof(struct bfs_handle, open) == 0, "a handle begins with its link");
+_Static_assert(offsetof(struct bfs_dir, open) == 0, "a directory begins with its link");
+
+static void open_add(struct bfs_fs *fs, struct bfs_open **list, struct bfs_open *o)
 {
 	bfs_mutex_lock(&fs->handles_lock);
-	h->next = fs->handles;
-	if (fs->handles)
-		fs->handles->prev = h;
-	fs->handles = h;
+	o->prev = NULL;
+	o->next = *list;
+	if (*list)
+		(*list)->prev = o;
+	*list = o;
+	bfs_mutex_unlock(&fs->handles_lock);
+}
+
+static void open_del(struct bfs_fs *fs, struct bfs_open **list, struct bfs_open *o)
+{
+	bfs_mutex_lock(&fs->handles_lock);
+	*(o->prev ? &o->prev->next : list) = o->next;
+	if (o->next)
+		o->next->prev = o->prev;
 	bfs_mutex_unlock(&fs->handles_lock);
 }
 
@@ -195,7 +212,7 @@ int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino, struct 
 	}
 	atomic_init(&h->s, s);
 	bfs_mutex_init(&h->lock);
-	handle_list(fs, h);
+	open_add(fs, &fs->handles, &h->open);
 	*out = h;
 	return 0;
 }
@@ -212,7 +229,7 @@ int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode *in, uint64_t i
 	h->stamp = stamp;
 	atomic_init(&h->s, NULL);
 	bfs_mutex_init(&h->lock);
-	handle_list(fs, h);
+	open_add(fs, &fs->handles, &h->open);
 	*out = h;
 	return 0;
 }
@@ -263,17 +280,28 @@ void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h)
 {
 	struct bfs_stream *s = atomic_load_explicit(&h->s, memory_order_acquire);
 
-	bfs_mutex_lock(&fs->handles_lock);
-	*(h->prev ? &h->prev->next : &fs->handles) = h->next;
-	if (h->next)
-		h->next->prev = h->prev;
-	bfs_mutex_unlock(&fs->handles_lock);
+	open_del(fs, &fs->handles, &h->open);
 	if (s) {
 		bfs_file_unuse(bfs_stream_file(s));
 		bfs_stream_free(s);
 	}
 	pthread_mutex_destroy(&h->lock);
 	free(h);
+}
+
+int bfs_handle_opendir(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
+{
+	int rc = bfs_dir_open(fs, dir, out);
+
+	if (rc == 0)
+		open_add(fs, &fs->dirs, &(*out)->open);
+	return rc;
+}
+
+void bfs_handle_closedir(struct bfs_fs *fs, struct bfs_dir *d)
+{
+	open_del(fs, &fs->dirs, &d->open);
+	bfs_dir_free(d);
 }
 
 /* --- handles shared by READs of -o kernel_open ------------------------------- */

@@ -52,6 +52,7 @@
 #include <sys/types.h>
 
 #include "blockfs/file.h"
+#include "blockfs/gate.h"
 #include "blockfs/hints.h"
 #include "blockfs/opts.h"
 
@@ -93,21 +94,29 @@ struct bfs_inode {
 
 
 /*
+ * What the kernel has open (a file handle, a directory), listed on the
+ * mount under fs->handles_lock, so that what the kernel never releases (a
+ * lazy unmount, SIGTERM with files open) is freed at the end instead of
+ * leaking. The first member of what it lists (fs.c checks).
+ */
+struct bfs_open {
+	struct bfs_open *prev, *next;
+};
+
+/*
  * An open file handle (fi->fh): a reader's stream of the version it reads,
- * and a use of that version's descriptor. Listed, so that the handles the
- * kernel never releases (a lazy unmount, SIGTERM with files open) are
- * closed at the end instead of leaking. A deferred handle (an open of an
+ * and a use of that version's descriptor. Listed (struct bfs_open). A deferred handle (an open of an
  * unchanged file whose version was dropped: the kernel keeps its pages)
  * builds its stream when a request first needs one, from the backing
  * file the open saw or not at all.
  */
 struct bfs_handle {
+	struct bfs_open open;		/* protected by fs->handles_lock */
 	pthread_mutex_t lock;		/* serializes building @s */
 	_Atomic(struct bfs_stream *) s;	/* holds the version; NULL while deferred; set once */
 	struct bfs_inode *in;		/* deferred: the file (the kernel holds it while open) */
 	uint64_t ino;			/* deferred: its node id */
 	uint64_t stamp;			/* deferred: bfs_backing_stamp() the open saw */
-	struct bfs_handle *prev, *next;	/* protected by fs->handles_lock */
 	atomic_bool hot;		/* kernel_open: read since the ring's hand last passed */
 };
 
@@ -166,8 +175,8 @@ struct bfs_fs {
 	pthread_mutex_t fd_lock;	/* protects the descriptor cache: */
 	struct bfs_inode *fd_mru, *fd_lru;	/* inodes with an open fd, newest first */
 	size_t nfds, max_fds;		/* open inode descriptors, and their bound */
-	pthread_mutex_t handles_lock;	/* a leaf: protects the list of open handles */
-	struct bfs_handle *handles;
+	pthread_mutex_t handles_lock;	/* a leaf: protects the lists of what is open: */
+	struct bfs_open *handles, *dirs;	/* struct bfs_handle, struct bfs_dir */
 	pthread_mutex_t snap_lock;	/* protects the snapshot cache: */
 	struct bfs_snap **snaps;	/* BFS_SNAP_BUCKETS chains by directory identity */
 	struct bfs_snap *snap_mru, *snap_lru;	/* every cached snapshot, newest first */
@@ -185,6 +194,15 @@ struct bfs_fs {
 		struct bfs_handle *h;	/* owned; in->kh while it is the file's */
 	} kopen[BFS_KOPEN_KEEP];
 	size_t kopen_hand;		/* the clock's hand: the slot it looks at next */
+	/*
+	 * Notifications that may wait for the kernel's locks (a push for
+	 * pages a READ holds locked, invalidating a range likewise,
+	 * forgetting a directory for the lock a LOOKUP holds) are made off
+	 * the FUSE threads, inside this gate: they end only while READs are
+	 * answered. main.c shuts it before the session stops answering (on
+	 * a signal) or is destroyed.
+	 */
+	struct bfs_gate notify;
 };
 
 /* The lock of inode @in's version, rpath and memo: a stripe shared with others. */
@@ -210,6 +228,7 @@ struct bfs_dirent {
  * descriptor the probe opened (bfs_dir_at()).
  */
 struct bfs_dir {
+	struct bfs_open open;		/* listed by bfs_handle_opendir() */
 	struct bfs_dirent *ent;		/* the entries shown so far */
 	size_t n, cap;
 	struct bfs_snap *snap;		/* what it is made from; one reference */
@@ -272,6 +291,10 @@ struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, in
 struct bfs_file *bfs_handle_file(struct bfs_handle *h);
 /* Release it: its use of the version's descriptor, its stream. */
 void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h);
+/* bfs_dir_open() and bfs_dir_free(), the directory listed while open. */
+BFS_MUST_CHECK int bfs_handle_opendir(struct bfs_fs *fs, struct bfs_inode *dir,
+				      struct bfs_dir **out);
+void bfs_handle_closedir(struct bfs_fs *fs, struct bfs_dir *d);
 /**
  * bfs_kopen_stream() - -o kernel_open: the stream READs of @in (node id
  * @ino) share, taken (bfs_stream_take()): built at the first READ.

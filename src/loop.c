@@ -22,8 +22,10 @@
  * through one that polled (bench/roundtrip.py; README, "The FUSE loop").
  *
  * SIGINT, SIGTERM and SIGHUP end the loop: their handler wakes the
- * thread that started it, which stops the others and joins them. A
- * request being answered is answered first.
+ * thread that started it, which calls bfs_loop_conf.on_stop while the
+ * others still answer requests (blockfs then waits for its pushes into the
+ * page cache, which may wait for pages a READ holds locked), then stops the
+ * others and joins them. A request being answered is answered first.
  */
 #include "config.h"
 
@@ -53,6 +55,7 @@ struct loop {
 	struct fuse_session *se;
 	int fd;				/* /dev/fuse, made non-blocking */
 	int stop_fd;			/* eventfd, written once: the loop is to end */
+	int sig_fd;			/* eventfd, written by on_signal() */
 	int64_t spin_ns;
 	unsigned int max_threads;
 	bool remote;			/* bfs_loop_conf's */
@@ -290,11 +293,11 @@ static void start_thread(struct loop *l)
 }
 
 /*
- * The running loop's stop_fd, for on_signal(): a signal may land on any
+ * The running loop's sig_fd, for on_signal(): a signal may land on any
  * thread of the process (the read-ahead workers start before the loop),
  * and all a handler may do is write.
  */
-static int signal_stop_fd = -1;
+static int signal_fd = -1;
 static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig)
@@ -304,7 +307,7 @@ static void on_signal(int sig)
 
 	stop_signal = sig;
 	/* a full eventfd is still readable: nothing is lost when this fails */
-	(void)!write(signal_stop_fd, &one, sizeof(one));
+	(void)!write(signal_fd, &one, sizeof(one));
 	errno = saved;
 }
 
@@ -340,12 +343,18 @@ int bfs_loop_run(struct fuse_session *se, const struct bfs_loop_conf *conf)
 		rc = -errno;
 		goto out_flags;
 	}
+	l.sig_fd = eventfd(0, EFD_CLOEXEC);
+	if (l.sig_fd < 0) {
+		rc = -errno;
+		close(l.stop_fd);
+		goto out_flags;
+	}
 	/*
 	 * In place of libfuse's handlers (main.c), which only set a flag
 	 * nobody here polls. An ignored signal stays ignored, as libfuse
 	 * leaves it: a shell starts background jobs with SIGINT ignored.
 	 */
-	signal_stop_fd = l.stop_fd;
+	signal_fd = l.sig_fd;
 	stop_signal = 0;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(stopping); i++) {
@@ -361,12 +370,17 @@ int bfs_loop_run(struct fuse_session *se, const struct bfs_loop_conf *conf)
 	rc = l.nthreads ? 0 : -EAGAIN;
 	pthread_mutex_unlock(&l.lock);
 	if (rc == 0) {
-		struct pollfd pfd = { .fd = l.stop_fd, .events = POLLIN };
+		struct pollfd pfd[2] = {
+			{ .fd = l.stop_fd, .events = POLLIN },
+			{ .fd = l.sig_fd, .events = POLLIN },
+		};
 
-		while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+		while (poll(pfd, 2, -1) < 0 && errno == EINTR)
 			;
-		if (stop_signal) {
+		if (pfd[1].revents) {
 			bfs_info("signal %d: unmounting", (int)stop_signal);
+			if (conf->on_stop)
+				conf->on_stop(conf->stop_arg);
 			fuse_session_exit(se);
 		}
 		end_loop(&l, 0);
@@ -380,7 +394,8 @@ int bfs_loop_run(struct fuse_session *se, const struct bfs_loop_conf *conf)
 	pthread_mutex_destroy(&l.lock);
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(stopping); i++)
 		sigaction(stopping[i], &before[i], NULL);
-	signal_stop_fd = -1;
+	signal_fd = -1;
+	close(l.sig_fd);
 	close(l.stop_fd);
 out_flags:
 	fcntl(l.fd, F_SETFL, flags);

@@ -14,6 +14,12 @@ struct bfs_loop_conf {
 	unsigned int busy_poll_us;	/* how long the reader polls before it sleeps */
 	bool remote;			/* SOURCE's filesystem may make any access wait
 					   (NFS, FUSE): every request hands over */
+	/*
+	 * On SIGINT, SIGTERM or SIGHUP, called with @stop_arg while requests
+	 * are still answered, before the loop ends; or NULL.
+	 */
+	void (*on_stop)(void *stop_arg);
+	void *stop_arg;
 };
 
 /**

@@ -622,8 +622,14 @@ static bool source_is_local(const char *source)
 	return false;
 }
 
+/* bfs_loop_conf.on_stop: no push or invalidation may wait on READs nobody answers. */
+static void quiesce(void *fs)
+{
+	bfs_gate_shut(&((struct bfs_fs *)fs)->notify, "notifications to the kernel");
+}
+
 static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl,
-	       const struct bfs_opts *o)
+	       const struct bfs_opts *o, struct bfs_fs *fs)
 {
 	struct fuse_loop_config *cfg;
 	int rc;
@@ -636,6 +642,8 @@ static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl,
 				       BFS_LOOP_MAX_THREADS,
 			.busy_poll_us = o->busy_poll_us,
 			.remote = !source_is_local(o->source),
+			.on_stop = quiesce,
+			.stop_arg = fs,
 		};
 
 		return bfs_loop_run(se, &lc);
@@ -747,7 +755,7 @@ int main(int argc, char **argv)
 		bfs_err("cannot start the read-ahead workers");
 		goto out_unmount;
 	}
-	rc = run(se, &cl, &opts);
+	rc = run(se, &cl, &opts, &fs);
 	/*
 	 * The loops reset the session on their way out. Marked as ended, a
 	 * push a read-ahead worker is still making fails quietly: libfuse
@@ -766,8 +774,16 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
-	if (fs_up)
-		bfs_trim_stop(&fs);	/* it notifies the kernel through the session */
+	if (fs_up) {
+		/*
+		 * Workers and the trim thread notify the kernel through the
+		 * session: no more once it is destroyed. On an unmount the
+		 * kernel has let go and what is in flight fails at once; on a
+		 * signal our loop has already waited while answering READs.
+		 */
+		bfs_gate_shut(&fs.notify, "notifications to the kernel");
+		bfs_trim_stop(&fs);
+	}
 	/* Before the fs: no request may come once it is gone. */
 	fuse_session_destroy(se);
 	if (fs_up)

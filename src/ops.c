@@ -65,10 +65,16 @@ int bfs_kernel_errno(int rc)
 
 int bfs_ops_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len)
 {
+	struct bfs_fs *fs = ctx;
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+	int rc;
 
+	if (!bfs_gate_enter(&fs->notify))
+		return -ESHUTDOWN;
 	bv.buf[0].mem = (void *)buf;
-	return fuse_lowlevel_notify_store(ctx, (fuse_ino_t)ino, (off_t)off, &bv, 0);
+	rc = fuse_lowlevel_notify_store(fs->se, (fuse_ino_t)ino, (off_t)off, &bv, 0);
+	bfs_gate_leave(&fs->notify);
+	return rc;
 }
 
 /*
@@ -449,7 +455,7 @@ static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 static void bfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct bfs_dir *d;
-	int rc = bfs_dir_open(fs_of(req), inode_of(req, ino), &d);
+	int rc = bfs_handle_opendir(fs_of(req), inode_of(req, ino), &d);
 
 	bfs_trim_note(fs_of(req), inode_of(req, ino));
 	if (rc < 0) {
@@ -458,7 +464,7 @@ static void bfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	}
 	fi->fh = (uint64_t)(uintptr_t)d;
 	if (fuse_reply_open(req, fi) != 0)
-		bfs_dir_free(d);
+		bfs_handle_closedir(fs_of(req), d);
 }
 
 static bool is_dot(const char *name)
@@ -582,7 +588,7 @@ static void bfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_
 static void bfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	bfs_dir_free((struct bfs_dir *)(uintptr_t)fi->fh);
+	bfs_handle_closedir(fs_of(req), (struct bfs_dir *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -638,7 +644,7 @@ static void bfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 struct inval_job {
 	struct bfs_work work;
-	struct fuse_session *se;
+	struct bfs_fs *fs;
 	fuse_ino_t ino;
 	off_t off, len;
 };
@@ -648,7 +654,10 @@ static void inval_run(struct bfs_work *w)
 	struct inval_job *j = (struct inval_job *)w;
 
 	/* -ENOENT when the kernel has forgotten the inode meanwhile: nothing to drop */
-	(void)fuse_lowlevel_notify_inval_inode(j->se, j->ino, j->off, j->len);
+	if (bfs_gate_enter(&j->fs->notify)) {
+		(void)fuse_lowlevel_notify_inval_inode(j->fs->se, j->ino, j->off, j->len);
+		bfs_gate_leave(&j->fs->notify);
+	}
 	free(j);
 }
 
@@ -666,7 +675,7 @@ static void queue_inval(struct bfs_fs *fs, fuse_ino_t ino, uint64_t off, uint64_
 
 	if (!j)
 		return;
-	*j = (struct inval_job){ .work.fn = inval_run, .se = fs->se, .ino = ino,
+	*j = (struct inval_job){ .work.fn = inval_run, .fs = fs, .ino = ino,
 				 .off = (off_t)off, .len = (off_t)len };
 	if (!bfs_workq_try(fs->env.workq, &j->work))
 		free(j);

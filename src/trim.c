@@ -94,7 +94,10 @@ static void forget_dir(struct bfs_fs *fs, const char *rpath)
 			return;		/* the kernel forgot the parent: the child went with it */
 		parent = (fuse_ino_t)(uintptr_t)p;	/* its node id (ops.c): not dereferenced */
 	}
+	if (!bfs_gate_enter(&fs->notify))
+		return;			/* the mount is stopping */
 	rc = fuse_lowlevel_notify_inval_entry(fs->se, parent, name, strlen(name));
+	bfs_gate_leave(&fs->notify);
 	if (rc == 0)
 		BFS_COUNT(fs->env.mount, forgotten_dirs, 1);
 	else if (rc != -ENOENT)

@@ -22,6 +22,7 @@ OP_TIMEOUT=${OP_TIMEOUT:-30}
 # Daemon state, set by bfs_mount: pid, mountpoint, log file.
 BFS_PID=
 BFS_MNT=
+BFS_CONN=
 BFS_LOG=
 BFS_EXIT=
 
@@ -308,6 +309,7 @@ bfs_mount() {
 	# shellcheck disable=SC2086 # command line prefixes: BFS_WRAP (e.g. prlimit ... --), VALGRIND
 	${BFS_WRAP:-} ${VALGRIND:-} "$BLOCKFS" -f "$@" "$src" "$mnt" -o "$opts" >"$log" 2>&1 &
 	BFS_PID=$!
+	BFS_CONN=
 	deadline=$((SECONDS + 30))
 	while ! is_mounted "$mnt"; do
 		if ! daemon_alive; then
@@ -322,42 +324,74 @@ bfs_mount() {
 		fi
 		sleep 0.1
 	done
+	BFS_CONN=$(bfs_conn "$mnt")
 	return 0
 }
 
+# bfs_conn DIR: the number fusectl (/sys/fs/fuse/connections) gives the
+# FUSE mount on DIR: the kernel's dev_t of its superblock.
+bfs_conn() {
+	local maj min
+	read -r maj min < <(stat -c '%Hd %Ld' "$1" 2>/dev/null) || return 0
+	echo $((maj << 20 | min))
+}
+
+# bfs_exited PID SECONDS: wait up to SECONDS for child PID to end (or be
+# a zombie); return 0 if it has.
+bfs_exited() {
+	local deadline=$((SECONDS + $2))
+	while kill -0 "$1" 2>/dev/null && [[ "$(ps -o stat= -p "$1" 2>/dev/null)" != Z* ]]; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.1
+	done
+}
+
+# bfs_reap PID SECONDS: wait up to SECONDS for the daemon, child PID, and
+# return its exit status. If it has not ended: 124, after aborting its
+# FUSE connection (BFS_CONN) and killing it. A daemon the kernel holds in
+# an uninterruptible wait cannot be reaped, and a bare "wait" would hang
+# the suite (and its mount would hang every later sync): never waited for
+# unless it has ended.
+bfs_reap() {
+	local pid=$1 rc=0
+	if ! bfs_exited "$pid" "$2"; then
+		diag "daemon $pid still running after $2 s: aborting its connection ${BFS_CONN:-?}"
+		grep -s . /proc/"$pid"/task/*/wchan | sed 's/^/#   /' || true
+		mountpoint -q /sys/fs/fuse/connections ||
+			mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
+		if [[ -n $BFS_CONN && -e /sys/fs/fuse/connections/$BFS_CONN/abort ]]; then
+			echo 1 >"/sys/fs/fuse/connections/$BFS_CONN/abort" || true
+		fi
+		kill -9 "$pid" 2>/dev/null || true
+		bfs_exited "$pid" 10 && wait "$pid" 2>/dev/null
+		return 124
+	fi
+	wait "$pid" || rc=$?
+	return "$rc"
+}
+
 # bfs_umount: fusermount3 -u, then wait up to 30 s for the daemon and
-# return its exit status (124 if it did not exit).
+# return its exit status (124 if it did not exit: bfs_reap).
 bfs_umount() {
-	local deadline rc
+	local rc=0
 	[[ -n "$BFS_PID" ]] || return 1
 	if ! fusermount3 -u "$BFS_MNT" 2>&1; then
 		diag "fusermount3 -u failed; trying lazy unmount"
 		fusermount3 -uz "$BFS_MNT" 2>&1 || true
 	fi
-	deadline=$((SECONDS + 30))
-	while daemon_alive && [[ "$(ps -o stat= -p "$BFS_PID" 2>/dev/null)" != Z* ]]; do
-		if ((SECONDS >= deadline)); then
-			diag "daemon still running 30 s after unmount"
-			return 124
-		fi
-		sleep 0.1
-	done
-	rc=0
-	wait "$BFS_PID" || rc=$?
+	bfs_reap "$BFS_PID" 30 || rc=$?
 	BFS_PID=
 	return "$rc"
 }
 
-# bfs_kill: the EXIT-trap path; never fails.
+# bfs_kill: the EXIT-trap path; never fails, never hangs.
 bfs_kill() {
 	if [[ -n "$BFS_MNT" ]] && is_mounted "$BFS_MNT"; then
 		fusermount3 -uz "$BFS_MNT" >/dev/null 2>&1 || true
 	fi
 	if daemon_alive; then
 		kill "$BFS_PID" 2>/dev/null || true
-		sleep 0.2
-		kill -9 "$BFS_PID" 2>/dev/null || true
-		wait "$BFS_PID" 2>/dev/null || true
+		bfs_reap "$BFS_PID" 5 || true
 	fi
 	BFS_PID=
 }

@@ -139,16 +139,10 @@ PYR=(python3 "$T/reader.py")
 # (124: still running). Not in $(...): a subshell cannot wait for it.
 GONE=
 wait_gone() {
-	local pid=$1 deadline=$((SECONDS + 30))
+	GONE=124
+	bfs_exited "$1" 30 || return 0
 	GONE=0
-	while kill -0 "$pid" 2>/dev/null && [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" != Z* ]]; do
-		if ((SECONDS >= deadline)); then
-			GONE=124
-			return
-		fi
-		sleep 0.05
-	done
-	wait "$pid" 2>/dev/null || GONE=$?
+	wait "$1" 2>/dev/null || GONE=$?
 }
 
 # wait_file FILE MIN: wait up to 30 s until FILE holds a number >= MIN.

@@ -59,7 +59,7 @@ mount_with() {
 	"$BLOCKFS" -f "$S" "$M" -o "$1" 2>>"$BFS_LOG" &
 	BFS_PID=$!
 	for _ in $(seq 300); do
-		mountpoint -q "$M" && return 0
+		mountpoint -q "$M" && BFS_CONN=$(bfs_conn "$M") && return 0
 		kill -0 "$BFS_PID" 2>/dev/null || return 1
 		sleep 0.1
 	done
@@ -67,10 +67,7 @@ mount_with() {
 }
 
 unmount() {
-	fusermount3 -u "$M" && wait "$BFS_PID"
-	local rc=$?
-	BFS_PID=
-	return $rc
+	bfs_umount
 }
 
 randreads() {	# randreads FILE ORIG: 300 seeded preads across block boundaries

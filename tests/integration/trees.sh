@@ -387,7 +387,7 @@ umount_ok "readdirplus=auto"
 
 # --- the same tree cold: listings probe ahead, and show the same -----------------------
 ahead() { t getfattr --only-values -n user.blockfs.stats "$M" | awk '$1 == "probed_ahead" { print $2 }'; }
-if sync && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
+if sync -f "$T" && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
 	BFS_WRAP="prlimit --nofile=$LIMIT:$LIMIT --"
 	mount_or_die readpath=pread
 	BFS_WRAP=
