@@ -591,6 +591,21 @@ bool bfs_snap_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp, uin
 	return *size != NO_SIZE;
 }
 
+bool bfs_snap_new_file(struct bfs_snap_ctx *c, const char *name, dev_t *dev, ino_t *ino)
+{
+	struct snent *e = snap_find(c->snap, name);
+	bool unsized;
+
+	if (!e || e->type != DT_REG)
+		return false;
+	bfs_mutex_lock(&c->snap->pair_lock);
+	unsized = e->size == NO_SIZE;
+	bfs_mutex_unlock(&c->snap->pair_lock);
+	*dev = c->snap->dev;
+	*ino = e->ino;
+	return unsized;
+}
+
 /* --- listings ------------------------------------------------------------ */
 
 /*

@@ -121,7 +121,10 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
 	return 0;
 }
 
-/* A version of the file open as @fd, or (@fd -1) of the one @st describes, read whole into @whole. */
+/*
+ * A version of the file open as @fd (its stat @st, or NULL to take it),
+ * or (@fd -1) of the one @st describes, read whole into @whole.
+ */
 static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct stat *st,
 		    int side, const struct bfs_codec *codec, const char *name,
 		    const struct bfs_file_env *env)
@@ -138,7 +141,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	f->ctr = bfs_counters_new(env->mount);
 	if (!f->name || !f->ctr)
 		goto out_free;
-	if (fd < 0) {
+	if (st) {
 		f->st = *st;
 	} else if (fstat(fd, &f->st) < 0) {
 		rc = -errno;
@@ -228,10 +231,10 @@ out_free:
 	return rc;
 }
 
-int bfs_file_open(struct bfs_file **out, int fd, int side, const struct bfs_codec *codec,
-		  const char *name, const struct bfs_file_env *env)
+int bfs_file_open(struct bfs_file **out, int fd, const struct stat *st, int side,
+		  const struct bfs_codec *codec, const char *name, const struct bfs_file_env *env)
 {
-	return file_new(out, fd, NULL, NULL, side, codec, name, env);
+	return file_new(out, fd, NULL, st, side, codec, name, env);
 }
 
 int bfs_file_open_whole(struct bfs_file **out, uint8_t *whole, const struct stat *st, int side,

@@ -548,6 +548,14 @@ BFS_MUST_CHECK bool bfs_snap_size(struct bfs_snap_ctx *c, const char *name, uint
 				  uint64_t *size);
 
 /*
+ * Is entry @name of @c's snapshot a regular file (as the directory listed
+ * it) of no known decoded size? Then true, and *@dev, *@ino: its identity
+ * as listed (the directory's device).
+ */
+BFS_MUST_CHECK bool bfs_snap_new_file(struct bfs_snap_ctx *c, const char *name, dev_t *dev,
+				      ino_t *ino);
+
+/*
  * Backing entry @name, a candidate the rules resolved to, has stat @st
  * now: if it was probed under another stamp (rewritten in place), probe
  * it again. Return: 0 when what claims it is as before, -EAGAIN when not

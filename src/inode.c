@@ -122,6 +122,18 @@ static struct bfs_inode *table_find(struct bfs_fs *fs, const struct stat *st,
 	return in;
 }
 
+/* Is backing object @dev:@ino known shown with @codec? */
+static bool inode_known(struct bfs_fs *fs, dev_t dev, ino_t ino, const struct bfs_codec *codec)
+{
+	struct stat st = { .st_dev = dev, .st_ino = ino };
+	bool known;
+
+	bfs_mutex_lock(&fs->lock);
+	known = table_find(fs, &st, codec) != NULL;
+	bfs_mutex_unlock(&fs->lock);
+	return known;
+}
+
 /* The known inode of @st shown with @codec, with one more lookup; or NULL. */
 static struct bfs_inode *inode_ref(struct bfs_fs *fs, const struct stat *st,
 				   const struct bfs_codec *codec)
@@ -286,29 +298,50 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 	struct bfs_inode *in;
 	uint64_t stamp, size;
 	bool rd, decoded;
-	int fd, rc;
+	int fd = -1, rc;
+	dev_t dev;
+	ino_t ino;
 
 	if (sc && sc->pr.fd >= 0 && sc->pr.name && strcmp(sc->pr.name, backing) == 0) {
 		pr = &sc->pr;		/* probed just now, for this lookup */
 		*st = pr->st;
 	} else {
-		if (fstatat(dfd, backing, st, AT_SYMLINK_NOFOLLOW) < 0)
+		/*
+		 * A regular file as listed, not known here, whose size no memo
+		 * gives: it is to be opened anyway, and its stat is taken from
+		 * the descriptor (one fstatat a file less). Else, or if it
+		 * cannot be opened for reading, by name.
+		 */
+		if (sc && bfs_snap_new_file(sc, backing, &dev, &ino) &&
+		    !inode_known(fs, dev, ino, codec)) {
+			fd = bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+			if (fd >= 0 && fstat(fd, st) < 0) {
+				close(fd);
+				fd = -1;
+			}
+		}
+		if (fd < 0 && fstatat(dfd, backing, st, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
-		if (sc) {
-			rc = bfs_snap_recheck(sc, backing, st, codec);
-			if (rc < 0)
-				return rc;
+		rc = sc ? bfs_snap_recheck(sc, backing, st, codec) : 0;
+		if (rc < 0) {
+			if (fd >= 0)
+				close(fd);
+			return rc;
 		}
 	}
 	decoded = codec && S_ISREG(st->st_mode);
 	stamp = bfs_backing_stamp(st);
 	in = inode_ref(fs, st, S_ISREG(st->st_mode) ? codec : NULL);
+	if (fd >= 0 && (in || !S_ISREG(st->st_mode))) {
+		close(fd);		/* known meanwhile, or not a file after all: as below */
+		fd = -1;
+	}
 	if (!in && pr) {
 		rc = inode_get(fs, pr->fd, true, st, codec, &in);
 		pr->fd = -1;		/* the inode's now */
 		if (rc < 0)
 			return rc;
-	} else if (!in && decoded && sc && bfs_snap_size(sc, backing, stamp, &size)) {
+	} else if (!in && fd < 0 && decoded && sc && bfs_snap_size(sc, backing, stamp, &size)) {
 		/* its size is known (a memo): no open until someone reads it */
 		rc = inode_get(fs, -1, false, st, codec, &in);
 		if (rc < 0)
@@ -319,6 +352,10 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 			in->memo = size;
 		}
 		bfs_mutex_unlock(bfs_ilock(fs, in));
+	} else if (fd >= 0) {
+		rc = inode_get(fs, fd, true, st, codec, &in);	/* opened first, above */
+		if (rc < 0)
+			return rc;
 	} else if (!in) {
 		rd = S_ISREG(st->st_mode);
 		fd = rd ? bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) : -1;
@@ -590,6 +627,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 			  bool *changed)
 {
 	struct bfs_file *f, *old = in->file;
+	const struct stat *fd_st = NULL;
 	uint8_t *whole = NULL;
 	int fd = -1, side = -1, rc;
 
@@ -606,7 +644,9 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	 * it has been read whole). Else, unchanged since a version was last
 	 * built (one dropped when idle): the inode's descriptor serves.
 	 * Changed (a chmod too): opened again, so that the backing file's
-	 * permissions are asked anew.
+	 * permissions are asked anew. @now, taken just before of this very
+	 * inode, is the inode descriptor's stat: the version need not take
+	 * it again (one fstat a lookup).
 	 */
 	if (pr && pr->whole && bfs_backing_stamp(&pr->st) == bfs_backing_stamp(now)) {
 		whole = pr->whole;
@@ -615,6 +655,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		fd = bfs_backing_reopen(fs, opath, O_RDONLY);
 	} else {
 		fd = bfs_inode_rdfd(fs, in, opath, 0);
+		fd_st = now;
 	}
 	if (!whole && fd < 0)
 		return -errno;
@@ -624,7 +665,8 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		rc = bfs_file_open_whole(&f, whole, &pr->st, side, in->codec,
 					 in->rpath ? in->rpath : "?", &fs->env);
 	else
-		rc = bfs_file_open(&f, fd, side, in->codec, in->rpath ? in->rpath : "?", &fs->env);
+		rc = bfs_file_open(&f, fd, fd_st, side, in->codec, in->rpath ? in->rpath : "?",
+				   &fs->env);
 	if (side >= 0)
 		close(side);
 	if (rc < 0) {

@@ -92,6 +92,7 @@ struct bfs_file {
  * bfs_file_open() - build a version from an open backing descriptor.
  * @fd:     O_RDONLY descriptor; owned by the version on success, which
  *          starts with one use of it (bfs_file_unuse() to let it go).
+ * @st:     @fd's stat, if the caller took it just now; NULL: taken here.
  * @side:   sidecar index descriptor (BGZF .gzi) or -1; only read here.
  * @codec:  how to decode it, or NULL for a file shown unchanged.
  * @name:   what log lines call the file (copied).
@@ -103,7 +104,7 @@ struct bfs_file {
  * very file version replaces the scan, and a walk worth keeping is kept.
  * Return: 0 or -errno (-ENOMEM, -EIO, -EFBIG, -ENOTSUP).
  */
-BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, int side,
+BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, const struct stat *st, int side,
 				 const struct bfs_codec *codec, const char *name,
 				 const struct bfs_file_env *env);
 
