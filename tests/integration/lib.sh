@@ -370,6 +370,27 @@ bfs_reap() {
 	return "$rc"
 }
 
+# bfs_sigterm: SIGTERM to the daemon, reaped (bfs_reap, 30 s); its exit
+# status in BFS_TERM_RC, and its log shown unless that is 0.
+BFS_TERM_RC=
+bfs_sigterm() {
+	BFS_TERM_RC=0
+	kill -TERM "$BFS_PID"
+	bfs_reap "$BFS_PID" 30 || BFS_TERM_RC=$?
+	BFS_PID=
+	((BFS_TERM_RC == 0)) || show_log
+}
+
+# bfs_end_readers PID...: give each reader (a child) up to 30 s to end,
+# then kill it; reap them all.
+bfs_end_readers() {
+	local p
+	for p in "$@"; do
+		bfs_exited "$p" 30 || kill -9 "$p"
+	done
+	wait "$@" 2>/dev/null
+}
+
 # bfs_umount: fusermount3 -u, then wait up to 30 s for the daemon and
 # return its exit status (124 if it did not exit: bfs_reap).
 bfs_umount() {

@@ -122,17 +122,11 @@ for i in 1 2 3 4; do
 	readers+=($!)
 done
 sleep 1
-kill -TERM "$BFS_PID"
-rc=0
-bfs_reap "$BFS_PID" 30 || rc=$?
-BFS_PID=
+bfs_sigterm
 exec 3<&- 4<&-
-check_eq "SIGTERM with four readers busy, a file and a directory open: the daemon exits 0" 0 "$rc"
-((rc == 0)) || show_log
-for p in "${readers[@]}"; do
-	bfs_exited "$p" 30 || kill -9 "$p"
-done
-wait "${readers[@]}" 2>/dev/null
+check_eq "SIGTERM with four readers busy, a file and a directory open: the daemon exits 0" 0 \
+	"$BFS_TERM_RC"
+bfs_end_readers "${readers[@]}"
 is "SIGTERM: nothing mounted afterwards" not_mounted "$M"
 
 # --- bad values --------------------------------------------------------------

@@ -42,16 +42,9 @@ for ((run = 1; run <= RUNS; run++)); do
 		readers+=($!)
 	done
 	sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", 0.2 + r % 130 / 100 }')"
-	kill -TERM "$BFS_PID"
-	rc=0
-	bfs_reap "$BFS_PID" 30 || rc=$?
-	BFS_PID=
-	check_eq "run $run: SIGTERM while busy, the daemon exits 0" 0 "$rc"
-	((rc == 0)) || show_log
-	for p in "${readers[@]}"; do
-		bfs_exited "$p" 30 || kill -9 "$p"
-	done
-	wait "${readers[@]}" 2>/dev/null
+	bfs_sigterm
+	check_eq "run $run: SIGTERM while busy, the daemon exits 0" 0 "$BFS_TERM_RC"
+	bfs_end_readers "${readers[@]}"
 	bfs_lazy_umount "$M"
 done
 
