@@ -105,10 +105,10 @@ struct bfs_open {
 
 /*
  * An open file handle (fi->fh): a reader's stream of the version it reads,
- * and a use of that version's descriptor. Listed (struct bfs_open). A deferred handle (an open of an
- * unchanged file whose version was dropped: the kernel keeps its pages)
- * builds its stream when a request first needs one, from the backing
- * file the open saw or not at all.
+ * and a use of that version's descriptor; listed (struct bfs_open). A
+ * deferred handle (an open of an unchanged file whose version was
+ * dropped: the kernel keeps its pages) builds its stream when a request
+ * first needs one, from the backing file the open saw or not at all.
  */
 struct bfs_handle {
 	struct bfs_open open;		/* protected by fs->handles_lock */

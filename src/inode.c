@@ -111,13 +111,13 @@ void bfs_inode_table_free(struct bfs_fs *fs)
 	fs->table = NULL;
 }
 
-/* The inode of backing object @st shown with @codec, if known; fs->lock held. */
-static struct bfs_inode *table_find(struct bfs_fs *fs, const struct stat *st,
+/* The inode of backing object @dev:@ino shown with @codec, if known; fs->lock held. */
+static struct bfs_inode *table_find(struct bfs_fs *fs, dev_t dev, ino_t ino,
 				    const struct bfs_codec *codec)
 {
-	struct bfs_inode *in = fs->table[bucket(fs, st->st_dev, st->st_ino, codec)];
+	struct bfs_inode *in = fs->table[bucket(fs, dev, ino, codec)];
 
-	while (in && (in->ino != st->st_ino || in->dev != st->st_dev || in->codec != codec))
+	while (in && (in->ino != ino || in->dev != dev || in->codec != codec))
 		in = in->hnext;
 	return in;
 }
@@ -125,11 +125,10 @@ static struct bfs_inode *table_find(struct bfs_fs *fs, const struct stat *st,
 /* Is backing object @dev:@ino known shown with @codec? */
 static bool inode_known(struct bfs_fs *fs, dev_t dev, ino_t ino, const struct bfs_codec *codec)
 {
-	struct stat st = { .st_dev = dev, .st_ino = ino };
 	bool known;
 
 	bfs_mutex_lock(&fs->lock);
-	known = table_find(fs, &st, codec) != NULL;
+	known = table_find(fs, dev, ino, codec) != NULL;
 	bfs_mutex_unlock(&fs->lock);
 	return known;
 }
@@ -141,7 +140,7 @@ static struct bfs_inode *inode_ref(struct bfs_fs *fs, const struct stat *st,
 	struct bfs_inode *in;
 
 	bfs_mutex_lock(&fs->lock);
-	in = table_find(fs, st, codec);
+	in = table_find(fs, st->st_dev, st->st_ino, codec);
 	if (in)
 		in->nlookup++;
 	bfs_mutex_unlock(&fs->lock);
@@ -163,7 +162,7 @@ static int inode_get(struct bfs_fs *fs, int fd, bool rd, const struct stat *st,
 	if (!S_ISREG(st->st_mode))
 		codec = NULL;
 	bfs_mutex_lock(&fs->lock);
-	in = table_find(fs, st, codec);
+	in = table_find(fs, st->st_dev, st->st_ino, codec);
 	if (in) {
 		in->nlookup++;
 		if (fd >= 0)
@@ -226,7 +225,7 @@ struct bfs_inode *bfs_inode_dir_rpath(struct bfs_fs *fs, const struct stat *st, 
 	struct bfs_inode *in;
 
 	bfs_mutex_lock(&fs->lock);
-	in = table_find(fs, st, NULL);
+	in = table_find(fs, st->st_dev, st->st_ino, NULL);
 	if (in && in->type != S_IFDIR)
 		in = NULL;
 	if (in && rpath) {

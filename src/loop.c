@@ -208,8 +208,8 @@ static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
  * pile up with nobody waiting for them: they neither count nor become the
  * process before, since a RELEASE carries pid 0 and one program's close
  * and next open would otherwise look like two programs. Busy find | xargs
- * cat over 100,000 files handed over 25,626 times when they did, 181 when
- * they do not.
+ * cat over 100,000 files handed over 25,445 times when they did, 318 when
+ * they do not; its time hardly moved (bench/results/issue12/release-pid.md).
  */
 static bool queueing(struct worker *w, const struct fuse_buf *buf, bool queued)
 {

@@ -781,7 +781,7 @@ out_session:
 		 * kernel has let go and what is in flight fails at once; on a
 		 * signal our loop has already waited while answering READs.
 		 */
-		bfs_gate_shut(&fs.notify, "notifications to the kernel");
+		quiesce(&fs);
 		bfs_trim_stop(&fs);
 	}
 	/* Before the fs: no request may come once it is gone. */

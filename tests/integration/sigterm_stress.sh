@@ -7,7 +7,7 @@
 # RUNS times (default 20): each time the daemon exits 0
 # within 30 s. A daemon that hangs is aborted through fusectl and killed
 # (tests/integration/lib.sh, bfs_reap), and its threads' wait channels
-# are printed. By hand, not in the suite: it takes about 5 s a run, and
+# are printed. By hand, not in the suite: it takes about 3 s a run, and
 # what it looks for is rare (loop.sh has one such run).
 #
 # Usage: sigterm_stress.sh BLOCKFS [RUNS]      Exit: 0 pass, 1 fail, 77 skip.
