@@ -351,14 +351,23 @@ static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st
 int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	struct stat st;
+	bool named;
+
+	return bfs_inode_fd_named(fs, in, &st, &named);
+}
+
+int bfs_inode_fd_named(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st, bool *named)
+{
 	bool rd;
 	int fd = bfs_inode_fd_cached(fs, in);
 
+	*named = false;
 	if (fd >= 0)
 		return fd;
-	fd = open_by_name(fs, in, &st, &rd);
+	fd = open_by_name(fs, in, st, &rd);
 	if (fd < 0)
 		return fd;
+	*named = true;
 	bfs_mutex_lock(&fs->fd_lock);
 	fd_adopt(fs, in, fd, rd);
 	in->fd_pins++;

@@ -42,8 +42,6 @@
 /* A run of misses decoded on idle workers too: at least this many blocks and bytes. */
 #define PAR_BLOCKS_MIN 4
 #define PAR_BYTES_MIN (256u << 10)
-/* ... and this small, kept with its version for the reads (at most BFS_IDLE_KEEP idle ones). */
-#define HEAD_KEEP (16u << 10)
 /* Decoding more than this first lets the FUSE loop's reader role go (handoff.h). */
 #define HANDOFF_BYTES (128u << 10)
 /* readpath=auto: a sequential stream through a file this large uses pread. */
@@ -199,7 +197,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		 * And a very small one is kept: no READ of it needs the backing
 		 * file again, nor a descriptor (bfs_file_use()).
 		 */
-		if (whole && size <= HEAD_KEEP) {
+		if (whole && size <= BFS_HEAD_KEEP) {
 			f->head = whole;
 			bfs_io_init_mem(&f->io, f->head, size);
 			f->io.fd = fd;

@@ -409,6 +409,13 @@ void bfs_inode_hold(struct bfs_fs *fs, struct bfs_inode *inode);
  * nothing. Context: never with @inode->lock held.
  */
 BFS_MUST_CHECK int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *inode);
+/*
+ * The same; *@named says whether it was opened by path just now, and then
+ * *@st is its stat: that open checked the name as bfs_inode_check_name()
+ * does.
+ */
+BFS_MUST_CHECK int bfs_inode_fd_named(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st,
+				      bool *named);
 void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *inode);
 /* @inode's descriptor pinned (bfs_inode_fd_put()) if it is open now, else -1: never opens. */
 int bfs_inode_fd_cached(struct bfs_fs *fs, struct bfs_inode *inode);

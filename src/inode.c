@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "blockfs/cache.h"
@@ -621,12 +622,33 @@ void bfs_inode_idle(struct bfs_fs *fs, struct bfs_inode *in)
  * descriptor closed: a stat needs only its size. *@changed: an older
  * version, or the memo of one that was dropped, saw other bytes.
  */
+/*
+ * The whole of backing file @st, small enough that its version keeps it,
+ * read by the inode's descriptor @fd if that is open for reading and the
+ * bytes are in the page cache; else NULL, and the version is built as
+ * for any file (a duplicate of the descriptor, closed again once read).
+ */
+static uint8_t *read_kept(int fd, const struct stat *st)
+{
+	size_t size = (size_t)st->st_size;
+	uint8_t *b;
+
+	if (st->st_size <= 0 || size > BFS_HEAD_KEEP || !(b = malloc(size)))
+		return NULL;
+	if (preadv2(fd, &(struct iovec){ .iov_base = b, .iov_len = size }, 1, 0, RWF_NOWAIT) !=
+	    (ssize_t)size) {
+		free(b);
+		return NULL;	/* O_PATH (EBADF), not cached (EAGAIN), or changed meanwhile */
+	}
+	return b;
+}
+
 static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 			  const struct stat *now, struct bfs_probe *pr, struct bfs_file **out,
 			  bool *changed)
 {
 	struct bfs_file *f, *old = in->file;
-	const struct stat *fd_st = NULL;
+	const struct stat *fd_st = NULL, *whole_st = now;
 	uint8_t *whole = NULL;
 	int fd = -1, side = -1, rc;
 
@@ -645,14 +667,16 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	 * Changed (a chmod too): opened again, so that the backing file's
 	 * permissions are asked anew. @now, taken just before of this very
 	 * inode, is the inode descriptor's stat: the version need not take
-	 * it again (one fstat a lookup).
+	 * it again (one fstat a lookup). A file whose version keeps its bytes
+	 * is read through that descriptor itself (no duplicate to close).
 	 */
 	if (pr && pr->whole && bfs_backing_stamp(&pr->st) == bfs_backing_stamp(now)) {
 		whole = pr->whole;
+		whole_st = &pr->st;
 		pr->whole = NULL;
 	} else if (old || (in->stamp != 0 && in->stamp != bfs_backing_stamp(now))) {
 		fd = bfs_backing_reopen(fs, opath, O_RDONLY);
-	} else {
+	} else if (!in->codec || !(whole = read_kept(opath, now))) {
 		fd = bfs_inode_rdfd(fs, in, opath, 0);
 		fd_st = now;
 	}
@@ -661,7 +685,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	if (in->codec)
 		side = open_sidecar(fs, in, now);
 	if (whole)
-		rc = bfs_file_open_whole(&f, whole, &pr->st, side, in->codec,
+		rc = bfs_file_open_whole(&f, whole, whole_st, side, in->codec,
 					 in->rpath ? in->rpath : "?", &fs->env);
 	else
 		rc = bfs_file_open(&f, fd, fd_st, side, in->codec, in->rpath ? in->rpath : "?",
@@ -918,8 +942,19 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 		   bool *changed, uint64_t *defer)
 {
 	struct stat now;
-	int rc = bfs_inode_check_name(fs, in, &now);
+	bool named = false;
+	int rc, fd = -1;
 
+	/*
+	 * An open that may go without a version asks the path alone. Else,
+	 * with no descriptor cached, the one opened by path now is the check
+	 * of the name, and its stat is fresh: one stat by path fewer (the
+	 * first READ after a deferred open of a small file). If that open
+	 * fails, the path's own check says why, as it did before.
+	 */
+	if (!defer)
+		fd = bfs_inode_fd_named(fs, in, &now, &named);
+	rc = named ? 0 : bfs_inode_check_name(fs, in, &now);
 	/* rc 1: the path could not tell; the descriptor's stat decides below */
 	if (rc == 0 && defer && may_defer(fs, in, &now)) {
 		*defer = bfs_backing_stamp(&now);
@@ -927,6 +962,8 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 	}
 	if (rc >= 0)
 		rc = file_of(fs, in, &now, rc > 0, out, changed);
+	if (fd >= 0)
+		bfs_inode_fd_put(fs, in);
 	if (rc < 0)
 		return rc;
 	rc = bfs_inode_use(fs, in, *out);
