@@ -617,12 +617,6 @@ void bfs_inode_idle(struct bfs_fs *fs, struct bfs_inode *in)
 }
 
 /*
- * Current version given the backing file's stat @now; inode lock held,
- * @opath: @in's pinned descriptor. A new version comes back with its
- * descriptor closed: a stat needs only its size. *@changed: an older
- * version, or the memo of one that was dropped, saw other bytes.
- */
-/*
  * The whole of backing file @st, small enough that its version keeps it,
  * read by the inode's descriptor @fd if that is open for reading and the
  * bytes are in the page cache; else NULL, and the version is built as
@@ -643,6 +637,12 @@ static uint8_t *read_kept(int fd, const struct stat *st)
 	return b;
 }
 
+/*
+ * Current version given the backing file's stat @now; inode lock held,
+ * @opath: @in's pinned descriptor. A new version comes back with its
+ * descriptor closed: a stat needs only its size. *@changed: an older
+ * version, or the memo of one that was dropped, saw other bytes.
+ */
 static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 			  const struct stat *now, struct bfs_probe *pr, struct bfs_file **out,
 			  bool *changed)
