@@ -651,6 +651,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	const struct stat *fd_st = NULL, *whole_st = now;
 	uint8_t *whole = NULL;
 	int fd = -1, side = -1, rc;
+	bool kept = false;
 
 	*changed = false;
 	if (old && !bfs_file_stale(old, now)) {
@@ -676,7 +677,9 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		pr->whole = NULL;
 	} else if (old || (in->stamp != 0 && in->stamp != bfs_backing_stamp(now))) {
 		fd = bfs_backing_reopen(fs, opath, O_RDONLY);
-	} else if (!in->codec || !(whole = read_kept(opath, now))) {
+	} else if (in->codec && (whole = read_kept(opath, now))) {
+		kept = true;
+	} else {
 		fd = bfs_inode_rdfd(fs, in, opath, 0);
 		fd_st = now;
 	}
@@ -698,6 +701,8 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		bfs_err("%s: cannot index: %s", in->rpath ? in->rpath : "?", strerror(-rc));
 		return rc;
 	}
+	if (kept)
+		BFS_COUNT(f->ctr, syscalls, 1);	/* read_kept()'s read, as the version's own */
 	apply_hints(fs, in->rpath ? in->rpath : "", f);	/* its advice, before anyone reads */
 	if (fd >= 0)
 		bfs_file_unuse(f);	/* its descriptor, until someone reads */
@@ -820,13 +825,18 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
 	return rc;
 }
 
-/* The current version of regular file @in; its stat in @now if @fresh is false. */
-static int file_of(struct bfs_fs *fs, struct bfs_inode *in, struct stat *now, bool fresh,
+/*
+ * The current version of regular file @in, by its descriptor @fd that the
+ * caller holds pinned, or (-1) that this pins; its stat in @now if @fresh
+ * is false.
+ */
+static int file_of(struct bfs_fs *fs, struct bfs_inode *in, int fd, struct stat *now, bool fresh,
 		   struct bfs_file **out, bool *changed)
 {
-	int rc, fd = bfs_inode_fd(fs, in);
+	bool pin = fd < 0;
+	int rc;
 
-	if (fd < 0)
+	if (pin && (fd = bfs_inode_fd(fs, in)) < 0)
 		return fd;
 	rc = fresh ? stat_fd(fd, now) : 0;
 	if (rc == 0 && !S_ISREG(now->st_mode))
@@ -836,7 +846,8 @@ static int file_of(struct bfs_fs *fs, struct bfs_inode *in, struct stat *now, bo
 		rc = current_locked(fs, in, fd, now, NULL, out, changed);
 		bfs_mutex_unlock(bfs_ilock(fs, in));
 	}
-	bfs_inode_fd_put(fs, in);
+	if (pin)
+		bfs_inode_fd_put(fs, in);
 	return rc;
 }
 
@@ -845,7 +856,7 @@ int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 {
 	struct stat now;
 
-	return file_of(fs, in, &now, true, out, changed);
+	return file_of(fs, in, -1, &now, true, out, changed);
 }
 
 int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f)
@@ -961,7 +972,7 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 		return 1;
 	}
 	if (rc >= 0)
-		rc = file_of(fs, in, &now, rc > 0, out, changed);
+		rc = file_of(fs, in, fd, &now, rc > 0, out, changed);
 	if (fd >= 0)
 		bfs_inode_fd_put(fs, in);
 	if (rc < 0)

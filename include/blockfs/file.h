@@ -40,7 +40,10 @@ struct bfs_icache;
 
 /* A backing file this small is read whole to be indexed: one read (issue 12). */
 #define BFS_WHOLE_MAX (128u << 10)
-/* ... and one this small is kept with its version (at most BFS_IDLE_KEEP idle ones): reads need no descriptor. */
+/*
+ * ... and one this small is kept with its version (at most BFS_IDLE_KEEP
+ * idle ones): reads need no descriptor.
+ */
 #define BFS_HEAD_KEEP (16u << 10)
 
 /* What every file version of one mount shares. */
