@@ -30,7 +30,10 @@ blockfs variants run with -o index_cache=off unless their OPTIONS name an
 index cache (so every mount is a first mount; a later mount is a variant
 with index_cache=DIR, made by an earlier run).
 After every round the daemon's RSS (VmRSS, VmHWM) after the case is
-reported, and with --strace one extra unpaired run per case under
+reported, and the median of the CPU time (user + system) the daemon used
+from its start to the case's end (mount and one case: beside a load the
+cores are saturated, and this is what the daemon took from the others);
+with --strace one extra unpaired run per case under
 `strace -c -f -p` gives the daemon's syscalls per file.
 --load runs a busy loop on one core beside every run.
 --cold drops the kernel's caches (sync; drop_caches 3) before every run
@@ -139,6 +142,13 @@ def rss(pid):
     return out.get("VmRSS", 0), out.get("VmHWM", 0)
 
 
+def cpu(pid):
+    """User and system CPU seconds @pid has used, all its threads."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Mount:
     def __init__(self, top, kind, opts, binary=None):
         self.kind, self.proc = kind, None
@@ -160,6 +170,9 @@ class Mount:
 
     def rss(self):
         return rss(self.proc.pid) if self.proc else (0, 0)
+
+    def cpu(self):
+        return cpu(self.proc.pid) if self.proc else 0.0
 
     def close(self):
         if self.kind == "plain":
@@ -246,6 +259,7 @@ def main():
     load = sp.Popen(["sh", "-c", "while :; do :; done"]) if a.load else None
     res = {(v, c): [] for v in variants for c in cases}
     mem = {(v, c): [] for v in variants for c in cases}
+    cpus = {(v, c): [] for v in variants for c in cases}
     sysc = {}
     try:
         names = list(variants)
@@ -258,6 +272,7 @@ def main():
                     try:
                         res[(v, c)].append(run_case(c, m))
                         mem[(v, c)].append(m.rss())
+                        cpus[(v, c)].append(m.cpu())
                     finally:
                         m.close()
         if a.strace is not None:
@@ -280,8 +295,9 @@ def main():
              "the kernel's caches dropped before each" if a.cold else "backing files warm",
              a.base))
     print()
-    print("| case | variant | median | range | / %s | range | RSS after (MiB) |" % a.base)
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| case | variant | median | range | / %s | range | RSS after (MiB) | daemon CPU (s) |"
+          % a.base)
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for c in cases:
         base = res.get((a.base, c))
         for v in variants:
@@ -294,6 +310,7 @@ def main():
             else:
                 line += " | |"
             line += " %.1f |" % (max(x[0] for x in mem[(v, c)]) / 1024.0)
+            line += " %.2f |" % statistics.median(cpus[(v, c)])
             print(line)
     if sysc:
         print()
