@@ -92,15 +92,16 @@ const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io)
 	return NULL;
 }
 
-bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec, const char **suffix)
+bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec,
+			 const struct bfs_suffix **suffix)
 {
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++) {
 		if (!offered(codecs[i]))
 			continue;
-		for (const char *const *s = codecs[i]->suffixes; *s; s++) {
+		for (const struct bfs_suffix *s = codecs[i]->suffixes; s->backing; s++) {
 			if (n-- == 0) {
 				*codec = codecs[i];
-				*suffix = *s;
+				*suffix = s;
 				return true;
 			}
 		}

@@ -732,7 +732,9 @@ static int bgzf_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t le
 	return 0;
 }
 
-static const char *const bgzf_suffixes[] = { ".gz", ".bgz", NULL };	/* .gz wins a tie */
+static const struct bfs_suffix bgzf_suffixes[] = {
+	{ ".gz", "" }, { ".bgz", "" }, { ".tgz", ".tar" }, { NULL, NULL },	/* .gz wins a tie */
+};
 
 const struct bfs_codec bfs_codec_bgzf = {
 	.name = "bgzf",

@@ -1310,7 +1310,7 @@ nomem:
 	return -ENOMEM;
 }
 
-static const char *const gzip_suffixes[] = { ".gz", NULL };
+static const struct bfs_suffix gzip_suffixes[] = { { ".gz", "" }, { ".tgz", ".tar" }, { NULL, NULL } };
 
 const struct bfs_codec bfs_codec_gzip = {
 	.name = "gzip",

@@ -908,7 +908,7 @@ static int lz4_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len
 	return 0;
 }
 
-static const char *const lz4_suffixes[] = { ".lz4", NULL };
+static const struct bfs_suffix lz4_suffixes[] = { { ".lz4", "" }, { NULL, NULL } };
 
 const struct bfs_codec bfs_codec_lz4 = {
 	.name = "lz4",

@@ -15,15 +15,23 @@
 #include "blockfs/common.h"
 #include "blockfs/names.h"
 
-/* @stem + the n-th suffix into @out: 1, 0 when past NAME_MAX, -1 past the list. */
-static int with_suffix(const char *stem, size_t n, char *out, const struct bfs_codec **codec)
+/*
+ * The backing name of the n-th suffix whose shown name is @name, into
+ * @out: 1; 0 when @name does not end in its shown part or the result is
+ * past NAME_MAX; -1 past the list.
+ */
+static int with_suffix(const char *name, size_t n, char *out, const struct bfs_codec **codec)
 {
-	const char *suffix;
+	const struct bfs_suffix *suffix;
+	size_t nl = strlen(name), sl;
 	int len;
 
 	if (!bfs_codec_suffix_at(n, codec, &suffix))
 		return -1;
-	len = snprintf(out, NAME_MAX + 1, "%s%s", stem, suffix);
+	sl = strlen(suffix->shown);
+	if (nl <= sl || strcmp(name + nl - sl, suffix->shown) != 0)
+		return 0;
+	len = snprintf(out, NAME_MAX + 1, "%.*s%s", (int)(nl - sl), name, suffix->backing);
 	return len > 0 && len <= NAME_MAX;
 }
 
@@ -37,10 +45,10 @@ bool bfs_name_asks(const char *backing)
 {
 	size_t len = strlen(backing), sl;
 	const struct bfs_codec *c;
-	const char *suffix;
+	const struct bfs_suffix *suffix;
 
 	for (size_t i = 0; bfs_codec_suffix_at(i, &c, &suffix); i++)
-		if (ends_with(backing, len, suffix, &sl))
+		if (ends_with(backing, len, suffix->backing, &sl))
 			return true;
 	return false;
 }
@@ -52,17 +60,19 @@ static void shown_as(const struct bfs_name_ops *ops, void *ctx, const char *back
 	size_t len = strlen(backing), sl;
 	const struct bfs_codec *c, *oc;
 	char other[NAME_MAX + 1];
-	const char *suffix;
+	const struct bfs_suffix *suffix;
 
 	*codec = NULL;
 	snprintf(shown, NAME_MAX + 1, "%s", backing);
 	for (size_t i = 0; bfs_codec_suffix_at(i, &c, &suffix); i++) {
-		if (!ends_with(backing, len, suffix, &sl))
+		if (!ends_with(backing, len, suffix->backing, &sl))
 			continue;
 		/* Another codec may take the same suffix (.gz: BGZF, then plain gzip). */
 		if (!ops->claims(ctx, backing, c))
 			continue;
-		shown[len - sl] = '\0';		/* the stem */
+		if (snprintf(shown + len - sl, NAME_MAX + 1 - (len - sl), "%s", suffix->shown) >
+		    NAME_MAX - (int)(len - sl))
+			goto unchanged;
 		if (ops->exists(ctx, shown))
 			goto unchanged;
 		for (size_t j = 0; j < i; j++)

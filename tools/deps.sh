@@ -14,15 +14,17 @@ set -euo pipefail
 
 # Building: meson, gcc, the libraries (libdeflate is optional, but CI
 # builds with it and without), cmocka (the unit tests build by default).
-BUILD=(meson ninja-build pkg-config gcc libfuse3-dev liblz4-dev zlib1g-dev libdeflate-dev
-	libcmocka-dev)
+BUILD=(meson ninja-build pkg-config gcc libfuse3-dev liblz4-dev zlib1g-dev libzstd-dev liblzma-dev
+	libbz2-dev libdeflate-dev libcmocka-dev)
 # A mount and the demo: fusermount3, the lz4 and bgzip CLIs, getfattr.
-RUN=(fuse3 lz4 tabix attr)
+RUN=(fuse3 lz4 tabix zstd xz-utils bzip2 attr)
 # tools/test.sh: the fuzz tree (clang, libFuzzer in libclang-rt-dev), the
 # integration scripts' tools (fio: load.sh; strace: pack.sh, mmap.sh;
-# python3-lz4: sizes.sh; rsync: copies.sh; samtools: sidecars.sh; pigz: gzip.sh) and the
+# python3-lz4: sizes.sh; rsync: copies.sh; samtools: sidecars.sh; pigz: gzip.sh; the other
+# writers of each format: pbzip2, lbzip2, pixz, python3-zstandard, bsdtar) and the
 # lint suite (shellcheck; nm from binutils).
-TEST=(clang libclang-rt-dev fio strace python3-lz4 rsync samtools shellcheck binutils pigz)
+TEST=(clang libclang-rt-dev fio strace python3-lz4 rsync samtools shellcheck binutils pigz
+	pbzip2 lbzip2 pixz python3-zstandard libarchive-tools)
 FUZZ=(clang libclang-rt-dev)
 
 usage() {

@@ -20,9 +20,18 @@ struct bfs_blk;
 /* Bytes from a file's start that are enough for every probe. */
 #define BFS_PROBE_LEN 32
 
+/*
+ * A backing name ending and what the shown name ends in instead: ".lz4"
+ * is shown as "" (x.lz4 as x), ".tgz" as ".tar".
+ */
+struct bfs_suffix {
+	const char *backing;
+	const char *shown;
+};
+
 struct bfs_codec {
 	const char *name;		/* "lz4", "bgzf": user.blockfs.format */
-	const char *const *suffixes;	/* backing name endings, NULL-terminated */
+	const struct bfs_suffix *suffixes;	/* ended by { NULL, NULL } */
 	const char *sidecar;		/* index file beside NAME: NAME + this, or NULL */
 
 	/*
@@ -182,6 +191,7 @@ const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io);
  * This order decides name collisions: .lz4, then .gz and .bgz of BGZF,
  * then .gz of plain gzip (when configured).
  */
-bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec, const char **suffix);
+bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec,
+			 const struct bfs_suffix **suffix);
 
 #endif
