@@ -104,6 +104,22 @@ struct bfs_codec {
 			      uint8_t *dst, uint32_t n, bool verify, const char **why);
 
 	/*
+	 * Optional, for formats whose blocks decode only by continuing the
+	 * decoder that decoded the block before (one zstd frame, one xz
+	 * block: blocks flagged BFS_BLK_CHAIN, spans of one decoder's
+	 * output). decode_indexed of such a block takes the decoder parked
+	 * at its start (or starts one, at the first block of a chain),
+	 * decodes it whole and parks the decoder at the next block; with
+	 * none parked there it returns -EAGAIN. resume() says where the
+	 * read path must begin so that block @k can be reached: @k itself
+	 * when a decoder is parked at its start (or it starts its chain),
+	 * else the nearest earlier block that has one. The read path then
+	 * decodes blocks [resume, k] in order, each continuing the last.
+	 * Context: any thread; takes only the codec's own leaf lock.
+	 */
+	size_t (*resume)(const struct bfs_index *idx, size_t k);
+
+	/*
 	 * The index cache (index_cache.h). NULL cache_load: this codec's
 	 * indexes are never cached.
 	 *

@@ -41,6 +41,7 @@ enum {
 	BFS_BLK_GUESS = 1u << 1,	/* usize is a guess until settled */
 	BFS_BLK_BAD = 1u << 2,		/* poison: reads of it fail (corrupt, or damage here) */
 	BFS_BLK_CLAIMED = 1u << 3,	/* with GUESS: usize is what the file states, not proven */
+	BFS_BLK_CHAIN = 1u << 4,	/* decodes only after the block before it (codec->resume) */
 };
 
 /* Where an index came from: user.blockfs.index_source. */
