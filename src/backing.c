@@ -85,11 +85,6 @@ const struct bfs_codec *bfs_backing_sniff_fd(int fd)
 	return c;
 }
 
-const struct bfs_codec *bfs_backing_sniff(struct bfs_fs *fs, int dirfd, const char *name)
-{
-	return bfs_backing_sniff_fd(bfs_backing_openat(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-}
-
 uint64_t bfs_backing_stamp(const struct stat *st)
 {
 	const uint64_t v[] = { (uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
@@ -103,84 +98,6 @@ uint64_t bfs_backing_stamp(const struct stat *st)
 		h ^= h >> 31;
 	}
 	return h ? h : 1;
-}
-
-void bfs_probe_release(struct bfs_probe *p)
-{
-	if (p->fd >= 0)
-		close(p->fd);
-	free(p->whole);
-	p->fd = -1;
-	p->whole = NULL;
-	p->name = NULL;
-}
-
-/*
- * Read @len bytes at 0 of @fd into @buf, first only from the page cache
- * (RWF_NOWAIT: no extra syscall when they are all there), else as usual,
- * noting in *@cold that the disk was needed. Return: 0 or -1.
- */
-static int read_head(int fd, uint8_t *buf, size_t len, bool *cold)
-{
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	ssize_t n = preadv2(fd, &iov, 1, 0, RWF_NOWAIT);
-	struct bfs_io io;
-
-	if (n == (ssize_t)len)
-		return 0;
-	if (cold && (n >= 0 || errno == EAGAIN))
-		*cold = true;
-	bfs_io_init_fd(&io, fd, len);
-	return bfs_io_read(&io, buf, len, 0) == 0 ? 0 : -1;
-}
-
-/* A probe's first look: the whole of a file up to this size, one page of a larger one. */
-#define HEAD_LOOK 4096u
-
-const struct bfs_codec *bfs_backing_probe(struct bfs_fs *fs, int dirfd, const char *name, int fd,
-					  uint64_t *stamp, struct bfs_probe *keep, bool *cold)
-{
-	const struct bfs_codec *c = NULL;
-	uint8_t *whole = NULL, head[HEAD_LOOK];
-	struct bfs_io io;
-	struct stat st;
-	size_t size;
-
-	if (fd < 0)
-		fd = bfs_backing_openat(fs, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-	*stamp = 0;
-	if (keep)
-		bfs_probe_release(keep);
-	if (fd < 0)
-		return NULL;		/* unreadable: shown unchanged, reads say why */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return NULL;
-	}
-	*stamp = bfs_backing_stamp(&st);
-	size = (size_t)st.st_size;
-	bfs_io_init_fd(&io, fd, size);
-	if (keep && size > 0 && size <= BFS_WHOLE_MAX && (whole = malloc(size))) {
-		/* kept for a lookup: a small file is read whole, its index is made from that */
-		if (read_head(fd, whole, size, cold) == 0) {
-			bfs_io_init_mem(&io, whole, size);
-		} else {
-			free(whole);
-			whole = NULL;
-		}
-	} else if (size > 0 && read_head(fd, head, size < HEAD_LOOK ? size : HEAD_LOOK,
-					  cold) == 0 && size <= HEAD_LOOK) {
-		bfs_io_init_mem(&io, head, size);	/* all of it: sniff from memory */
-	}
-	c = bfs_codec_sniff(&io);
-	if (keep) {
-		keep->fd = fd;
-		keep->st = st;
-		keep->whole = whole;
-	} else {
-		close(fd);
-	}
-	return c;
 }
 
 int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags)

@@ -8,6 +8,9 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <string.h>
+
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
@@ -62,34 +65,80 @@ int bfs_codec_decode_prefix(const struct bfs_codec *codec, const struct bfs_inde
 /* Preludes looked past before a file is called plain. */
 #define MAX_HOPS 64
 
-const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io)
+/*
+ * The codec whose probe claims the file behind @io, looking past
+ * preludes, among all codecs (@all) or those offered; *@c NULL when none
+ * does. Return: 0, or -errno when the file cannot be read.
+ */
+static int sniff(struct bfs_io *io, bool all, const struct bfs_codec **c)
 {
 	const struct bfs_codec *owner = NULL;	/* whose prelude we are in */
 	uint8_t head[BFS_PROBE_LEN];
 	uint64_t off = 0;
+	int rc;
 
+	*c = NULL;
 	for (int hop = 0; hop < MAX_HOPS && off < io->size; hop++) {
 		size_t len = io->size - off < sizeof(head) ? (size_t)(io->size - off) : sizeof(head);
 		uint64_t skip = 0;
 
-		if (bfs_io_read(io, head, len, off) < 0)
-			return NULL;
+		rc = bfs_io_read(io, head, len, off);
+		if (rc < 0)
+			return rc;
 		for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs) && !skip; i++) {
-			const struct bfs_codec *c = codecs[i];
+			const struct bfs_codec *k = codecs[i];
 
 			/* After a prelude only its own format may follow. */
-			if ((owner && c != owner) || !offered(c))
+			if ((owner && k != owner) || (!all && !offered(k)))
 				continue;
-			if (c->probe(head, len))
-				return c;
-			if (c->prelude && (skip = c->prelude(head, len)) > 0)
-				owner = c;
+			if (k->probe(head, len)) {
+				*c = k;
+				return 0;
+			}
+			if (k->prelude && (skip = k->prelude(head, len)) > 0)
+				owner = k;
 		}
 		if (!skip || skip > io->size - off)
-			return NULL;
+			return 0;
 		off += skip;
 	}
-	return NULL;
+	return 0;
+}
+
+const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io)
+{
+	const struct bfs_codec *c;
+
+	return sniff(io, false, &c) == 0 ? c : NULL;
+}
+
+/* Do @a and @b list a backing suffix in common (.gz: BGZF and plain gzip)? */
+static bool same_family(const struct bfs_codec *a, const struct bfs_codec *b)
+{
+	for (const struct bfs_suffix *s = a->suffixes; s->backing; s++)
+		for (const struct bfs_suffix *t = b->suffixes; t->backing; t++)
+			if (strcmp(s->backing, t->backing) == 0)
+				return true;
+	return false;
+}
+
+int bfs_codec_settle(const struct bfs_codec *named, struct bfs_io *io,
+		     const struct bfs_codec **codec, const char **found)
+{
+	const struct bfs_codec *c;
+	int rc = sniff(io, true, &c);
+
+	*codec = NULL;
+	*found = NULL;
+	if (rc < 0)
+		return rc;
+	if (c && same_family(c, named)) {
+		if (offered(c))
+			*codec = c;
+		return 0;
+	}
+	*found = c ? c->name : "raw";
+	return -EMEDIUMTYPE;
 }
 
 bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec,

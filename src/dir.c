@@ -2,10 +2,9 @@
 /*
  * Directory listings as shown (contract in fs_i.h): snapshots of backing
  * directories, kept while the directory does not change, each name passed
- * through the name rules (names.c) with the codec probed only where a
- * rule needs it, once per file per change. Lookups ask the same snapshot
- * (inode.c), so that neither repeats a getdents or a probe after the
- * kernel's timeouts.
+ * through the name rules (names.c), which ask names and types only: a
+ * listing opens no file. Lookups ask the same snapshot (inode.c), so that
+ * neither repeats a getdents after the kernel's timeouts.
  */
 #include "config.h"
 
@@ -35,20 +34,18 @@
  * entry with its name), and per entry what probing found. It is valid
  * while the directory's identity, mtime and ctime are those it was read
  * under: adding, removing or renaming an entry changes the directory's
- * mtime. A probe is remembered with the change stamp of the file it
- * looked at; lookups, which stat the file anyway, probe again when that
- * changed (a file rewritten in place: bfs_snap_recheck()). With the
- * index cache on, what probes and lookups learned is kept there as the
+ * mtime. A decoded size a lookup learned is remembered with the change
+ * stamp of the file it looked at, and holds while that stamp does. With
+ * the index cache on, what lookups learned is kept there as the
  * directory's memo (index_cache.h) and taken up again by the next mount's
  * first snapshot of the same directory version: memo_load(), memo_save().
  */
 struct snent {
 	uint32_t name;			/* offset in names */
 	unsigned char type;		/* DT_* */
-	atomic_bool probed;		/* codec and stamp are known */
+	atomic_bool probed;		/* stamp is known: a lookup or a memo gave it */
 	ino_t ino;
-	_Atomic(const struct bfs_codec *) codec;	/* what claims it, once probed */
-	atomic_uint_fast64_t stamp;	/* bfs_backing_stamp() of the file probed */
+	atomic_uint_fast64_t stamp;	/* bfs_backing_stamp() of the file looked up */
 	uint64_t size;			/* its decoded size under stamp, or NO_SIZE */
 };
 
@@ -357,7 +354,6 @@ static void memo_load(struct bfs_fs *fs, struct bfs_snap *s)
 
 			if (!(m[i].flags & BFS_DIRMEMO_PROBED))
 				continue;
-			atomic_init(&e->codec, m[i].codec);
 			atomic_init(&e->stamp, m[i].stamp);
 			if (m[i].flags & BFS_DIRMEMO_SIZED)
 				e->size = m[i].size;
@@ -392,7 +388,7 @@ void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
 		if (!atomic_load_explicit(&e->probed, memory_order_acquire))
 			continue;
 		m[i] = (struct bfs_dirmemo_ent){
-			.stamp = atomic_load(&e->stamp), .codec = atomic_load(&e->codec),
+			.stamp = atomic_load(&e->stamp),
 			.size = e->size == NO_SIZE ? 0 : e->size,
 			.flags = BFS_DIRMEMO_PROBED | (e->size == NO_SIZE ? 0 : BFS_DIRMEMO_SIZED),
 		};
@@ -477,152 +473,26 @@ void bfs_snap_cache_free(struct bfs_fs *fs)
 	}
 }
 
-/*
- * Probe-ahead. A listing probes its entries one by one, and where the
- * backing files are not in the page cache (a tree nobody read lately: a
- * million files do not stay cached) each probe waits for one small disk
- * read: about 0.1 ms here, 108 s for a million. Once a probe of a listing
- * found its bytes on disk, the listing opens the next BFS_AHEAD entries
- * that a rule will probe and asks for their first bytes
- * (POSIX_FADV_WILLNEED starts the reads and returns), so the disk works
- * on many at once and the probes find them cached; each probe takes the
- * descriptor opened for it, so no file is opened twice. A listing whose
- * files are cached never starts it and pays nothing for it.
- */
-static bool may_probe(const struct snent *e, const char *name)
-{
-	return !atomic_load_explicit(&e->probed, memory_order_acquire) &&
-	       (e->type == DT_REG || e->type == DT_UNKNOWN) && bfs_name_asks(name);
-}
-
-static int *ahead_slot(struct bfs_snap_ctx *c, size_t i)
-{
-	return &c->ahead_fd[i % BFS_AHEAD];
-}
-
-/* Close the descriptors opened ahead for entries below @lo. */
-static void ahead_drop(struct bfs_snap_ctx *c, size_t lo)
-{
-	for (; c->ahead_lo < c->ahead_hi && c->ahead_lo < lo; c->ahead_lo++) {
-		int *fd = ahead_slot(c, c->ahead_lo);
-
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
-	}
-	if (c->ahead_lo < lo)
-		c->ahead_lo = c->ahead_hi = lo;
-}
-
-/* Open (and start reading) the entries up to BFS_AHEAD from @from. */
-static void ahead_fill(struct bfs_snap_ctx *c, size_t from)
-{
-	ahead_drop(c, from);
-	for (; c->ahead_hi < from + BFS_AHEAD && c->ahead_hi < c->snap->n; c->ahead_hi++) {
-		const struct snent *e = &c->snap->e[c->ahead_hi];
-		const char *name = ename(c->snap, e);
-		int fd = -1;
-
-		if (may_probe(e, name)) {
-			fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-			if (fd >= 0) {
-				(void)posix_fadvise(fd, 0, BFS_WHOLE_MAX, POSIX_FADV_WILLNEED);
-				BFS_COUNT(c->fs->env.mount, probed_ahead, 1);
-			}
-		}
-		*ahead_slot(c, c->ahead_hi) = fd;
-	}
-}
-
-/* The descriptor opened ahead for entry @i, now the caller's, or -1. */
-static int ahead_take(struct bfs_snap_ctx *c, size_t i)
-{
-	int *slot, fd;
-
-	if (i < c->ahead_lo || i >= c->ahead_hi)
-		return -1;
-	slot = ahead_slot(c, i);
-	fd = *slot;
-	*slot = -1;
-	return fd;
-}
-
-/* What claims entry @e of the snapshot in @c, probing it the first time. */
-static const struct bfs_codec *probe(struct bfs_snap_ctx *c, struct snent *e)
-{
-	size_t i = (size_t)(e - c->snap->e);
-	const struct bfs_codec *codec;
-	bool cold = false;
-	uint64_t stamp;
-
-	if (atomic_load_explicit(&e->probed, memory_order_acquire))
-		return atomic_load(&e->codec);
-	codec = bfs_backing_probe(c->fs, c->dirfd, ename(c->snap, e), ahead_take(c, i), &stamp,
-				  c->keep ? &c->pr : NULL, &cold);
-	BFS_COUNT(c->fs->env.mount, probes, 1);
-	if (cold && c->listing)
-		c->ahead_on = true;
-	if (c->ahead_on)
-		ahead_fill(c, i + 1);
-	if (c->keep && c->pr.fd >= 0)
-		c->pr.name = ename(c->snap, e);
-	atomic_store(&e->codec, codec);
-	bfs_mutex_lock(&c->snap->pair_lock);
-	atomic_store(&e->stamp, stamp);
-	e->size = NO_SIZE;
-	bfs_mutex_unlock(&c->snap->pair_lock);
-	atomic_store_explicit(&e->probed, true, memory_order_release);
-	atomic_store(&c->snap->dirty, true);
-	return codec;
-}
-
 static bool snap_exists(void *ctx, const char *name)
 {
 	return snap_find(((struct bfs_snap_ctx *)ctx)->snap, name) != NULL;
 }
 
-static bool snap_claims(void *ctx, const char *name, const struct bfs_codec *codec)
+/*
+ * Names come from suffixes alone (names.h): a listing asks only whether
+ * an entry is a regular file, which getdents said. An entry whose type
+ * the backing filesystem does not give (DT_UNKNOWN) is taken for one; a
+ * lookup, which stats it, shows a directory so named unchanged.
+ */
+static bool snap_is_file(void *ctx, const char *name)
 {
 	struct bfs_snap_ctx *c = ctx;
 	struct snent *e = snap_find(c->snap, name);
 
-	if (!e || (e->type != DT_REG && e->type != DT_UNKNOWN))
-		return false;
-	return probe(c, e) == codec;
+	return e && (e->type == DT_REG || e->type == DT_UNKNOWN);
 }
 
-const struct bfs_name_ops bfs_snap_name_ops = { .exists = snap_exists, .claims = snap_claims };
-
-void bfs_snap_ctx_release(struct bfs_snap_ctx *c)
-{
-	bfs_probe_release(&c->pr);
-	if (c->ahead_on)
-		ahead_drop(c, SIZE_MAX);
-}
-
-int bfs_snap_recheck(struct bfs_snap_ctx *c, const char *name, const struct stat *st,
-		     const struct bfs_codec *codec)
-{
-	struct snent *e = snap_find(c->snap, name);
-	const struct bfs_codec *was, *now;
-	uint64_t stamp;
-
-	if (!e || !S_ISREG(st->st_mode) || !atomic_load_explicit(&e->probed, memory_order_acquire))
-		return 0;		/* never probed: the rule did not ask what claims it */
-	if (atomic_load(&e->stamp) == bfs_backing_stamp(st))
-		return 0;
-	was = atomic_load(&e->codec);
-	now = bfs_backing_probe(c->fs, c->dirfd, name, -1, &stamp, NULL, NULL);
-	BFS_COUNT(c->fs->env.mount, probes, 1);
-	atomic_store(&e->codec, now);
-	bfs_mutex_lock(&c->snap->pair_lock);
-	atomic_store(&e->stamp, stamp);
-	e->size = NO_SIZE;
-	bfs_mutex_unlock(&c->snap->pair_lock);
-	atomic_store(&c->snap->dirty, true);
-	(void)codec;
-	return now == was ? 0 : -EAGAIN;	/* else the rule may show it otherwise now */
-}
+const struct bfs_name_ops bfs_snap_name_ops = { .exists = snap_exists, .is_file = snap_is_file };
 
 void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
 			uint64_t size)
@@ -630,11 +500,14 @@ void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp
 	struct snent *e = snap_find(c->snap, name);
 	bool learned = false;
 
-	if (!e || size == NO_SIZE || !atomic_load_explicit(&e->probed, memory_order_acquire))
+	if (!e || size == NO_SIZE)
 		return;
 	bfs_mutex_lock(&c->snap->pair_lock);
-	if (atomic_load(&e->stamp) == stamp && e->size != size) {
+	if (!atomic_load_explicit(&e->probed, memory_order_acquire) ||
+	    atomic_load(&e->stamp) != stamp || e->size != size) {
+		atomic_store(&e->stamp, stamp);
 		e->size = size;
+		atomic_store_explicit(&e->probed, true, memory_order_release);
 		learned = true;
 	}
 	bfs_mutex_unlock(&c->snap->pair_lock);

@@ -127,7 +127,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		    int side, const struct bfs_codec *codec, const char *name,
 		    const struct bfs_file_env *env)
 {
-	struct bfs_io side_io, *sidep = NULL;
+	struct bfs_io side_io, *sidep = NULL, mem;
 	struct stat sst;
 	struct bfs_file *f;
 	int rc = -ENOMEM;
@@ -153,18 +153,31 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	f->fd = fd;
 	f->uses = fd >= 0;
 	bfs_mutex_init(&f->fd_lock);
-	f->codec = codec;
 	f->env = env;
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
 	bfs_map_init(&f->map, (size_t)f->st.st_size);
 	bfs_index_init(&f->idx, (uint64_t)f->st.st_size);
 	if (codec) {
+		/* The name said @codec's family; the bytes say which, if any. */
+		if (whole)
+			bfs_io_init_mem(&mem, whole, (size_t)f->st.st_size);
+		rc = bfs_codec_settle(codec, whole ? &mem : &f->io, &f->codec, &f->found);
+		if (!f->codec)		/* else counted with the scan's, below */
+			BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
+		if (rc == -EMEDIUMTYPE)
+			f->named = codec;	/* logged by the first read (readv_as()) */
+		else if (rc < 0)
+			goto out_destroy;
+		codec = f->codec;
+	}
+	if (codec) {
+		size_t size = (size_t)f->st.st_size;
+		struct bfs_io *io = &f->io;
+
 		if (side >= 0 && fstat(side, &sst) == 0 && S_ISREG(sst.st_mode)) {
 			bfs_io_init_fd(&side_io, side, (uint64_t)sst.st_size);
 			sidep = &side_io;
 		}
-		struct bfs_io mem, *io = &f->io;
-		size_t size = (size_t)f->st.st_size;
 
 		/*
 		 * index_cache hook (index_cache.h): a kept index replaces the
@@ -913,6 +926,13 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 	readv_init(rv);
 	if (reader)
 		BFS_COUNT(f->ctr, reads, 1);
+	if (f->found) {
+		/* one line per version, as for a bad block */
+		if (atomic_exchange(&f->last_bad, SETTLE_FAILED) != SETTLE_FAILED)
+			bfs_err("%s: not %s but %s: EIO", f->name, f->named->name, f->found);
+		BFS_COUNT(f->ctr, errors, 1);
+		return -EIO;
+	}
 	if (!f->codec) {
 		ssize_t n = read_raw(f, rv, size, off);
 

@@ -236,24 +236,11 @@ struct bfs_dir {
 };
 
 /*
- * A regular file just probed, kept open for the lookup that follows:
- * its descriptor (open for reading), its stat, and the whole file when it
- * is small (at most BFS_WHOLE_MAX bytes), so that probing, looking up and
- * indexing it cost one open and one read.
- */
-struct bfs_probe {
-	const char *name;		/* the entry probed (its snapshot's), or NULL */
-	int fd;				/* or -1 */
-	struct stat st;
-	uint8_t *whole;			/* st_size bytes, or NULL */
-};
-
-/*
- * A backing directory's entries as read, sorted, with what probing their
- * bytes found (which codec claims them): kept while the directory's
+ * A backing directory's entries as read, sorted, with the decoded sizes
+ * lookups found: kept while the directory's
  * mtime and ctime stay as they were, in a cache of at most
  * BFS_SNAP_BUDGET bytes, so that lookups and listings after a timeout do
- * not read the directory or probe its files again (dir.c).
+ * not read the directory again (dir.c).
  */
 #define BFS_SNAP_BUDGET (8u << 20)
 
@@ -340,16 +327,6 @@ BFS_MUST_CHECK int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags);
  */
 uint64_t bfs_backing_stamp(const struct stat *st);
 /*
- * The codec that claims regular file @name in @dirfd, or NULL; its stamp
- * (0: unreadable). @fd: @name already open for reading (the probe takes
- * it), or -1 to open it here. With @keep (emptied first), a regular file
- * stays open in it, read whole if small. @cold, if not NULL, is set when
- * the bytes probed were not all in the page cache (a read from disk).
- */
-const struct bfs_codec *bfs_backing_probe(struct bfs_fs *fs, int dirfd, const char *name, int fd,
-					  uint64_t *stamp, struct bfs_probe *keep, bool *cold);
-void bfs_probe_release(struct bfs_probe *p);
-/*
  * A descriptor open for reading on @in, whose pinned descriptor is @fd: a
  * duplicate when that is open for reading already, else reopened (flags
  * O_RDONLY plus @flags). -1 with errno on failure.
@@ -357,8 +334,6 @@ void bfs_probe_release(struct bfs_probe *p);
 BFS_MUST_CHECK int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags);
 /* The codec that claims the file open as @fd (consumed), or NULL. */
 const struct bfs_codec *bfs_backing_sniff_fd(int fd);
-/* The codec that claims regular file @name in @dirfd, or NULL. */
-const struct bfs_codec *bfs_backing_sniff(struct bfs_fs *fs, int dirfd, const char *name);
 /* How many inode descriptors to keep open: a quarter of RLIMIT_NOFILE. */
 size_t bfs_backing_fd_budget(void);
 /*
@@ -506,33 +481,16 @@ void bfs_snap_put(struct bfs_snap *s);
 /* Drop every cached snapshot (the mount ends). */
 void bfs_snap_cache_free(struct bfs_fs *fs);
 
-/* The name rules' questions (names.h) answered from a snapshot, probing where asked. */
-/* Entries a listing opens ahead of its probes once one found the disk cold (dir.c). */
-#define BFS_AHEAD 32
-
+/* The name rules' questions (names.h) answered from a snapshot: names and types only. */
 struct bfs_snap_ctx {
 	struct bfs_fs *fs;
-	int dirfd;			/* the directory, for probes */
+	int dirfd;			/* the directory, for lookups */
 	struct bfs_snap *snap;
-	bool keep;			/* keep the last probe open in @pr for a lookup */
-	struct bfs_probe pr;		/* .fd = -1 when there is none */
-	/*
-	 * Probe-ahead, all zero until a probe reads from disk: entries
-	 * [ahead_lo, ahead_hi) of @snap were opened, their first bytes asked
-	 * of the disk, their descriptors in ahead_fd[index % BFS_AHEAD] (-1:
-	 * none, or taken by the probe). Only listings (@listing) do it: a
-	 * lookup probes one name.
-	 */
-	bool listing, ahead_on;
-	size_t ahead_lo, ahead_hi;
-	int ahead_fd[BFS_AHEAD];
 };
-/* Close what @c keeps of its last probe, and what it opened ahead. */
-void bfs_snap_ctx_release(struct bfs_snap_ctx *c);
 
 /**
  * bfs_dir_at() - entry @i of listing @d, made as far as needed.
- * @c: the snapshot context of @d->snap, for the probes the rules ask for.
+ * @c: the snapshot context of @d->snap.
  * Return: 0 and *@out, 1 past the last entry, or -errno.
  */
 BFS_MUST_CHECK int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t i,
@@ -561,14 +519,5 @@ BFS_MUST_CHECK bool bfs_snap_size(struct bfs_snap_ctx *c, const char *name, uint
  */
 BFS_MUST_CHECK bool bfs_snap_new_file(struct bfs_snap_ctx *c, const char *name, dev_t *dev,
 				      ino_t *ino);
-
-/*
- * Backing entry @name, a candidate the rules resolved to, has stat @st
- * now: if it was probed under another stamp (rewritten in place), probe
- * it again. Return: 0 when what claims it is as before, -EAGAIN when not
- * (resolve the name again).
- */
-BFS_MUST_CHECK int bfs_snap_recheck(struct bfs_snap_ctx *c, const char *name,
-				    const struct stat *st, const struct bfs_codec *codec);
 
 #endif

@@ -49,14 +49,16 @@ static bool sys_exists(void *ctx, const char *name)
 	return fstatat(((struct sysdir *)ctx)->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-static bool sys_claims(void *ctx, const char *name, const struct bfs_codec *codec)
+/* Names come from suffixes alone: is @name a regular file? */
+static bool sys_is_file(void *ctx, const char *name)
 {
-	struct sysdir *d = ctx;
+	struct stat st;
 
-	return bfs_backing_sniff(d->fs, d->fd, name) == codec;
+	return fstatat(((struct sysdir *)ctx)->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISREG(st.st_mode);
 }
 
-static const struct bfs_name_ops sys_name_ops = { .exists = sys_exists, .claims = sys_claims };
+static const struct bfs_name_ops sys_name_ops = { .exists = sys_exists, .is_file = sys_is_file };
 
 /* --- the inode table ------------------------------------------------------ */
 
@@ -276,8 +278,7 @@ static void set_rpath(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_inode
 	bfs_mutex_unlock(bfs_ilock(fs, in));
 }
 
-static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
-		      struct bfs_probe *pr);
+static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
 
 /*
  * The inode of backing entry @backing of @dir (open as @dfd), shown with
@@ -285,16 +286,12 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
  * entry timed out) costs one fstatat and no open while the inode is known;
  * a new inode keeps the descriptor its stat was taken from, open for
  * reading when it is a regular file, so that its versions need no open
- * of their own: the probe's, when @sc kept the probe of @backing open
- * (then its stat and bytes are used too: one open and one read in all).
- * @sc: the snapshot the name was resolved in, or NULL; -EAGAIN when the
- * entry was rewritten since and probes otherwise now.
+ * of their own. @sc: the snapshot the name was resolved in, or NULL.
  */
 static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 			  struct bfs_snap_ctx *sc, const char *backing,
 			  const struct bfs_codec *codec, struct bfs_inode **out, struct stat *st)
 {
-	struct bfs_probe *pr = NULL;
 	struct bfs_inode *in;
 	uint64_t stamp, size;
 	bool rd, decoded;
@@ -302,33 +299,21 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 	dev_t dev;
 	ino_t ino;
 
-	if (sc && sc->pr.fd >= 0 && sc->pr.name && strcmp(sc->pr.name, backing) == 0) {
-		pr = &sc->pr;		/* probed just now, for this lookup */
-		*st = pr->st;
-	} else {
-		/*
-		 * A regular file as listed, not known here, whose size no memo
-		 * gives: it is to be opened anyway, and its stat is taken from
-		 * the descriptor (one fstatat a file less). Else, or if it
-		 * cannot be opened for reading, by name.
-		 */
-		if (sc && bfs_snap_new_file(sc, backing, &dev, &ino) &&
-		    !inode_known(fs, dev, ino, codec)) {
-			fd = bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-			if (fd >= 0 && fstat(fd, st) < 0) {
-				close(fd);
-				fd = -1;
-			}
-		}
-		if (fd < 0 && fstatat(dfd, backing, st, AT_SYMLINK_NOFOLLOW) < 0)
-			return -errno;
-		rc = sc ? bfs_snap_recheck(sc, backing, st, codec) : 0;
-		if (rc < 0) {
-			if (fd >= 0)
-				close(fd);
-			return rc;
+	/*
+	 * A regular file as listed, not known here, whose size no memo
+	 * gives: it is to be opened anyway, and its stat is taken from the
+	 * descriptor (one fstatat a file less). Else, or if it cannot be
+	 * opened for reading, by name.
+	 */
+	if (sc && bfs_snap_new_file(sc, backing, &dev, &ino) && !inode_known(fs, dev, ino, codec)) {
+		fd = bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+		if (fd >= 0 && fstat(fd, st) < 0) {
+			close(fd);
+			fd = -1;
 		}
 	}
+	if (fd < 0 && fstatat(dfd, backing, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
 	decoded = codec && S_ISREG(st->st_mode);
 	stamp = bfs_backing_stamp(st);
 	in = inode_ref(fs, st, S_ISREG(st->st_mode) ? codec : NULL);
@@ -336,12 +321,7 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 		close(fd);		/* known meanwhile, or not a file after all: as below */
 		fd = -1;
 	}
-	if (!in && pr) {
-		rc = inode_get(fs, pr->fd, true, st, codec, &in);
-		pr->fd = -1;		/* the inode's now */
-		if (rc < 0)
-			return rc;
-	} else if (!in && fd < 0 && decoded && sc && bfs_snap_size(sc, backing, stamp, &size)) {
+	if (!in && fd < 0 && decoded && sc && bfs_snap_size(sc, backing, stamp, &size)) {
 		/* its size is known (a memo): no open until someone reads it */
 		rc = inode_get(fs, -1, false, st, codec, &in);
 		if (rc < 0)
@@ -376,9 +356,7 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 			return rc;
 	}
 	set_rpath(fs, dir, in, backing);
-	rc = stat_shown(fs, in, st, pr);
-	if (pr)
-		bfs_probe_release(pr);
+	rc = stat_shown(fs, in, st);
 	if (rc < 0) {
 		bfs_inode_forget(fs, in, 1);
 		return rc;
@@ -403,7 +381,7 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 {
 	const struct bfs_codec *codec;
 	char backing[NAME_MAX + 1];
-	struct bfs_snap_ctx sc = { .fs = fs, .keep = true, .pr.fd = -1 };
+	struct bfs_snap_ctx sc = { .fs = fs };
 	struct sysdir d = { .fs = fs };
 	int rc = 0, dfd;
 
@@ -430,7 +408,6 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 		if (rc != -EAGAIN)
 			break;
 	}
-	bfs_snap_ctx_release(&sc);
 	bfs_snap_put(sc.snap);
 	bfs_inode_fd_put(fs, dir);
 	return rc == -EAGAIN ? -ESTALE : rc;
@@ -644,11 +621,11 @@ static uint8_t *read_kept(int fd, const struct stat *st)
  * version, or the memo of one that was dropped, saw other bytes.
  */
 static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
-			  const struct stat *now, struct bfs_probe *pr, struct bfs_file **out,
+			  const struct stat *now, struct bfs_file **out,
 			  bool *changed)
 {
 	struct bfs_file *f, *old = in->file;
-	const struct stat *fd_st = NULL, *whole_st = now;
+	const struct stat *fd_st = NULL;
 	uint8_t *whole = NULL;
 	int fd = -1, side = -1, rc;
 	bool kept = false;
@@ -659,23 +636,16 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		return 0;
 	}
 	/*
-	 * The probe's bytes, if it read this very file whole (same identity
-	 * and stamp): the version is built from them, and needs a descriptor
-	 * only when a reader does (the probe opened the file just now, so its
-	 * permissions were asked; a file this small gets no backing fadvise,
-	 * it has been read whole). Else, unchanged since a version was last
-	 * built (one dropped when idle): the inode's descriptor serves.
+	 * Unchanged since a version was last built (one dropped when idle),
+	 * or never built: the inode's descriptor serves (a small file is
+	 * read whole through it: read_kept()).
 	 * Changed (a chmod too): opened again, so that the backing file's
 	 * permissions are asked anew. @now, taken just before of this very
 	 * inode, is the inode descriptor's stat: the version need not take
 	 * it again (one fstat a lookup). A file whose version keeps its bytes
 	 * is read through that descriptor itself (no duplicate to close).
 	 */
-	if (pr && pr->whole && bfs_backing_stamp(&pr->st) == bfs_backing_stamp(now)) {
-		whole = pr->whole;
-		whole_st = &pr->st;
-		pr->whole = NULL;
-	} else if (old || (in->stamp != 0 && in->stamp != bfs_backing_stamp(now))) {
+	if (old || (in->stamp != 0 && in->stamp != bfs_backing_stamp(now))) {
 		fd = bfs_backing_reopen(fs, opath, O_RDONLY);
 	} else if (in->codec && (whole = read_kept(opath, now))) {
 		kept = true;
@@ -688,7 +658,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	if (in->codec)
 		side = open_sidecar(fs, in, now);
 	if (whole)
-		rc = bfs_file_open_whole(&f, whole, whole_st, side, in->codec,
+		rc = bfs_file_open_whole(&f, whole, now, side, in->codec,
 					 in->rpath ? in->rpath : "?", &fs->env);
 	else
 		rc = bfs_file_open(&f, fd, fd_st, side, in->codec, in->rpath ? in->rpath : "?",
@@ -763,8 +733,7 @@ static void shown_attrs(struct bfs_fs *fs, int opath, struct bfs_inode *in, stru
  * backing file's stamp is the one it was found under, else from a version
  * built now (and dropped again if cheap). Only that last reads the file.
  */
-static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
-		      struct bfs_probe *pr)
+static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
 	bool decoded = in->codec && S_ISREG(st->st_mode), known = false, built = false, changed;
 	bool kernel_open = atomic_load_explicit(&fs->kernel_open, memory_order_relaxed);
@@ -803,7 +772,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
 		if (in->file && atomic_load(&in->file->refs) > 1 && !kernel_open) {
 			size = bfs_file_size(in->file);
 		} else {
-			rc = current_locked(fs, in, fd, st, pr, &f, &changed);
+			rc = current_locked(fs, in, fd, st, &f, &changed);
 			if (rc == 0) {
 				size = bfs_file_size(f);
 				bfs_file_put(f);	/* in->file holds it still */
@@ -843,7 +812,7 @@ static int file_of(struct bfs_fs *fs, struct bfs_inode *in, int fd, struct stat 
 		rc = -EINVAL;
 	if (rc == 0) {
 		bfs_mutex_lock(bfs_ilock(fs, in));
-		rc = current_locked(fs, in, fd, now, NULL, out, changed);
+		rc = current_locked(fs, in, fd, now, out, changed);
 		bfs_mutex_unlock(bfs_ilock(fs, in));
 	}
 	if (pin)
@@ -912,7 +881,7 @@ int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
 	int rc = stat_now(fs, in, st);
 
-	return rc < 0 ? rc : stat_shown(fs, in, st, NULL);
+	return rc < 0 ? rc : stat_shown(fs, in, st);
 }
 
 int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *in, const struct bfs_file *f,

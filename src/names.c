@@ -41,18 +41,6 @@ static bool ends_with(const char *s, size_t len, const char *suffix, size_t *sl)
 	return len > *sl && strcmp(s + len - *sl, suffix) == 0;
 }
 
-bool bfs_name_asks(const char *backing)
-{
-	size_t len = strlen(backing), sl;
-	const struct bfs_codec *c;
-	const struct bfs_suffix *suffix;
-
-	for (size_t i = 0; bfs_codec_suffix_at(i, &c, &suffix); i++)
-		if (ends_with(backing, len, suffix->backing, &sl))
-			return true;
-	return false;
-}
-
 /* The rule without sidecars: see names.h. */
 static void shown_as(const struct bfs_name_ops *ops, void *ctx, const char *backing,
 		     char *shown, const struct bfs_codec **codec)
@@ -67,16 +55,15 @@ static void shown_as(const struct bfs_name_ops *ops, void *ctx, const char *back
 	for (size_t i = 0; bfs_codec_suffix_at(i, &c, &suffix); i++) {
 		if (!ends_with(backing, len, suffix->backing, &sl))
 			continue;
-		/* Another codec may take the same suffix (.gz: BGZF, then plain gzip). */
-		if (!ops->claims(ctx, backing, c))
-			continue;
+		if (!ops->is_file(ctx, backing))
+			break;
 		if (snprintf(shown + len - sl, NAME_MAX + 1 - (len - sl), "%s", suffix->shown) >
 		    NAME_MAX - (int)(len - sl))
 			goto unchanged;
 		if (ops->exists(ctx, shown))
 			goto unchanged;
 		for (size_t j = 0; j < i; j++)
-			if (with_suffix(shown, j, other, &oc) > 0 && ops->claims(ctx, other, oc))
+			if (with_suffix(shown, j, other, &oc) > 0 && ops->is_file(ctx, other))
 				goto unchanged;
 		*codec = c;
 		return;
@@ -151,7 +138,7 @@ int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name
 	}
 	/* An empty stem names nothing: ".lz4" alone is shown as itself. */
 	for (size_t i = 0; *name && (rc = with_suffix(name, i, backing, codec)) >= 0; i++)
-		if (rc > 0 && ops->claims(ctx, backing, *codec))
+		if (rc > 0 && ops->is_file(ctx, backing))
 			return 0;
 	*codec = NULL;
 	return -ENOENT;

@@ -507,8 +507,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	struct bfs_dir *d = (struct bfs_dir *)(uintptr_t)fi->fh;
 	struct bfs_fs *fs = fs_of(req);
 	struct bfs_inode *dir = inode_of(req, ino);
-	struct bfs_snap_ctx c = { .fs = fs, .snap = d->snap, .keep = plus, .pr.fd = -1,
-				  .listing = true };
+	struct bfs_snap_ctx c = { .fs = fs, .snap = d->snap };
 	char *buf = malloc(size), *p = buf;
 	const struct bfs_dirent *de;
 	struct bfs_snap *through = NULL;
@@ -520,7 +519,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	c.dirfd = bfs_inode_fd(fs, dir);	/* the probes the listing makes need it */
+	c.dirfd = bfs_inode_fd(fs, dir);	/* the lookups of readdirplus need it */
 	if (c.dirfd < 0) {
 		free(buf);
 		fuse_reply_err(req, bfs_kernel_errno(c.dirfd));
@@ -554,7 +553,6 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		files += de->type != DT_DIR && !is_dot(de->name);
 	}
 	rdp_listed(fs, files);
-	bfs_snap_ctx_release(&c);
 	bfs_inode_fd_put(fs, dir);
 	if (rc == 1)
 		through = bfs_snap_hold(d->snap);

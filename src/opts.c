@@ -98,8 +98,8 @@ static const struct {
 				    "($XDG_CACHE_HOME/blockfs or ~/.cache/blockfs)" },
 	{ "index_cache_size", "SIZE", "bytes of entries kept there before the least "
 				      "recently used are dropped; 0: no bound (1G)" },
-	{ "gzip", "raw|index", "plain gzip files: shown unchanged, or decoded through a "
-			       "checkpoint index (raw)" },
+	{ "gzip", "index|raw", "plain gzip files: decoded through a checkpoint index "
+			       "made at first use, or shown unchanged (index)" },
 	{ "gzip_span", "SIZE", "gzip=index: output between checkpoints, 64K to 32M (1M)" },
 	{ "nonempty", NULL, "mount over a non-empty directory or a mount point" },
 	{ "suid", NULL, "honour set-user-ID bits below SOURCE (root only; default nosuid)" },
@@ -215,7 +215,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 	static const char *const onoff[] = { "off", "on", NULL };
 	static const char *const populates[] = { "off", "on", "async", NULL };	/* enum bfs_populate */
 	static const char *const willneeds[] = { "cache", "kernel", NULL };
-	static const char *const gzips[] = { "raw", "index", NULL };
+	static const char *const gzips[] = { "index", "raw", NULL };
 	struct bfs_advice_req adv;
 	enum bfs_readpath rp;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -354,11 +354,11 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		}
 		o->max_read = (uint32_t)n;
 	}
-	o->gzip_index = false;		/* a first stat would inflate the whole file: README */
+	o->gzip_index = true;
 	if (o->gzip_s) {
 		if (pick("gzip", o->gzip_s, gzips, &v, err, errlen) < 0)
 			return -EINVAL;
-		o->gzip_index = v == 1;
+		o->gzip_index = v == 0;
 	}
 	o->gzip_span = BFS_GZIP_SPAN_DEFAULT;
 	if (o->gzip_span_s) {

@@ -59,6 +59,8 @@ typedef int (*del_fn)(struct xctx *x);
 
 static int get_format(struct xctx *x, char *out)
 {
+	if (x->f->found)	/* named for one format, holding another */
+		return snprintf(out, VALUE_MAX, "%s (not %s)", x->f->found, x->f->named->name);
 	return snprintf(out, VALUE_MAX, "%s", x->f->codec ? x->f->codec->name : "raw");
 }
 

@@ -202,6 +202,19 @@ const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len);
  * when none does or the file cannot be read. A few small reads.
  */
 const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io);
+/**
+ * bfs_codec_settle() - how to show a file whose name says codec @named.
+ * Names come from suffixes alone; the bytes settle the format once a
+ * file is used. Any codec that lists a suffix @named lists may claim it
+ * (a .gz file is BGZF or plain gzip).
+ * Return: 0 and *@codec, the codec to decode with, or NULL when the
+ * format is one this mount shows unchanged (plain gzip under gzip=raw);
+ * -EMEDIUMTYPE when the bytes are not of that family, with *@found what
+ * they are ("raw", or another codec's name); -errno when they cannot be
+ * read.
+ */
+BFS_MUST_CHECK int bfs_codec_settle(const struct bfs_codec *named, struct bfs_io *io,
+				    const struct bfs_codec **codec, const char **found);
 /*
  * The @n-th (codec, suffix) pair in registry order, false past the end.
  * This order decides name collisions: .lz4, then .gz and .bgz of BGZF,

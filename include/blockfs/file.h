@@ -77,6 +77,14 @@ struct bfs_file {
 	pthread_mutex_t fd_lock;	/* protects fd, io.fd and uses */
 	unsigned int uses;		/* holders that may read the backing file */
 	const struct bfs_codec *codec;	/* NULL: served unchanged */
+	/*
+	 * Shown under a decoded name, but its bytes are not the format its
+	 * suffix names (bfs_codec_settle()): @named, that codec, and @found,
+	 * what the bytes are. Reads fail with EIO; codec is NULL. Else both
+	 * NULL.
+	 */
+	const struct bfs_codec *named;
+	const char *found;
 	struct bfs_index idx;		/* empty when codec is NULL */
 	struct stat st;			/* the backing file when this version was built */
 	const struct bfs_file_env *env;

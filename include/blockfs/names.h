@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The name rules of SPEC §5: which backing entry a shown name stands for,
+ * The name rules: which backing entry a shown name stands for,
  * and what name a backing entry is shown under. Pure logic over two
  * questions about one directory, so readdir (a listing in memory), lookup
  * (syscalls) and the unit tests (a fake) share one implementation.
  *
- * A backing entry B = S + suffix, a regular file whose content its codec
- * claims, is shown as S when no entry S exists and no entry S + suffix'
- * with an earlier (codec, suffix) pair also claims S. Everything else is
- * shown under its own name. Order: .lz4, .gz, .bgz.
+ * Names come from suffixes alone: no file is opened to name it. A
+ * backing regular file B = S + suffix is shown as S + the suffix's shown
+ * ending (x.lz4 as x, x.tgz as x.tar) when no entry of that name exists
+ * and no regular file with an earlier (codec, suffix) pair in registry
+ * order is shown under it too. Everything else is shown under its own
+ * name. The codec returned is the first one listing the suffix; which
+ * codec of that family decodes the file is settled from its bytes when
+ * it is first used (bfs_codec_settle()).
  *
  * Sidecar indexes of a file shown decoded (X.gz.gzi, .tbi, .csi, .fai;
  * X.bgz.gzi) describe compressed bytes nobody sees, and are hidden. With
@@ -27,15 +31,9 @@ struct bfs_codec;
 struct bfs_name_ops {
 	/* Does an entry of any type named @name exist? */
 	bool (*exists)(void *ctx, const char *name);
-	/* Is @name a regular file whose first bytes @codec claims? */
-	bool (*claims)(void *ctx, const char *name, const struct bfs_codec *codec);
+	/* Is @name a regular file (as far as the directory tells, without I/O on it)? */
+	bool (*is_file)(void *ctx, const char *name);
 };
-
-/*
- * Whether showing backing entry @backing asks ops->claims about it (its
- * name ends in a codec's suffix): what a listing may read ahead for.
- */
-bool bfs_name_asks(const char *backing);
 
 /**
  * bfs_name_shown() - the name backing entry @backing is shown under.

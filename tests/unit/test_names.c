@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The name rules of SPEC §5 over a fake directory. */
+/* The name rules (names.h) over a fake directory: names and types only. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,7 +16,7 @@
 
 struct fake_ent {
 	const char *name;
-	const struct bfs_codec *claimed_by;	/* NULL: not a file any codec claims */
+	bool dir;		/* a directory; else a regular file */
 };
 
 struct fake_dir {
@@ -37,14 +37,17 @@ static bool fake_exists(void *ctx, const char *name)
 	return find(ctx, name) != NULL;
 }
 
-static bool fake_claims(void *ctx, const char *name, const struct bfs_codec *c)
+static bool fake_is_file(void *ctx, const char *name)
 {
 	const struct fake_ent *e = find(ctx, name);
 
-	return e && e->claimed_by == c;
+	return e && !e->dir;
 }
 
-static const struct bfs_name_ops ops = { .exists = fake_exists, .claims = fake_claims };
+static const struct bfs_name_ops ops = { .exists = fake_exists, .is_file = fake_is_file };
+
+#define DIR true
+
 
 #define LZ4 (&bfs_codec_lz4)
 #define BGZF (&bfs_codec_bgzf)
@@ -94,7 +97,7 @@ static int keep_off(void **state)
 
 static void test_lz4_shown_without_suffix(void **state)
 {
-	static const struct fake_ent e[] = { { "data.lz4", LZ4 } };
+	static const struct fake_ent e[] = { { "data.lz4", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
@@ -105,7 +108,7 @@ static void test_lz4_shown_without_suffix(void **state)
 
 static void test_bgzf_both_suffixes(void **state)
 {
-	static const struct fake_ent e[] = { { "a.gz", BGZF }, { "b.bgz", BGZF } };
+	static const struct fake_ent e[] = { { "a.gz", false }, { "b.bgz", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
@@ -116,7 +119,7 @@ static void test_bgzf_both_suffixes(void **state)
 
 static void test_plain_file_keeps_its_name(void **state)
 {
-	static const struct fake_ent e[] = { { "x", NULL }, { "x.lz4", LZ4 } };
+	static const struct fake_ent e[] = { { "x", false }, { "x.lz4", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
@@ -126,22 +129,42 @@ static void test_plain_file_keeps_its_name(void **state)
 	expect_resolve(&d, "x.lz4", 0, "x.lz4", NULL);
 }
 
-static void test_unclaimed_suffix_unchanged(void **state)
+static void test_names_from_suffix_alone(void **state)
 {
-	/* plain gzip, lz4 -BD, a directory named y.lz4: nothing claims them */
-	static const struct fake_ent e[] = { { "p.gz", NULL }, { "y.lz4", NULL } };
+	/*
+	 * Whatever the bytes (plain gzip, text named .gz, lz4 -BD): a
+	 * regular file is named by its suffix; a directory keeps its name.
+	 */
+	static const struct fake_ent e[] = { { "p.gz", false }, { "y.lz4", DIR }, { "t.tgz", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
-	expect_shown(&d, "p.gz", "p.gz", NULL);
+	expect_shown(&d, "p.gz", "p", BGZF);
+	expect_resolve(&d, "p", 0, "p.gz", BGZF);
 	expect_shown(&d, "y.lz4", "y.lz4", NULL);
-	expect_resolve(&d, "p", -ENOENT, NULL, NULL);
+	expect_resolve(&d, "y", -ENOENT, NULL, NULL);
 	expect_resolve(&d, "y.lz4", 0, "y.lz4", NULL);
+	expect_shown(&d, "t.tgz", "t.tar", BGZF);
+	expect_resolve(&d, "t.tar", 0, "t.tgz", BGZF);
+	expect_resolve(&d, "t", -ENOENT, NULL, NULL);
+}
+
+/* x.tar.gz and x.tgz both name x.tar: the earlier suffix (.gz) wins. */
+static void test_tar_suffixes_collide(void **state)
+{
+	static const struct fake_ent e[] = { { "x.tar.gz", false }, { "x.tgz", false } };
+	struct fake_dir d = DIR_OF(e);
+
+	(void)state;
+	expect_shown(&d, "x.tar.gz", "x.tar", BGZF);
+	expect_shown(&d, "x.tgz", "x.tgz", NULL);
+	expect_resolve(&d, "x.tar", 0, "x.tar.gz", BGZF);
+	expect_resolve(&d, "x.tgz", 0, "x.tgz", NULL);
 }
 
 static void test_lz4_wins_over_gz(void **state)
 {
-	static const struct fake_ent e[] = { { "s.gz", BGZF }, { "s.lz4", LZ4 } };
+	static const struct fake_ent e[] = { { "s.gz", false }, { "s.lz4", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
@@ -153,7 +176,7 @@ static void test_lz4_wins_over_gz(void **state)
 
 static void test_gz_wins_over_bgz(void **state)
 {
-	static const struct fake_ent e[] = { { "s.bgz", BGZF }, { "s.gz", BGZF } };
+	static const struct fake_ent e[] = { { "s.bgz", false }, { "s.gz", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
@@ -161,9 +184,9 @@ static void test_gz_wins_over_bgz(void **state)
 	expect_shown(&d, "s.bgz", "s.bgz", NULL);
 }
 
-static void test_unclaimed_lz4_does_not_block_gz(void **state)
+static void test_directory_lz4_does_not_block_gz(void **state)
 {
-	static const struct fake_ent e[] = { { "s.lz4", NULL }, { "s.gz", BGZF } };
+	static const struct fake_ent e[] = { { "s.lz4", DIR }, { "s.gz", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
@@ -174,7 +197,7 @@ static void test_unclaimed_lz4_does_not_block_gz(void **state)
 
 static void test_suffix_alone_is_not_a_name(void **state)
 {
-	static const struct fake_ent e[] = { { ".lz4", LZ4 } };
+	static const struct fake_ent e[] = { { ".lz4", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
@@ -184,7 +207,7 @@ static void test_suffix_alone_is_not_a_name(void **state)
 
 static void test_double_suffix(void **state)
 {
-	static const struct fake_ent e[] = { { "a.lz4", LZ4 }, { "a.lz4.lz4", LZ4 } };
+	static const struct fake_ent e[] = { { "a.lz4", false }, { "a.lz4.lz4", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
@@ -204,14 +227,14 @@ static void test_longest_names(void **state)
 	memset(stem, 'n', NAME_MAX - 4);
 	stem[NAME_MAX - 4] = '\0';
 	snprintf(full, sizeof(full), "%s.lz4", stem);
-	e[0] = (struct fake_ent){ full, LZ4 };
+	e[0] = (struct fake_ent){ full, false };
 	expect_shown(&d, full, stem, LZ4);
 	expect_resolve(&d, stem, 0, full, LZ4);
 
 	/* one more byte and stem.lz4 would not fit: but stem.gz still may */
 	strcat(stem, "n");
 	snprintf(full, sizeof(full), "%s.gz", stem);
-	e[0] = (struct fake_ent){ full, BGZF };
+	e[0] = (struct fake_ent){ full, false };
 	expect_resolve(&d, stem, 0, full, BGZF);
 }
 
@@ -219,11 +242,11 @@ static void test_longest_names(void **state)
 static void test_sidecars_hidden(void **state)
 {
 	static const struct fake_ent e[] = {
-		{ "calls.vcf.gz", BGZF }, { "calls.vcf.gz.tbi", NULL }, { "calls.vcf.gz.csi", NULL },
-		{ "ref.fa.gz", BGZF }, { "ref.fa.gz.fai", NULL }, { "ref.fa.gz.gzi", NULL },
-		{ "r.bgz", BGZF }, { "r.bgz.gzi", NULL }, { "r.bgz.tbi", NULL },
-		{ "plain.gz", NULL }, { "plain.gz.tbi", NULL }, { "orphan.gz.tbi", NULL },
-		{ "x.lz4", LZ4 }, { "x.lz4.gzi", NULL },
+		{ "calls.vcf.gz", false }, { "calls.vcf.gz.tbi", false }, { "calls.vcf.gz.csi", false },
+		{ "ref.fa.gz", false }, { "ref.fa.gz.fai", false }, { "ref.fa.gz.gzi", false },
+		{ "r.bgz", false }, { "r.bgz.gzi", false }, { "r.bgz.tbi", false },
+		{ "plain.gz", DIR }, { "plain.gz.tbi", false }, { "orphan.gz.tbi", false },
+		{ "x.lz4", false }, { "x.lz4.gzi", false },
 	};
 	struct fake_dir d = DIR_OF(e);
 
@@ -235,7 +258,7 @@ static void test_sidecars_hidden(void **state)
 	expect_hidden(&d, "r.bgz.gzi");
 	expect_resolve(&d, "calls.vcf.gz.tbi", -ENOENT, NULL, NULL);
 	expect_resolve(&d, "r.bgz.gzi", -ENOENT, NULL, NULL);
-	/* only .gzi goes with .bgz; plain gzip is shown as it is; no file; not a BGZF suffix */
+	/* only .gzi goes with .bgz; a directory is shown as it is; no file; not a .gz */
 	expect_shown(&d, "r.bgz.tbi", "r.bgz.tbi", NULL);
 	expect_shown(&d, "plain.gz.tbi", "plain.gz.tbi", NULL);
 	expect_shown(&d, "orphan.gz.tbi", "orphan.gz.tbi", NULL);
@@ -249,8 +272,8 @@ static void test_sidecars_hidden(void **state)
 static void test_keep_compressed(void **state)
 {
 	static const struct fake_ent e[] = {
-		{ "calls.vcf.gz", BGZF }, { "calls.vcf.gz.tbi", NULL }, { "d.lz4", LZ4 },
-		{ "s.gz", BGZF }, { "s.lz4", LZ4 },
+		{ "calls.vcf.gz", false }, { "calls.vcf.gz.tbi", false }, { "d.lz4", false },
+		{ "s.gz", false }, { "s.lz4", false },
 	};
 	struct fake_dir d = DIR_OF(e);
 
@@ -268,53 +291,22 @@ static void test_keep_compressed(void **state)
 	expect_resolve(&d, "s.gz", 0, "s.gz", NULL);
 }
 
-/*
- * Plain gzip (-o gzip=index) takes .gz after BGZF: a .gz that BGZF does not
- * claim goes on to gzip; among collisions BGZF's .gz and .bgz come first.
- */
-static void test_plain_gzip_after_bgzf(void **state)
-{
-	static const struct fake_ent e[] = {
-		{ "x.gz", &bfs_codec_gzip }, { "y.gz", BGZF },
-		{ "z.gz", &bfs_codec_gzip }, { "z.bgz", BGZF },
-	};
-	struct fake_dir d = DIR_OF(e);
-
-	(void)state;
-	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = true,
-						      .gzip_span = BFS_GZIP_SPAN_DEFAULT });
-	expect_shown(&d, "x.gz", "x", &bfs_codec_gzip);
-	expect_resolve(&d, "x", 0, "x.gz", &bfs_codec_gzip);
-	expect_shown(&d, "y.gz", "y", BGZF);
-	expect_resolve(&d, "y", 0, "y.gz", BGZF);
-	expect_shown(&d, "z.bgz", "z", BGZF);
-	expect_shown(&d, "z.gz", "z.gz", NULL);
-	expect_resolve(&d, "z", 0, "z.bgz", BGZF);
-	expect_resolve(&d, "z.gz", 0, "z.gz", NULL);
-	/* gzip=raw: plain gzip keeps its name */
-	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = false,
-						      .gzip_span = BFS_GZIP_SPAN_DEFAULT });
-	expect_shown(&d, "x.gz", "x.gz", NULL);
-	expect_resolve(&d, "x", -ENOENT, NULL, NULL);
-	expect_shown(&d, "y.gz", "y", BGZF);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lz4_shown_without_suffix),
 		cmocka_unit_test(test_bgzf_both_suffixes),
 		cmocka_unit_test(test_plain_file_keeps_its_name),
-		cmocka_unit_test(test_unclaimed_suffix_unchanged),
+		cmocka_unit_test(test_names_from_suffix_alone),
+		cmocka_unit_test(test_tar_suffixes_collide),
 		cmocka_unit_test(test_lz4_wins_over_gz),
 		cmocka_unit_test(test_gz_wins_over_bgz),
-		cmocka_unit_test(test_unclaimed_lz4_does_not_block_gz),
+		cmocka_unit_test(test_directory_lz4_does_not_block_gz),
 		cmocka_unit_test(test_suffix_alone_is_not_a_name),
 		cmocka_unit_test(test_double_suffix),
 		cmocka_unit_test(test_longest_names),
 		cmocka_unit_test(test_sidecars_hidden),
 		cmocka_unit_test_setup(test_keep_compressed, keep_off),
-		cmocka_unit_test(test_plain_gzip_after_bgzf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
