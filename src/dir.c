@@ -352,7 +352,7 @@ static void memo_load(struct bfs_fs *fs, struct bfs_snap *s)
 		for (size_t i = 0; i < s->n; i++) {
 			struct snent *e = &s->e[i];
 
-			if (!(m[i].flags & BFS_DIRMEMO_PROBED))
+			if (!(m[i].flags & BFS_DIRMEMO_STAMPED))
 				continue;
 			atomic_init(&e->stamp, m[i].stamp);
 			if (m[i].flags & BFS_DIRMEMO_SIZED)
@@ -390,7 +390,7 @@ void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
 		m[i] = (struct bfs_dirmemo_ent){
 			.stamp = atomic_load(&e->stamp),
 			.size = e->size == NO_SIZE ? 0 : e->size,
-			.flags = BFS_DIRMEMO_PROBED | (e->size == NO_SIZE ? 0 : BFS_DIRMEMO_SIZED),
+			.flags = BFS_DIRMEMO_STAMPED | (e->size == NO_SIZE ? 0 : BFS_DIRMEMO_SIZED),
 		};
 	}
 	bfs_mutex_unlock(&s->pair_lock);

@@ -255,6 +255,17 @@ int bfs_file_open_whole(struct bfs_file **out, uint8_t *whole, const struct stat
 	return file_new(out, -1, whole, st, side, codec, name, env);
 }
 
+int bfs_file_misnamed(struct bfs_file *f)
+{
+	if (!f->found)
+		return 0;
+	/* one line per version, as for a bad block */
+	if (atomic_exchange(&f->last_bad, SETTLE_FAILED) != SETTLE_FAILED)
+		bfs_err("%s: named as %s but holds %s: EIO", f->name, f->named->name, f->found);
+	BFS_COUNT(f->ctr, errors, 1);
+	return -EIO;
+}
+
 void bfs_file_put(struct bfs_file *f)
 {
 	unsigned int was;
@@ -926,13 +937,8 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 	readv_init(rv);
 	if (reader)
 		BFS_COUNT(f->ctr, reads, 1);
-	if (f->found) {
-		/* one line per version, as for a bad block */
-		if (atomic_exchange(&f->last_bad, SETTLE_FAILED) != SETTLE_FAILED)
-			bfs_err("%s: not %s but %s: EIO", f->name, f->named->name, f->found);
-		BFS_COUNT(f->ctr, errors, 1);
-		return -EIO;
-	}
+	if (f->found)
+		return bfs_file_misnamed(f);
 	if (!f->codec) {
 		ssize_t n = read_raw(f, rv, size, off);
 

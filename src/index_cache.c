@@ -712,17 +712,11 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 /* Memo entry fields */
 #define M_STAMP		0
 #define M_SIZE		8
-#define M_CODEC		16
 #define M_FLAGS		17
-#define M_ZERO		18
+#define M_ZERO		16	/* and 18 to the end */
 
 /* Entries a memo may hold: a directory larger than this is listed as it is. */
 #define DIRMEMO_MAX_ENTRIES (1u << 22)
-
-/* Codec numbers in memos; 0 is none. */
-static const struct bfs_codec *const memo_codecs[] = {
-	NULL, &bfs_codec_lz4, &bfs_codec_bgzf, &bfs_codec_gzip,
-};
 
 static void put_dir_key(uint8_t *h, const struct bfs_dirmemo_key *k)
 {
@@ -758,21 +752,13 @@ int bfs_dirmemo_encode(const struct bfs_dirmemo_key *key, const struct bfs_dirme
 	put_dir_key(buf, key);
 	p = buf + BFS_DIRMEMO_HDR_LEN;
 	for (uint64_t i = 0; i < key->n; i++, p += BFS_DIRMEMO_ENTRY_LEN) {
-		unsigned int flags = e[i].flags & (BFS_DIRMEMO_PROBED | BFS_DIRMEMO_SIZED);
-		uint8_t codec = 0;
+		unsigned int flags = e[i].flags & (BFS_DIRMEMO_STAMPED | BFS_DIRMEMO_SIZED);
 
-		for (uint8_t c = 1; c < BFS_ARRAY_SIZE(memo_codecs); c++)
-			if (memo_codecs[c] == e[i].codec)
-				codec = c;
-		/* a size is kept only with what it is the size of */
-		if (!(flags & BFS_DIRMEMO_PROBED) || !codec)
-			flags &= ~BFS_DIRMEMO_SIZED;
-		if (!(flags & BFS_DIRMEMO_PROBED) || e[i].stamp == 0)
-			continue;		/* all zero: nothing known (or a file it could not open) */
+		if (!(flags & BFS_DIRMEMO_STAMPED) || e[i].stamp == 0)
+			continue;		/* all zero: nothing known */
 		bfs_put_le64(p + M_STAMP, e[i].stamp);
 		if (flags & BFS_DIRMEMO_SIZED)
 			bfs_put_le64(p + M_SIZE, e[i].size);
-		p[M_CODEC] = codec;
 		p[M_FLAGS] = (uint8_t)flags;
 	}
 	bfs_put_le32(buf + total - BFS_ICACHE_CSUM_LEN,
@@ -786,7 +772,7 @@ int bfs_dirmemo_decode(const uint8_t *p, size_t len, const struct bfs_dirmemo_ke
 		       struct bfs_dirmemo_ent *e, const char **why)
 {
 	uint8_t want[BFS_DIRMEMO_HDR_LEN] = { 0 };
-	static const uint8_t zero[BFS_DIRMEMO_ENTRY_LEN - M_ZERO];
+	static const uint8_t zero[BFS_DIRMEMO_ENTRY_LEN - M_FLAGS - 1];
 	const uint8_t *q;
 
 	if (key->n > DIRMEMO_MAX_ENTRIES || len != memo_len(key->n)) {
@@ -817,20 +803,17 @@ int bfs_dirmemo_decode(const uint8_t *p, size_t len, const struct bfs_dirmemo_ke
 	q = p + BFS_DIRMEMO_HDR_LEN;
 	for (uint64_t i = 0; i < key->n; i++, q += BFS_DIRMEMO_ENTRY_LEN) {
 		unsigned int flags = q[M_FLAGS];
-		uint8_t codec = q[M_CODEC];
 
-		if (flags & ~(unsigned int)(BFS_DIRMEMO_PROBED | BFS_DIRMEMO_SIZED) ||
-		    codec >= BFS_ARRAY_SIZE(memo_codecs) || memcmp(q + M_ZERO, zero, sizeof(zero)) ||
-		    (!(flags & BFS_DIRMEMO_PROBED) && (flags || codec || bfs_le64(q + M_STAMP) ||
-						       bfs_le64(q + M_SIZE))) ||
-		    ((flags & BFS_DIRMEMO_SIZED) ? codec == 0 : bfs_le64(q + M_SIZE) != 0) ||
-		    ((flags & BFS_DIRMEMO_PROBED) && bfs_le64(q + M_STAMP) == 0)) {
+		if (flags & ~(unsigned int)(BFS_DIRMEMO_STAMPED | BFS_DIRMEMO_SIZED) ||
+		    q[M_ZERO] != 0 || memcmp(q + M_FLAGS + 1, zero, sizeof(zero)) ||
+		    (!(flags & BFS_DIRMEMO_STAMPED) && (flags || bfs_le64(q + M_STAMP))) ||
+		    (!(flags & BFS_DIRMEMO_SIZED) && bfs_le64(q + M_SIZE) != 0) ||
+		    ((flags & BFS_DIRMEMO_STAMPED) && bfs_le64(q + M_STAMP) == 0)) {
 			*why = "an entry fails its checks";
 			return 1;
 		}
 		e[i] = (struct bfs_dirmemo_ent){ .stamp = bfs_le64(q + M_STAMP),
-						 .size = bfs_le64(q + M_SIZE),
-						 .codec = memo_codecs[codec], .flags = flags };
+						 .size = bfs_le64(q + M_SIZE), .flags = flags };
 	}
 	return 0;
 }

@@ -307,6 +307,8 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 	 */
 	if (sc && bfs_snap_new_file(sc, backing, &dev, &ino) && !inode_known(fs, dev, ino, codec)) {
 		fd = bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+		if (codec)
+			BFS_COUNT(fs->env.mount, lookup_opens, 1);
 		if (fd >= 0 && fstat(fd, st) < 0) {
 			close(fd);
 			fd = -1;
@@ -339,6 +341,8 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 	} else if (!in) {
 		rd = S_ISREG(st->st_mode);
 		fd = rd ? bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) : -1;
+		if (rd && codec)
+			BFS_COUNT(fs->env.mount, lookup_opens, 1);
 		if (fd < 0) {
 			rd = false;	/* not a regular file, or unreadable: stat still works */
 			fd = bfs_backing_openat(fs, dfd, backing, O_PATH | O_NOFOLLOW);
@@ -946,7 +950,9 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 		bfs_inode_fd_put(fs, in);
 	if (rc < 0)
 		return rc;
-	rc = bfs_inode_use(fs, in, *out);
+	rc = bfs_file_misnamed(*out);	/* a plain text called x.gz: cat says EIO at once */
+	if (rc == 0)
+		rc = bfs_inode_use(fs, in, *out);
 	if (rc < 0)
 		bfs_file_put(*out);
 	return rc;

@@ -101,6 +101,12 @@ struct bfs_file {
 	char *name;			/* for log lines */
 };
 
+/*
+ * -EIO, logged once per version, when @f is misnamed (its bytes are not
+ * the format its suffix names: @f->found); else 0.
+ */
+int bfs_file_misnamed(struct bfs_file *f);
+
 /**
  * bfs_file_open() - build a version from an open backing descriptor.
  * @fd:     O_RDONLY descriptor; owned by the version on success, which

@@ -193,16 +193,16 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
  *   72   4  XXH32 (seed 0) of the n names in byte order, each with its NUL
  *   76   4  reserved                 0
  *   80   n x 24 entries, in the names' order:
- *        +0 8 stamp  +8 8 decoded size  +16 1 codec (0 none, 1 lz4,
- *        2 bgzf, 3 gzip)  +17 1 flags (1 probed, 2 sized)  +18 6 zero
+ *        +0 8 stamp  +8 8 decoded size  +16 1 zero  +17 1 flags
+ *        (1 stamped, 2 sized)  +18 6 zero
  *   end  4  XXH32 (seed 0) of every byte before it
  */
 #define BFS_DIRMEMO_MAGIC "BFSDIRMM"
-#define BFS_DIRMEMO_VERSION 1u
+#define BFS_DIRMEMO_VERSION 2u	/* 1 kept what probing found: names depended on it */
 #define BFS_DIRMEMO_HDR_LEN 80
 #define BFS_DIRMEMO_ENTRY_LEN 24
 
-#define BFS_DIRMEMO_PROBED 1u		/* codec and stamp are known */
+#define BFS_DIRMEMO_STAMPED 1u		/* the stamp a lookup found is known */
 #define BFS_DIRMEMO_SIZED 2u		/* and size: the decoded size under stamp */
 
 /* The directory version a memo is for. */
@@ -217,9 +217,8 @@ struct bfs_dirmemo_key {
 
 /* What a memo says of one entry. */
 struct bfs_dirmemo_ent {
-	uint64_t stamp;			/* of the file probed; PROBED */
+	uint64_t stamp;			/* of the file looked up; STAMPED */
 	uint64_t size;			/* its decoded size; SIZED */
-	const struct bfs_codec *codec;	/* what claims it, or NULL; PROBED */
 	unsigned int flags;		/* BFS_DIRMEMO_* */
 };
 

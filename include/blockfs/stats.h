@@ -30,8 +30,7 @@ struct bfs_counters {
 	atomic_uint_fast64_t pushed;		/* bytes handed to the kernel's page cache */
 	atomic_uint_fast64_t syscalls;		/* backing reads */
 	atomic_uint_fast64_t csum_failures, errors;
-	atomic_uint_fast64_t probes;		/* mount only: files a listing or lookup probed (dir.c) */
-	atomic_uint_fast64_t probed_ahead;	/* mount only: files listings opened ahead (dir.c) */
+	atomic_uint_fast64_t lookup_opens;	/* mount only: files of decoded names a lookup opened (inode.c) */
 	atomic_uint_fast64_t dir_memos;		/* mount only: directory memos taken up (dir.c) */
 	atomic_uint_fast64_t forgotten_dirs;	/* mount only: directories the kernel was asked to forget */
 };

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Plain gzip with -o gzip=index: files from gzip -1 and -9, pigz, Python's
-# gzip module (flushing) and multi-member concatenations (empty members
-# too) are shown under NAME with the size and bytes gzip -dc gives, whole
-# and in seeded random ranges; BGZF stays on the BGZF codec; gzip=raw
-# (the default) shows them unchanged. Damage: a truncated file and a
+# Plain gzip, decoded by default (-o gzip=index): files from gzip -1 and
+# -9, pigz, Python's gzip module (flushing) and multi-member concatenations
+# (empty members too) are shown under NAME with the size and bytes gzip
+# -dc gives, whole and in seeded random ranges; BGZF stays on the BGZF
+# codec; gzip=raw shows their bytes unchanged under NAME. Damage: a truncated file and a
 # flipped byte serve the intact prefix, then EIO. A file replaced (by
 # rename) during its walk is seen fresh afterwards. With index_cache the
 # walk is not repeated after a remount (counted backing reads), nor at
@@ -104,12 +104,18 @@ for i in range(200):
         sys.exit("range %d at %d, %d bytes differs" % (i, off, n))
 PY
 
-# --- gzip=raw, the default: unchanged ------------------------------------------
-mount_o "readpath=pread"
-is "gzip=raw (default): g1.gz shown unchanged" test -f "$M/g1.gz"
-check_fails "gzip=raw: no decoded g1" "No such file" stat "$M/g1"
-check "gzip=raw: g1.gz reads as the backing file" cmp "$M/g1.gz" "$S/g1.gz"
+# --- gzip=raw: named by the suffix, bytes unchanged ------------------------------
+mount_o "gzip=raw,readpath=pread"
+check_fails "gzip=raw: g1.gz is listed as g1" "No such file" stat "$M/g1.gz"
+check "gzip=raw: g1 reads as the backing file" cmp "$M/g1" "$S/g1.gz"
+check_eq "gzip=raw: g1's format raw" raw "$(xattr format g1)"
 check_eq "gzip=raw: BGZF still decoded" bgzf "$(xattr format bg)"
+umount_o
+
+# --- the default: decoded -----------------------------------------------------
+mount_o "readpath=pread"
+check "default: g1 decoded" cmp "$M/g1" "$W/g1"
+check_eq "default: g1's format gzip" gzip "$(xattr format g1)"
 umount_o
 
 # --- gzip=index ------------------------------------------------------------------

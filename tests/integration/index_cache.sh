@@ -202,10 +202,10 @@ else
 fi
 
 # --- directory memos ------------------------------------------------------------
-# A tree of small lz4 -m files: a listing keeps what its probes and sizes
-# found as DEV-INO.dir, and a remount lists and sizes the tree with no
-# probe; a file rewritten in place, an entry added, a flipped and a
-# truncated memo are each seen and still show right.
+# A tree of small lz4 -m files: the sizes ls -lR's lookups found are kept
+# as DEV-INO.dir, and a remount lists and sizes the tree opening no file;
+# a file rewritten in place, an entry added, a flipped and a truncated
+# memo are each seen and still show right.
 DT=$T/tree DO=$T/tree-orig DC=$T/dcache
 mkdir -p "$DT/d1" "$DT/d2" "$DO/d1" "$DO/d2" "$DC"
 chmod 700 "$DC"
@@ -247,14 +247,14 @@ memo() {
 }
 
 dir_mount "memos, first mount"
-check "memos, first mount: the listing probed every lz4 file ($(stat_of probes))" \
-	test "$(stat_of probes)" -ge 80
+check "memos, first mount: the lookups opened every lz4 file ($(stat_of lookup_opens))" \
+	test "$(stat_of lookup_opens)" -ge 80
 umount_c
 is "memos: kept for d1" test -s "$(memo d1)"
 is "memos: kept for d2" test -s "$(memo d2)"
 
 dir_mount "memos, remount"
-check_eq "memos, remount: no file probed" 0 "$(stat_of probes)"
+check_eq "memos, remount: no file opened" 0 "$(stat_of lookup_opens)"
 check_eq "memos, remount: both memos taken up" 2 "$(stat_of dir_memos)"
 same=0
 for i in $(seq 1 40); do
@@ -269,7 +269,7 @@ lz4 -q -c "$DO/d1/f7" >"$DT/d1/f7.lz4"
 dir_mount "memos, a file rewritten in place"
 check "memos, rewritten: its new bytes" cmp "$DO/d1/f7" "$M/d1/f7"
 check_eq "memos, rewritten: the memo still used for the rest" 2 "$(stat_of dir_memos)"
-check_eq "memos, rewritten: only it probed again" 1 "$(stat_of probes)"
+check_eq "memos, rewritten: only it opened again" 1 "$(stat_of lookup_opens)"
 umount_c
 
 # an entry added: the directory changed, its memo is not used

@@ -165,14 +165,15 @@ make_fixtures() {
 	cat "$GEN/a.gz" "$GEN/b.gz" >"$SRC/tg_cat.txt.gz"
 	cat "$GEN/part_a" "$GEN/part_b" >"$ORIG/tg_cat.txt"
 
-	# Shown unchanged: plain gzip, linked-block LZ4, misnamed and other files.
-	gzip -c "$GEN/text" >"$GEN/plain.txt.gz" && raw "$GEN/plain.txt.gz" plain.txt.gz
-	lz4 -q -f -BD -B4 "$GEN/text" "$GEN/linked.txt.lz4" && raw "$GEN/linked.txt.lz4" linked.txt.lz4
-	raw "$GEN/text" notlz4.lz4          # .lz4 name, not LZ4 content
-	raw "$GEN/bin" notgz.gz             # .gz name, not gzip content
+	# Plain gzip and linked-block LZ4: decoded like the others.
+	gzip -c "$GEN/text" >"$SRC/plain.txt.gz" && cp "$GEN/text" "$ORIG/plain.txt"
+	lz4f "$GEN/text" linked.txt -BD -B4 || return 1
+	# Misnamed: listed by their suffix, their reads fail (check_misnamed).
+	cp "$GEN/text" "$SRC/notlz4.lz4"    # .lz4 name, not LZ4 content
+	cp "$GEN/bin" "$SRC/notgz.gz"       # .gz name, not gzip content
+	cp "$GEN/empty" "$SRC/empty_named.lz4"  # empty file with an .lz4 name
 	raw "$GEN/rnd" raw.dat
 	raw "$GEN/empty" empty_raw
-	raw "$GEN/empty" empty_named.lz4    # empty file with an .lz4 name
 	raw "$GEN/one" sub/one_raw
 
 	# Collisions. NAME beside NAME.lz4: NAME is the plain file, NAME.lz4 is
@@ -239,7 +240,7 @@ EXPECTED_NAMES=$(
 	{
 		(cd "$ORIG" && find . -mindepth 1 -printf '%P\n')
 		printf '%s\n' bad bad/crc.txt bad/crcg.txt bad/trunc.txt bad/truncg.txt \
-			live live/fresh.txt live/shrink.txt
+			live live/fresh.txt live/shrink.txt notlz4 notgz empty_named
 	} | LC_ALL=C sort
 )
 
@@ -311,6 +312,29 @@ check_contents() {
 	done
 }
 
+# Misnamed files: listed once under the name their suffix gives, with
+# their backing size; opening or reading fails with EIO, the daemon and the
+# rest of the mount go on, and the log names the file and what it holds.
+check_misnamed() {
+	local p=$1 name backing got
+	for name in notlz4:notlz4.lz4 notgz:notgz.gz empty_named:empty_named.lz4; do
+		backing=${name#*:}
+		name=${name%%:*}
+		got=$(t stat -c %s "$MNT/$name" 2>&1)
+		check_eq "$p: misnamed $name: st_size is the backing file's" \
+			"$(stat -c %s "$SRC/$backing")" "$got"
+		check_fails "$p: misnamed $name: cat fails with EIO" "Input/output error" \
+			cat "$MNT/$name"
+		check_fails "$p: misnamed $name: not listed under $backing" "No such file" \
+			stat "$MNT/$backing"
+	done
+	got=$(cd "$MNT" && t ls | grep -c '^notlz4')
+	check_eq "$p: misnamed: ls lists notlz4 once" 1 "$got"
+	check "$p: misnamed: the log names notgz.gz and what it holds" \
+		grep -q 'notgz.gz: named as bgzf but holds raw: EIO' "$BFS_LOG"
+	check "$p: misnamed: the mount still reads t_b4.txt" cmp "$GEN/text" "$MNT/t_b4.txt"
+}
+
 check_links_and_collisions() {
 	local p=$1 got
 	got=$(t readlink "$MNT/link.txt" 2>&1)
@@ -330,8 +354,8 @@ check_links_and_collisions() {
 	check "$p: collision: coll2.txt.gz is the compressed bytes" cmp "$SRC/coll2.txt.gz" "$MNT/coll2.txt.gz"
 	check "$p: collision: dup is dup.lz4 decompressed" cmp "$GEN/part_a" "$MNT/dup"
 	check "$p: collision: dup.gz is shown unchanged" cmp "$SRC/dup.gz" "$MNT/dup.gz"
-	check "$p: plain gzip shown unchanged" cmp "$SRC/plain.txt.gz" "$MNT/plain.txt.gz"
-	check "$p: lz4 -BD shown unchanged" cmp "$SRC/linked.txt.lz4" "$MNT/linked.txt.lz4"
+	check "$p: plain gzip decoded" cmp "$GEN/text" "$MNT/plain.txt"
+	check "$p: lz4 -BD decoded" cmp "$GEN/text" "$MNT/linked.txt"
 	check_fails "$p: the .gzi of a decoded file is hidden" "No such file" \
 		stat "$MNT/tgi.txt.gz.gzi"
 
@@ -351,9 +375,9 @@ check_xattrs() {
 	for spec in t_b4.txt:lz4 t_all.txt:lz4 concat.txt:lz4 skip_mid.txt:lz4 skip_pre.txt:lz4 empty:lz4 \
 		sub/inner.txt:lz4 tg.txt:bgzf tgi.txt:bgzf bin_g.so:bgzf tg_cat.txt:bgzf \
 		empty_g:bgzf sub/deeper/inner2.txt:bgzf dup:lz4 \
-		plain.txt.gz:raw linked.txt.lz4:raw notlz4.lz4:raw notgz.gz:raw raw.dat:raw \
+		plain.txt:gzip linked.txt:lz4 raw.dat:raw \
 		coll.txt:raw coll.txt.lz4:raw coll2.txt.gz:raw dup.gz:raw \
-		empty_named.lz4:raw; do
+		'notlz4:raw (not lz4)' 'notgz:raw (not bgzf)' 'empty_named:raw (not lz4)'; do
 		shown=${spec%:*}
 		want=${spec##*:}
 		got=$(xattr "$MNT/$shown" user.blockfs.format 2>&1)
@@ -563,6 +587,7 @@ run_pass() {
 		return
 	fi
 	check_names "$p"
+	check_misnamed "$p"
 	check_contents "$p"
 	check_links_and_collisions "$p"
 	check_xattrs "$p"

@@ -3,8 +3,8 @@
 #
 # Index sidecars and -o keep_compressed, on real mounts:
 # - without it, the sidecars of a file shown decoded (X.gz.gzi, .tbi, .csi,
-#   .fai; X.bgz.gzi) are neither listed nor found by name, while those of
-#   files shown as they are (plain gzip), orphans and other names stay;
+#   .fai; X.bgz.gzi; plain gzip's too) are neither listed nor found by
+#   name, while orphans and other names stay;
 # - with it, each decoded file's compressed file is shown too, unchanged,
 #   under its own name and with its own st_ino, beside its sidecars, so
 #   that tabix and samtools faidx give through the mount what they give on
@@ -61,14 +61,14 @@ tabix -C -p vcf "$S/calls2.vcf.gz"			# calls2.vcf.gz.csi
 bgzip -c "$O/ref.fa" >"$S/ref.fa.gz"
 samtools faidx "$S/ref.fa.gz"				# ref.fa.gz.fai, ref.fa.gz.gzi
 bgzip -c -i -I "$S/data.bgz.gzi" "$O/ref.fa" >"$S/data.bgz"
-gzip -c "$O/calls.vcf" >"$S/plain.gz"			# plain gzip: shown as it is
+gzip -c "$O/calls.vcf" >"$S/plain.gz"			# plain gzip: decoded too
 cp "$S/calls.vcf.gz.tbi" "$S/plain.gz.tbi"
 cp "$S/calls.vcf.gz.tbi" "$S/orphan.gz.tbi"		# no orphan.gz
 lz4 -q "$O/calls.vcf" "$S/v.lz4"
 cp "$S/calls.vcf.gz.tbi" "$S/v.lz4.tbi"			# not a sidecar of an lz4 file
 
-HIDDEN=(calls.vcf.gz.tbi calls2.vcf.gz.csi ref.fa.gz.fai ref.fa.gz.gzi data.bgz.gzi)
-KEPT=(plain.gz plain.gz.tbi orphan.gz.tbi v.lz4.tbi)
+HIDDEN=(calls.vcf.gz.tbi calls2.vcf.gz.csi ref.fa.gz.fai ref.fa.gz.gzi data.bgz.gzi plain.gz.tbi)
+KEPT=(orphan.gz.tbi v.lz4.tbi)
 
 # shellcheck disable=SC2012 # ls is the user's view under test; the names are plain
 listed() {
@@ -79,7 +79,7 @@ listed() {
 
 mount_or_die readpath=pread
 check_eq "listing: decoded names, no sidecar of theirs" \
-	"calls.vcf calls2.vcf data orphan.gz.tbi plain.gz plain.gz.tbi ref.fa v v.lz4.tbi " "$(listed)"
+	"calls.vcf calls2.vcf data orphan.gz.tbi plain ref.fa v v.lz4.tbi " "$(listed)"
 hidden=ok
 for f in "${HIDDEN[@]}"; do
 	[[ ! -e "$M/$f" ]] || hidden="$f found by name"
@@ -92,6 +92,7 @@ done
 check_eq "sidecars of files shown as they are, orphans, others: shown unchanged" ok "$kept"
 check "calls.vcf reads decoded" cmp "$O/calls.vcf" "$M/calls.vcf"
 check "ref.fa reads decoded" cmp "$O/ref.fa" "$M/ref.fa"
+check "plain (plain gzip) reads decoded" cmp "$O/calls.vcf" "$M/plain"
 check "data (with its .gzi) reads decoded" cmp "$O/ref.fa" "$M/data"
 check_fails "the compressed name is not shown" "No such file" stat "$M/calls.vcf.gz"
 bfs_umount
@@ -101,7 +102,7 @@ check_eq "unmount, exit 0" 0 "$?"
 
 mount_or_die readpath=pread,keep_compressed
 check_eq "keep_compressed listing: decoded and compressed names, the sidecars" \
-	"calls.vcf calls.vcf.gz calls.vcf.gz.tbi calls2.vcf calls2.vcf.gz calls2.vcf.gz.csi data data.bgz data.bgz.gzi orphan.gz.tbi plain.gz plain.gz.tbi ref.fa ref.fa.gz ref.fa.gz.fai ref.fa.gz.gzi v v.lz4 v.lz4.tbi " \
+	"calls.vcf calls.vcf.gz calls.vcf.gz.tbi calls2.vcf calls2.vcf.gz calls2.vcf.gz.csi data data.bgz data.bgz.gzi orphan.gz.tbi plain plain.gz plain.gz.tbi ref.fa ref.fa.gz ref.fa.gz.fai ref.fa.gz.gzi v v.lz4 v.lz4.tbi " \
 	"$(listed)"
 same=ok
 for f in calls.vcf.gz calls2.vcf.gz ref.fa.gz data.bgz v.lz4 "${HIDDEN[@]}"; do

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Trees on real mounts (issue 12): what blockfs remembers about names,
-# probes and sizes must never outlive a change on the backing side.
+# Trees on real mounts: what blockfs remembers about names and sizes must
+# never outlive a change on the backing side.
 # - -o entry_timeout= / attr_timeout=: bad values refused naming the
 #   option, exit 1, nothing mounted; good ones mount.
 # - a tree changed on the backing side (a file added where a lookup had
 #   just failed, removed, renamed, replaced by rename, rewritten in place
-#   with another size, rewritten from lz4 to plain text, a directory
+#   with another size, rewritten from lz4 to plain text (same name, reads
+#   fail with EIO), a directory
 #   renamed) is seen within the timeout (default 10 s, 1 s, and at once
 #   with 0), and
 #   an open never shows a stale size or stale bytes, whatever the timeout;
@@ -16,13 +17,13 @@
 #   reads back, the daemon's descriptors stay within its budget, and its
 #   RSS stays bounded (not under a sanitizer);
 # - the same tree after the kernel's caches are dropped: find lists the
-#   same names, listings open files ahead (probed_ahead on the root) within
-#   the descriptor budget, and a warm listing opens none ahead;
+#   same names and opens no backing file (lookup_opens on the root), within
+#   the descriptor budget;
 # - -o max_inodes=10000: ls -lR of the tree lists every file, directories
 #   are forgotten (dirs_forgotten), the inodes kept come down to the bound
 #   and two directories' files, and every file still reads back;
 # - files read again after the ring of idle versions turned: no backing
-#   read but for reads that reach blockfs, no probe; a file replaced
+#   read but for reads that reach blockfs, no lookup open; a file replaced
 #   between an open and its first read gives EIO or the old bytes;
 # - -o readdirplus=16, off and on: find of a 1000-file directory makes at
 #   most 16 files' inodes, none, or all of them; ls -l sizes them all and
@@ -185,11 +186,11 @@ changes() {
 		open_sees "$M/d/w" "whiskey rewritten in place, longer"
 	r=$(seen_within "$to" bash -c "[[ \$(stat -c %s '$M/d/w') == 34 ]]")
 	check_eq "[$opts] ... and stat shows its new size within ${to} s ($r)" 0 $?
-	# no longer lz4: shown under its own name, and its decoded name gone
+	# no longer lz4: the name stays (names come from suffixes); reads fail
 	printf 'plain now\n' >"$S/d/p.lz4"
-	r=$(seen_within "$to" bash -c "$(declare -f gone has); gone '$M/d/p' &&
-		has '$M/d/p.lz4' 'plain now'")
-	check_eq "[$opts] rewritten from lz4 to plain text: shown raw within ${to} s ($r)" 0 $?
+	check_fails "[$opts] rewritten from lz4 to plain text: the next open fails with EIO" \
+		"Input/output error" cat "$M/d/p"
+	check_fails "[$opts] ... and p.lz4 is still not listed" "No such file" stat "$M/d/p.lz4"
 	umount_ok "$opts"
 }
 
@@ -305,11 +306,11 @@ umount_ok "max_inodes"
 # that reaches blockfs gives EIO or the old bytes, never the new ones.
 mount_or_die readpath=pread,cache_size=0
 cat "$M/d000"/* "$M/d001"/* >/dev/null
-sys0=$(root_stat backing_syscalls) rd0=$(root_stat reads) pr0=$(root_stat probes)
+sys0=$(root_stat backing_syscalls) rd0=$(root_stat reads) pr0=$(root_stat lookup_opens)
 n=$(cat "$M/d000"/* | wc -c)
-sys1=$(root_stat backing_syscalls) rd1=$(root_stat reads) pr1=$(root_stat probes)
+sys1=$(root_stat backing_syscalls) rd1=$(root_stat reads) pr1=$(root_stat lookup_opens)
 check_eq "d000 read again: all its bytes" "$(cd "$S/d000" && cat -- * | lz4 -dc | wc -c)" "$n"
-check "... backing reads only for reads that reached blockfs ($((sys1 - sys0)) <= $((rd1 - rd0))), none of 1000 probed again ($((pr1 - pr0)))" \
+check "... backing reads only for reads that reached blockfs ($((sys1 - sys0)) <= $((rd1 - rd0))), none of 1000 opened by a lookup again ($((pr1 - pr0)))" \
 	test $((sys1 - sys0)) -le $((rd1 - rd0)) -a "$pr1" -eq "$pr0"
 f0=$M/d000/f000000.txt
 old0=$(cat "$f0")
@@ -424,65 +425,28 @@ check "colliding names: the daemon is alive" kill -0 "$BFS_PID"
 umount_ok "colliding names"
 rm -r "$S/collide"
 
-# --- the same tree cold: listings probe ahead, and show the same -----------------------
-ahead() { t getfattr --only-values -n user.blockfs.stats "$M" | awk '$1 == "probed_ahead" { print $2 }'; }
+# --- the same tree cold: a listing opens no file, and shows the same ---------------------
+opens() { t getfattr --only-values -n user.blockfs.stats "$M" | awk '$1 == "lookup_opens" { print $2 }'; }
 if sync -f "$T" && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
 	BFS_WRAP="prlimit --nofile=$LIMIT:$LIMIT --"
-	mount_or_die readpath=pread
+	mount_or_die readpath=pread,readdirplus=off
 	BFS_WRAP=
 	t0=$SECONDS
 	t find "$M" -type f >"$T/cold-names"
 	check_eq "cold: find lists all $NFILES files ($((SECONDS - t0)) s)" "$NFILES" \
 		"$(grep -c '/f[0-9]*\.txt$' "$T/cold-names")"
-	a=$(ahead)
-	check "cold: the listings opened files ahead ($a of $NFILES)" test "${a:-0}" -gt $((NFILES / 2))
+	check_eq "cold: the listings opened no file" 0 "$(opens)"
 	fds=$(nfds)
 	check "cold: descriptors after find within the budget ($fds <= $BUDGET + 64)" \
 		test "$fds" -le $((BUDGET + 64))
 	check_eq "cold: f000096 decoded" \
 		"$((97 * $(printf 'file 96 of the tree: ' | wc -c)))" "$(stat -c %s "$M/d096/f000096.txt")"
+	check_eq "cold: its stat opened one file" 1 "$(opens)"
 	umount_ok "cold tree"
 	mount_or_die readpath=pread
 	t find "$M" -type f >"$T/warm-names"
 	check "again: the same names" cmp "$T/cold-names" "$T/warm-names"
 	umount_ok "tree again"
-	# Cached files open nothing ahead. Not the whole tree: this machine's
-	# DAMON pages out cache it samples as idle within seconds, so only
-	# files read just now are surely cached.
-	# Their pages are mapped and locked while listed: a test beside this
-	# one dropping the page cache (echo 1 or 3 > drop_caches, which takes
-	# the pages of open files too) or unused inodes (echo 2) cannot take
-	# them (seen in CI: 288, 909 and 999 opened ahead).
-	rm -f "$T/held"
-	"$PY" - "$T/held" "$S"/d000/* <<'PY' &
-import ctypes, mmap, os, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                      ctypes.c_int, ctypes.c_long]
-libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-for p in sys.argv[2:]:
-    fd = os.open(p, os.O_RDONLY)
-    n = os.fstat(fd).st_size
-    if n:
-        a = libc.mmap(None, n, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if a == ctypes.c_void_p(-1).value or libc.mlock(a, n) != 0:
-            sys.exit("cannot lock %s: %s" % (p, os.strerror(ctypes.get_errno())))
-    os.close(fd)
-open(sys.argv[1], "w").close()
-time.sleep(300)
-PY
-	holder=$!
-	for _ in $(seq 200); do [[ -e "$T/held" ]] && break; sleep 0.05; done
-	check "warm: d000's backing pages locked in memory" test -e "$T/held"
-	mount_or_die readpath=pread
-	n=$(t find "$M/d000" -type f | wc -l)
-	a=$(ahead)
-	check "warm: d000 listed ($n files) with few opened ahead ($a < $((NFILES / 1000)))" \
-		test "$n" -eq $((NFILES / 100)) -a "${a:-0}" -lt $((NFILES / 1000))
-	kill "$holder" 2>/dev/null
-	wait "$holder" 2>/dev/null
-	umount_ok "warm directory"
 else
 	diag "cold listing skipped: cannot drop the kernel's caches (not root?)"
 fi

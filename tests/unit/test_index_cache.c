@@ -558,17 +558,17 @@ static const struct bfs_dirmemo_key dkey0 = {
 	.ctime_sec = 1700000001, .ctime_nsec = 6, .n = MEMO_N, .names = 0x1234abcd, .rules = 0,
 };
 
-/* One of each kind: unknown, probed (no codec), probed lz4, sized lz4, sized gzip. */
+/* One of each kind: unknown, stamped (twice), sized, sized empty. */
 static void memo_ents(struct bfs_dirmemo_ent *e)
 {
 	e[0] = (struct bfs_dirmemo_ent){ 0 };
-	e[1] = (struct bfs_dirmemo_ent){ .stamp = 11, .flags = BFS_DIRMEMO_PROBED };
-	e[2] = (struct bfs_dirmemo_ent){ .stamp = 12, .codec = &bfs_codec_lz4,
-					 .flags = BFS_DIRMEMO_PROBED };
-	e[3] = (struct bfs_dirmemo_ent){ .stamp = 13, .size = 4096, .codec = &bfs_codec_lz4,
-					 .flags = BFS_DIRMEMO_PROBED | BFS_DIRMEMO_SIZED };
-	e[4] = (struct bfs_dirmemo_ent){ .stamp = 14, .size = 0, .codec = &bfs_codec_gzip,
-					 .flags = BFS_DIRMEMO_PROBED | BFS_DIRMEMO_SIZED };
+	e[1] = (struct bfs_dirmemo_ent){ .stamp = 11, .flags = BFS_DIRMEMO_STAMPED };
+	e[2] = (struct bfs_dirmemo_ent){ .stamp = 12,
+					 .flags = BFS_DIRMEMO_STAMPED };
+	e[3] = (struct bfs_dirmemo_ent){ .stamp = 13, .size = 4096,
+					 .flags = BFS_DIRMEMO_STAMPED | BFS_DIRMEMO_SIZED };
+	e[4] = (struct bfs_dirmemo_ent){ .stamp = 14, .size = 0,
+					 .flags = BFS_DIRMEMO_STAMPED | BFS_DIRMEMO_SIZED };
 }
 
 static void memo_encode(uint8_t **buf, size_t *len)
@@ -595,12 +595,11 @@ static void test_memo_round_trip(void **state)
 		assert_int_equal(got[i].flags, want[i].flags);
 		assert_int_equal(got[i].stamp, want[i].stamp);
 		assert_int_equal(got[i].size, want[i].size);
-		assert_ptr_equal(got[i].codec, want[i].codec);
 	}
 	free(buf);
 }
 
-/* A size without a codec, and an entry whose file could not be opened, are not kept. */
+/* An entry with no stamp (a file never looked up) is kept as unknown, size and all. */
 static void test_memo_keeps_only_what_holds(void **state)
 {
 	struct bfs_dirmemo_ent e[MEMO_N], got[MEMO_N];
@@ -610,14 +609,17 @@ static void test_memo_keeps_only_what_holds(void **state)
 
 	(void)state;
 	memo_ents(e);
-	e[1].flags |= BFS_DIRMEMO_SIZED;	/* sized, but nothing decodes it */
+	e[1].flags |= BFS_DIRMEMO_SIZED;
 	e[1].size = 99;
-	e[2].stamp = 0;				/* probed, but never opened */
+	e[2].stamp = 0;				/* stamped, but with no stamp */
+	e[2].size = 5;
+	e[2].flags |= BFS_DIRMEMO_SIZED;
 	assert_int_equal(bfs_dirmemo_encode(&dkey0, e, &buf, &len), 0);
 	assert_int_equal(bfs_dirmemo_decode(buf, len, &dkey0, got, &why), 0);
-	assert_int_equal(got[1].flags, BFS_DIRMEMO_PROBED);
-	assert_int_equal(got[1].size, 0);
+	assert_int_equal(got[1].flags, BFS_DIRMEMO_STAMPED | BFS_DIRMEMO_SIZED);
+	assert_int_equal(got[1].size, 99);
 	assert_int_equal(got[2].flags, 0);
+	assert_int_equal(got[2].size, 0);
 	free(buf);
 }
 
