@@ -366,9 +366,13 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 		return rc;
 	}
 	if (sc && decoded) {
-		/* the size of the version the stamp names (not one open readers hold on to) */
+		/*
+		 * The size of the version the stamp names (not one open readers
+		 * hold on to); none for a misnamed file, whose lookups must build
+		 * its version, which refuses its opens.
+		 */
 		bfs_mutex_lock(bfs_ilock(fs, in));
-		size = in->stamp == stamp ? in->memo : UINT64_MAX;
+		size = in->stamp == stamp && !(in->file && in->file->found) ? in->memo : UINT64_MAX;
 		bfs_mutex_unlock(bfs_ilock(fs, in));
 		if (size != UINT64_MAX)
 			bfs_snap_note_size(sc, backing, stamp, size);
@@ -529,10 +533,14 @@ void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char
  */
 #define CHEAP_VERSION (128u << 10)
 
-/* Only its inode holds version @f, nothing of it is cached, and building it again is cheap. */
+/*
+ * Only its inode holds version @f, nothing of it is cached, and building it
+ * again is cheap. A misnamed file's version is kept: it is small, and an
+ * open without it (bfs_inode_open()'s deferral) would not refuse the file.
+ */
 static bool droppable(struct bfs_file *f)
 {
-	return atomic_load(&f->refs) == 1 && atomic_load(&f->ctr->cached) == 0 &&
+	return atomic_load(&f->refs) == 1 && atomic_load(&f->ctr->cached) == 0 && !f->found &&
 	       (!f->codec || f->st.st_size <= (off_t)CHEAP_VERSION);
 }
 
@@ -953,7 +961,9 @@ int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **ou
 	rc = bfs_file_misnamed(*out);	/* a plain text called x.gz: cat says EIO at once */
 	if (rc == 0)
 		rc = bfs_inode_use(fs, in, *out);
-	if (rc < 0)
+	if (rc < 0) {
 		bfs_file_put(*out);
+		*out = NULL;		/* no version, no use of it: callers test it */
+	}
 	return rc;
 }

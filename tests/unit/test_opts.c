@@ -425,7 +425,7 @@ static void test_willneed(void **state)
 }
 
 /*
- * gzip=raw|index, gzip_span (64K..32M), index_cache=DIR|off (the directory
+ * gzip=index|raw, gzip_span (64K..32M), index_cache=DIR|off (the directory
  * is checked by main: a string here), index_cache_size
  */
 static void test_gzip_and_index_cache(void **state)
@@ -433,7 +433,8 @@ static void test_gzip_and_index_cache(void **state)
 	char *none[] = { "blockfs", "src", "mnt" };
 	char *on[] = { "blockfs", "-o", "gzip=index,gzip_span=4M,index_cache=/var/cache/x", "src",
 		       "mnt" };
-	char *off[] = { "blockfs", "-o", "index_cache=off,index_cache_size=0", "src", "mnt" };
+	char *off[] = { "blockfs", "-o", "gzip=raw,index_cache=off,index_cache_size=0", "src",
+			 "mnt" };
 	char *dot_off[] = { "blockfs", "-o", "index_cache=./off,index_cache_size=2G", "src",
 			    "mnt" };
 	struct bfs_opts bad = { .gzip_span_s = "100M" };
@@ -443,7 +444,7 @@ static void test_gzip_and_index_cache(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&o, &rest, 3, none), 0);
-	assert_false(o.gzip_index);
+	assert_true(o.gzip_index);		/* decoded by default */
 	assert_int_equal(o.gzip_span, 1u << 20);
 	assert_null(o.index_cache);		/* the default place */
 	assert_false(o.index_cache_off);
@@ -458,6 +459,7 @@ static void test_gzip_and_index_cache(void **state)
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, off), 0);
+	assert_false(o.gzip_index);
 	assert_null(o.index_cache);
 	assert_true(o.index_cache_off);
 	assert_int_equal(o.index_cache_size, 0);
