@@ -25,8 +25,9 @@ check: against a mount of SOURCE, read every variant the way tools do
        then a buffered sequential read like cat), each variant in a forked
        child under a timeout.  A successful read must return exactly the
        reference bytes at its offset, never a byte past its end; a failed
-       one must fail with EIO.  A variant shown unchanged (not recognised)
-       must read back as its backing bytes.  A sequential read that ends
+       one must fail with EIO.  A variant whose bytes are no longer its
+       suffix's format (a damaged magic) keeps its decoded name and its
+       open fails with EIO ("refused").  A sequential read that ends
        early without an error is a silently short file: a failure.  Every
        few variants the daemon must still be alive and intact control files
        must read back exactly.  Prints TAP lines ("ok - ...", "not ok - ...")
@@ -893,6 +894,14 @@ def check_one(v, mnt, src, ref, orig, seed):
     dec = os.path.join(mnt, v["shown"])
     raw = os.path.join(mnt, v["name"])
     if os.path.lexists(dec):
+        try:
+            os.close(os.open(dec, os.O_RDONLY))
+        except OSError as e:
+            if e.errno != errno.EIO:
+                t.fail("open: %s, not EIO" % errno.errorcode.get(e.errno, e.errno))
+            t.eio += 1
+            return {"cls": "refused", "fails": t.fails, "eio": t.eio, "reads": t.reads,
+                    "size": 0, "ok_after_eio": t.ok_after_eio}
         cls, size = read_decoded(t, dec)
     elif os.path.lexists(raw):
         with open(os.path.join(src, v["name"]), "rb") as f:
@@ -1092,12 +1101,12 @@ def cmd_check(a):
         tap(not flood, "%s: no variant logs more lines than it had failed reads (+2)" % label,
             flood[:8])
         noblock = [l for l in lines if l.startswith("blockfs: v") and
-                   not re.search(r"(block|offset|at) \d+|block sizes", l)]
+                   not re.search(r"(block|offset|at) \d+|block sizes|named as \w+ but holds", l)]
         tap(not noblock, "%s: every log line about a variant says which block or offset" % label,
             noblock[:5])
 
     # The figures.
-    classes = ["exact", "exact+eio", "prefix-then-eio", "eio-at-once", "shown-raw"]
+    classes = ["exact", "exact+eio", "prefix-then-eio", "eio-at-once", "refused", "shown-raw"]
     bykind = {}
     for (base, kind), vs in groups.items():
         for v in vs:
