@@ -497,6 +497,24 @@ BFS_MUST_CHECK int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t 
 			      const struct bfs_dirent **out);
 extern const struct bfs_name_ops bfs_snap_name_ops;
 
+/* --- walkahead.c: walks side by side for a listing with attributes ------------ */
+
+#define BFS_WALK_AHEAD_MAX 64	/* entries of one reply looked at */
+struct bfs_walk_ahead;
+
+/**
+ * bfs_walk_ahead() - look up, on -o workers threads at once, the decoded
+ * files among entries [@from, @from + @count) of listing @d whose lookup
+ * will walk a big backing file, so that the reply's lookups, made in
+ * order, find them sized. Return: what to let go with
+ * bfs_walk_ahead_done() once the reply is made (it holds a lookup of
+ * each), or NULL when there was nothing worth it.
+ */
+struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir,
+				      struct bfs_dir *d, struct bfs_snap_ctx *c, size_t from,
+				      size_t count);
+void bfs_walk_ahead_done(struct bfs_fs *fs, struct bfs_walk_ahead *w);
+
 /*
  * With the index cache on, keep what @s learned as its directory's memo
  * (index_cache.h), if it learned anything since it was read or last kept

@@ -511,6 +511,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	char *buf = malloc(size), *p = buf;
 	const struct bfs_dirent *de;
 	struct bfs_snap *through = NULL;
+	struct bfs_walk_ahead *ahead = NULL;
 	size_t rem = size, head = SIZE_MAX;
 	unsigned int files = 0;
 	int rc = 0;
@@ -531,6 +532,9 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	 */
 	if (plus && off == 0)
 		head = plus_head(fs);
+	if (plus)
+		ahead = bfs_walk_ahead(fs, dir, d, &c, (size_t)off,
+				       head < BFS_WALK_AHEAD_MAX ? head : BFS_WALK_AHEAD_MAX);
 	for (size_t i = (size_t)off; (i < head || p == buf) && (rc = bfs_dir_at(d, &c, i, &de)) == 0;
 	     i++) {
 		size_t len;
@@ -553,6 +557,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		files += de->type != DT_DIR && !is_dot(de->name);
 	}
 	rdp_listed(fs, files);
+	bfs_walk_ahead_done(fs, ahead);
 	bfs_inode_fd_put(fs, dir);
 	if (rc == 1)
 		through = bfs_snap_hold(d->snap);

@@ -71,6 +71,7 @@ int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache 
 		{ "errors", LOAD(m, errors), false },
 		{ "cached_bytes", LOAD(m, cached), false },
 		{ "lookup_opens", LOAD(m, lookup_opens), true },
+		{ "walked_ahead", LOAD(m, walked_ahead), true },
 		{ "dir_memos", LOAD(m, dir_memos), true },
 		{ "dirs_forgotten", LOAD(m, forgotten_dirs), true },
 		{ "inodes", cache ? cache->inodes : 0, true },

@@ -112,8 +112,14 @@ check_eq "gzip=raw: g1's format raw" raw "$(xattr format g1)"
 check_eq "gzip=raw: BGZF still decoded" bgzf "$(xattr format bg)"
 umount_o
 
-# --- the default: decoded -----------------------------------------------------
-mount_o "readpath=pread"
+# --- the default: decoded; ls -l walks the big files side by side -------------
+mount_o "readpath=pread,workers=2,index_cache=off"
+got=$(t ls -l "$M" | awk '$9 == "g1" || $9 == "g9" || $9 == "pigz" || $9 == "py" { print $5 }' |
+	sort -u)
+check_eq "default: ls -l sizes the four walked files" "$(stat -c %s "$W/big")" "$got"
+got=$(t getfattr --only-values -n user.blockfs.stats "$M" | awk '$1 == "walked_ahead" { print $2 }')
+check "default: ls -l of the directory walked them side by side (walked_ahead $got)" \
+	test "${got:-0}" -ge 4
 check "default: g1 decoded" cmp "$M/g1" "$W/g1"
 check_eq "default: g1's format gzip" gzip "$(xattr format g1)"
 umount_o
