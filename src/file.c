@@ -198,12 +198,28 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 				bfs_io_init_mem(&mem, whole, size);
 				io = &mem;
 			}
-			rc = codec->scan(io, sidep, &f->idx);
+			/*
+			 * A walk goes forward: read it in big requests. What it
+			 * asked for, not the requests, says what a kept entry
+			 * saves a later mount (bfs_icache_save()).
+			 */
+			uint64_t asked;
+
+			if (io == &f->io) {
+				struct bfs_io_ahead ahead;
+				struct bfs_io *wio = bfs_io_ahead_init(&ahead, io);
+
+				rc = codec->scan(wio, sidep, &f->idx);
+				asked = atomic_load(&wio->nread);
+				bfs_io_ahead_destroy(&ahead);
+			} else {
+				rc = codec->scan(io, sidep, &f->idx);
+				asked = atomic_load(&io->nread);
+			}
 			if (rc == 0)
 				rc = bfs_index_measure(&f->idx, io, codec, env->workq);
 			if (rc == 0)
-				(void)bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
-						      atomic_load(&f->io.nread));
+				(void)bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx, asked);
 		}
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		/*

@@ -6,6 +6,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -49,6 +51,58 @@ static ssize_t mem_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
 		len = io->size - off;
 	memcpy(buf, io->mem + off, len);
 	return (ssize_t)len;
+}
+
+/* @under's own read, counted where the version counts its backing reads */
+static ssize_t under_read(struct bfs_io *under, void *buf, size_t len, uint64_t off)
+{
+	atomic_fetch_add_explicit(&under->nread, 1, memory_order_relaxed);
+	return under->ops->read(under, buf, len, off);
+}
+
+static ssize_t ahead_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
+{
+	struct bfs_io_ahead *a = (struct bfs_io_ahead *)io;
+	ssize_t n;
+
+	if (off < a->off || off - a->off >= a->len) {
+		if (len >= BFS_IO_AHEAD_CHUNK / 2)
+			return under_read(a->under, buf, len, off);
+		n = under_read(a->under, a->buf, BFS_IO_AHEAD_CHUNK, off);
+		if (n <= 0)
+			return n;
+		a->off = off;
+		a->len = (size_t)n;
+		if (off + (uint64_t)n < a->under->size && off + (uint64_t)n >= a->advised) {
+			a->advised = off + (uint64_t)n + BFS_IO_AHEAD_DEPTH * BFS_IO_AHEAD_CHUNK;
+			(void)posix_fadvise(a->under->fd, (off_t)(off + (uint64_t)n),
+					    (off_t)BFS_IO_AHEAD_DEPTH * BFS_IO_AHEAD_CHUNK,
+					    POSIX_FADV_WILLNEED);
+		}
+	}
+	n = (ssize_t)(a->len - (off - a->off));
+	if ((size_t)n > len)
+		n = (ssize_t)len;
+	memcpy(buf, a->buf + (off - a->off), (size_t)n);
+	/* bfs_io_read() counted this call in a->io: only @under's reads count */
+	return n;
+}
+
+static const struct bfs_io_ops ahead_ops = { .name = "ahead", .read = ahead_read };
+
+struct bfs_io *bfs_io_ahead_init(struct bfs_io_ahead *a, struct bfs_io *under)
+{
+	*a = (struct bfs_io_ahead){ .under = under, .buf = malloc(BFS_IO_AHEAD_CHUNK) };
+	if (!a->buf)
+		return under;
+	a->io = (struct bfs_io){ .ops = &ahead_ops, .fd = under->fd, .size = under->size };
+	return &a->io;
+}
+
+void bfs_io_ahead_destroy(struct bfs_io_ahead *a)
+{
+	free(a->buf);
+	a->buf = NULL;
 }
 
 const struct bfs_io_ops bfs_io_pread_ops = { .name = "pread", .read = pread_read };

@@ -61,9 +61,10 @@ struct bfs_icache;
 #define BFS_ICACHE_CODEC_LEN 16
 
 /*
- * An index is kept only when the walk that built it made at least this
- * many reads of the backing file: below that, opening the entry would
- * cost about as much as the walk.
+ * An index is kept only when the walk that built it asked for at least
+ * this many reads of the backing file (served from fewer, larger
+ * requests: bfs_io_ahead): below that, opening the entry would cost about
+ * as much as the walk.
  */
 #define BFS_ICACHE_MIN_READS 8
 

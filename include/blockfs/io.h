@@ -38,6 +38,33 @@ void bfs_io_init_fd(struct bfs_io *io, int fd, uint64_t size);
 /* Serve reads from @len bytes at @buf, which must outlive @io. */
 void bfs_io_init_mem(struct bfs_io *io, const void *buf, size_t len);
 
+/*
+ * A walk's view of a backing file: the small reads a walk makes as it goes
+ * forward through a file (LZ4 block headers, frame headers) served from
+ * one large request at a time, with the requests after it asked of the
+ * kernel ahead (POSIX_FADV_WILLNEED), so that a walk costs one round trip
+ * per BFS_IO_AHEAD_CHUNK bytes, not one per block, on a network SOURCE,
+ * and its requests overlap. Reads it cannot serve from what it holds,
+ * and large ones, go to @under. Counted in @under's nread.
+ */
+#define BFS_IO_AHEAD_CHUNK (1u << 20)
+#define BFS_IO_AHEAD_DEPTH 4	/* chunks asked for ahead of the one read */
+
+struct bfs_io_ahead {
+	struct bfs_io io;	/* what the walk reads through; first member */
+	struct bfs_io *under;
+	uint8_t *buf;		/* BFS_IO_AHEAD_CHUNK bytes: [off, off + len) of the file */
+	uint64_t off, advised;	/* advised: asked ahead up to here */
+	size_t len;
+};
+
+/*
+ * Prepare @a to read @under, which must be open on a descriptor. Return:
+ * &a->io, or @under itself when there is no memory for the buffer.
+ */
+struct bfs_io *bfs_io_ahead_init(struct bfs_io_ahead *a, struct bfs_io *under);
+void bfs_io_ahead_destroy(struct bfs_io_ahead *a);
+
 /**
  * bfs_io_read() - read exactly @len bytes at @off.
  * Return: 0; -EIO when the file ends before @len bytes (it shrank under

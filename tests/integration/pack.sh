@@ -414,7 +414,9 @@ n_lz4=$(preads_for_stat "$BIG/lz4" big)
 n_indexed=$(preads_for_stat "$BIG/indexed" big)
 diag "pread64/preadv2 calls for mount + stat of a ${blocks}-block file: blockfs-pack $n_packed," \
 	"--index $n_indexed, lz4 $n_lz4"
-if ((n_packed >= 0 && n_packed <= 8 && n_lz4 >= blocks)); then
+# a walk reads the whole file, in requests of up to 1 MiB (bfs_io_ahead)
+chunks=$(($(stat -c %s "$BIG/lz4/big.lz4") / 1048576))
+if ((n_packed >= 0 && n_packed <= 8 && n_lz4 >= chunks)); then
 	ok "stat of a packed file reads the seek table, not the blocks ($n_packed preads vs $n_lz4)"
 else
 	not_ok "stat of a packed file" "packed: $n_packed preads, lz4-made: $n_lz4, blocks: $blocks"
@@ -424,7 +426,7 @@ cp "$BIG/bgzf/big.gz" "$BIG/bgzf-nogzi/big.gz"
 n_bgzf=$(preads_for_stat "$BIG/bgzf" big)
 n_walk=$(preads_for_stat "$BIG/bgzf-nogzi" big)
 diag "BGZF: $n_bgzf preads with the .gzi, $n_walk without"
-if ((n_bgzf >= 0 && n_bgzf <= 8 && n_walk > 100)); then
+if ((n_bgzf >= 0 && n_bgzf <= 8 && n_walk >= $(($(stat -c %s "$BIG/bgzf/big.gz") / 1048576)))); then
 	ok "stat of a -c gzip file reads its .gzi, not the members ($n_bgzf preads vs $n_walk)"
 else
 	not_ok "stat of a -c gzip file" "with .gzi: $n_bgzf preads, without: $n_walk"
