@@ -17,11 +17,13 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
 #include "blockfs/io.h"
+#include "blockfs/log.h"
 #include "fs_i.h"
 
 /* --- opening backing files ------------------------------------------------ */
@@ -365,4 +367,52 @@ int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *s
 	    (rc == 0 && (st->st_ino != in->ino || st->st_dev != in->dev)))
 		return -ESTALE;
 	return rc < 0 ? 1 : 0;
+}
+
+/*
+ * Is SOURCE on a filesystem of local storage or memory, where opening and
+ * stat-ing a file wait for a disk at most, and RWF_NOWAIT tells whether a
+ * read would? Elsewhere (NFS, CIFS, 9p, sshfs and other FUSE filesystems,
+ * Ceph, ...) any access may wait for a network or another daemon, and the
+ * FUSE loop hands every request over before it starts (loop.c), and
+ * readpath=auto maps nothing (file.c: a server that goes away would turn
+ * reads of a mapping into SIGBUS, each caught as EIO). Unknown
+ * types count as remote: a wrong guess there costs a thread wakeup per
+ * request, one the other way a mount that waits behind a stuck server.
+ * Only SOURCE itself is asked: an NFS mount inside a local SOURCE is
+ * taken as local, and there only a read the page cache cannot serve, or
+ * any read where RWF_NOWAIT is refused, hands over (io.c); a LOOKUP or
+ * OPEN of its files waits in the reader.
+ */
+bool bfs_backing_is_local(const char *source)
+{
+	static const unsigned long local[] = {
+		0xEF53,		/* ext2, ext3, ext4 */
+		0x58465342,	/* xfs */
+		0x9123683E,	/* btrfs */
+		0xF2F52010,	/* f2fs */
+		0x2FC12FC1,	/* zfs */
+		0xCA451A4E,	/* bcachefs */
+		0x01021994,	/* tmpfs */
+		0x858458F6,	/* ramfs */
+		0x794C7630,	/* overlayfs */
+		0x73717368,	/* squashfs */
+		0xE0F5E1E2,	/* erofs */
+		0x4D44,		/* vfat */
+		0x2011BAB0,	/* exfat */
+		0x5346544E,	/* ntfs3 */
+		0x3153464A,	/* jfs */
+		0x52654973,	/* reiserfs */
+	};
+	struct statfs sf;
+
+	if (statfs(source, &sf) < 0)
+		return true;	/* main() has checked it; a failure here changes nothing */
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(local); i++)
+		if ((unsigned long)sf.f_type == local[i])
+			return true;
+	bfs_info("SOURCE is on a filesystem of type 0x%lx, taken as remote: the FUSE "
+		 "reader hands every request over before answering it; readpath=auto reads "
+		 "with pread", (unsigned long)sf.f_type);
+	return false;
 }

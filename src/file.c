@@ -592,9 +592,12 @@ static bool use_map(const struct bfs_file *f)
 	case BFS_READPATH_MMAP:
 		return true;
 	case BFS_READPATH_AUTO:
-		/* Small or randomly read files are mapped; big streams take pread. */
-		return (uint64_t)f->st.st_size <= AUTO_PREAD_ABOVE ||
-		       !atomic_load_explicit(&f->streaming, memory_order_relaxed);
+		/*
+		 * Small or randomly read files are mapped; big streams take
+		 * pread, and so does everything on a network SOURCE.
+		 */
+		return !f->env->remote && ((uint64_t)f->st.st_size <= AUTO_PREAD_ABOVE ||
+					   !atomic_load_explicit(&f->streaming, memory_order_relaxed));
 	default:
 		return false;
 	}

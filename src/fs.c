@@ -18,6 +18,7 @@
 
 #include "blockfs/cache.h"
 #include "blockfs/index_cache.h"
+#include "blockfs/log.h"
 #include "blockfs/mmap.h"
 #include "blockfs/stream.h"
 #include "blockfs/workq.h"
@@ -39,6 +40,10 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->env.readahead = opts->readahead;
 	fs->env.kernel_readahead = opts->kernel_readahead;
 	fs->env.advice = opts->advice;
+	fs->env.remote = !bfs_backing_is_local(source);
+	if (fs->env.remote && opts->readpath == BFS_READPATH_MMAP)
+		bfs_warn("readpath=mmap on a remote SOURCE: a server that goes away makes reads "
+			 "of the mapping fail (SIGBUS, caught as EIO); readpath=auto would use pread");
 	fs->root_fd = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fs->root_fd < 0)
 		return -errno;

@@ -18,7 +18,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -577,51 +576,6 @@ static int add_names(struct fuse_args *args, const char *source)
 	return add_unless_given(args, "subtype=", "blockfs");
 }
 
-/*
- * Is SOURCE on a filesystem of local storage or memory, where opening and
- * stat-ing a file wait for a disk at most, and RWF_NOWAIT tells whether a
- * read would? Elsewhere (NFS, CIFS, 9p, sshfs and other FUSE filesystems,
- * Ceph, ...) any access may wait for a network or another daemon, and the
- * FUSE loop hands every request over before it starts (loop.c). Unknown
- * types count as remote: a wrong guess there costs a thread wakeup per
- * request, one the other way a mount that waits behind a stuck server.
- * Only SOURCE itself is asked: an NFS mount inside a local SOURCE is
- * taken as local, and there only a read the page cache cannot serve, or
- * any read where RWF_NOWAIT is refused, hands over (io.c); a LOOKUP or
- * OPEN of its files waits in the reader.
- */
-static bool source_is_local(const char *source)
-{
-	static const unsigned long local[] = {
-		0xEF53,		/* ext2, ext3, ext4 */
-		0x58465342,	/* xfs */
-		0x9123683E,	/* btrfs */
-		0xF2F52010,	/* f2fs */
-		0x2FC12FC1,	/* zfs */
-		0xCA451A4E,	/* bcachefs */
-		0x01021994,	/* tmpfs */
-		0x858458F6,	/* ramfs */
-		0x794C7630,	/* overlayfs */
-		0x73717368,	/* squashfs */
-		0xE0F5E1E2,	/* erofs */
-		0x4D44,		/* vfat */
-		0x2011BAB0,	/* exfat */
-		0x5346544E,	/* ntfs3 */
-		0x3153464A,	/* jfs */
-		0x52654973,	/* reiserfs */
-	};
-	struct statfs sf;
-
-	if (statfs(source, &sf) < 0)
-		return true;	/* main() has checked it; a failure here changes nothing */
-	for (size_t i = 0; i < BFS_ARRAY_SIZE(local); i++)
-		if ((unsigned long)sf.f_type == local[i])
-			return true;
-	bfs_info("SOURCE is on a filesystem of type 0x%lx, taken as remote: the FUSE "
-		 "reader hands every request over before answering it", (unsigned long)sf.f_type);
-	return false;
-}
-
 /* bfs_loop_conf.on_stop: no push or invalidation may wait on READs nobody answers. */
 static void quiesce(void *fs)
 {
@@ -641,7 +595,7 @@ static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl,
 				       cl->max_threads != UINT_MAX ? cl->max_threads :
 				       BFS_LOOP_MAX_THREADS,
 			.busy_poll_us = o->busy_poll_us,
-			.remote = !source_is_local(o->source),
+			.remote = fs->env.remote,
 			.on_stop = quiesce,
 			.stop_arg = fs,
 		};

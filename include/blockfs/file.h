@@ -53,6 +53,7 @@ struct bfs_file_env {
 	struct bfs_workq *aheadq;	/* nice 19 workers decoding ahead of readers; or NULL */
 	struct bfs_maps *maps;		/* live mappings (readpath mmap or auto), or NULL */
 	int readpath;			/* enum bfs_readpath for files without a hint */
+	bool remote;			/* SOURCE is on a network filesystem: auto maps nothing */
 	struct bfs_counters *mount;	/* the mount's counters */
 	uint64_t readahead;		/* bytes to keep decoded ahead of a sequential reader */
 	int advice;			/* enum bfs_advice for files without a hint */

@@ -105,6 +105,18 @@ check "a FUSE SOURCE is taken as remote, and the log says so" \
 	grep -q "taken as remote" "$T/daemon.log"
 stuck_read -s
 check_eq "the control, -s: the same getfattr waits for the stuck READ" waited "$STUCK"
+# A network SOURCE is read with pread: auto maps nothing, and mmap asked
+# for anyway is honoured with one line saying what it risks.
+bfs_mount "$I" "$M" "$T/daemon.log" "index_cache=off,readpath=mmap" || not_ok "mount -o readpath=mmap"
+check "readpath=mmap on a FUSE SOURCE: the log says what it risks" \
+	grep -q "readpath=mmap on a remote SOURCE" "$T/daemon.log"
+check "readpath=mmap on a FUSE SOURCE: big.bin reads exact" cmp "$R/big.bin" "$M/big.bin"
+bfs_umount
+bfs_mount "$I" "$M" "$T/daemon.log" "index_cache=off,readpath=auto" || not_ok "mount -o readpath=auto"
+check "readpath=auto on a FUSE SOURCE: the log says it reads with pread" \
+	grep -q "readpath=auto reads with pread" "$T/daemon.log"
+check "readpath=auto on a FUSE SOURCE: big.bin reads exact" cmp "$R/big.bin" "$M/big.bin"
+bfs_umount
 fusermount3 -u "$I"
 rc=0
 wait "$INNER" || rc=$?
