@@ -125,7 +125,7 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
  */
 static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct stat *st,
 		    int side, const struct bfs_codec *codec, const char *name,
-		    const struct bfs_file_env *env)
+		    const struct bfs_file_env *env, atomic_uint_fast64_t *walked)
 {
 	struct bfs_io side_io, *sidep = NULL, mem;
 	struct stat sst;
@@ -207,7 +207,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 
 			if (io == &f->io) {
 				struct bfs_io_ahead ahead;
-				struct bfs_io *wio = bfs_io_ahead_init(&ahead, io);
+				struct bfs_io *wio = bfs_io_ahead_init(&ahead, io, walked);
 
 				rc = codec->scan(wio, sidep, &f->idx);
 				asked = atomic_load(&wio->nread);
@@ -259,16 +259,17 @@ out_free:
 }
 
 int bfs_file_open(struct bfs_file **out, int fd, const struct stat *st, int side,
-		  const struct bfs_codec *codec, const char *name, const struct bfs_file_env *env)
+		  const struct bfs_codec *codec, const char *name, const struct bfs_file_env *env,
+		  atomic_uint_fast64_t *walked)
 {
-	return file_new(out, fd, NULL, st, side, codec, name, env);
+	return file_new(out, fd, NULL, st, side, codec, name, env, walked);
 }
 
 int bfs_file_open_whole(struct bfs_file **out, uint8_t *whole, const struct stat *st, int side,
 			const struct bfs_codec *codec, const char *name,
 			const struct bfs_file_env *env)
 {
-	return file_new(out, -1, whole, st, side, codec, name, env);
+	return file_new(out, -1, whole, st, side, codec, name, env, NULL);
 }
 
 int bfs_file_misnamed(struct bfs_file *f)

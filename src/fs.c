@@ -86,6 +86,7 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	bfs_mutex_init(&fs->fd_lock);
 	bfs_mutex_init(&fs->handles_lock);
 	bfs_mutex_init(&fs->kopen_lock);
+	bfs_mutex_init(&fs->walks_lock);
 	fs->max_fds = bfs_backing_fd_budget();
 	return 0;
 
@@ -162,6 +163,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	free(fs->root.rpath);
 	pthread_mutex_destroy(&fs->handles_lock);
 	pthread_mutex_destroy(&fs->kopen_lock);
+	pthread_mutex_destroy(&fs->walks_lock);
 	for (size_t i = 0; i < BFS_ILOCKS; i++)
 		pthread_mutex_destroy(&fs->ilocks[i]);
 	pthread_mutex_destroy(&fs->snap_lock);

@@ -144,6 +144,20 @@ struct bfs_snap_ctx;
 /* The hook that pushes decoded pages to the kernel (file.h, env->push). */
 typedef int (*bfs_push_fn)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
 
+/*
+ * A walk of a backing file under way (inode.c), so that user.blockfs.walk
+ * can say how far it is while the inode's lock is held for it. As many
+ * are shown at once as there are slots; more walk unseen.
+ */
+#define BFS_WALKS_SHOWN 16
+
+struct bfs_walking {
+	const struct bfs_inode *in;	/* NULL: a free slot; protected by fs->walks_lock */
+	uint64_t total;			/* the backing file's size */
+	atomic_uint_fast64_t done;	/* bytes of it the walk has read */
+};
+
+
 /* Directories recently looked in, oldest forgotten first past -o max_inodes (trim.c). */
 #define BFS_TRIM_RING 1024
 
@@ -203,6 +217,8 @@ struct bfs_fs {
 	 * a signal) or is destroyed.
 	 */
 	struct bfs_gate notify;
+	pthread_mutex_t walks_lock;	/* a leaf: the walks under way, for user.blockfs.walk */
+	struct bfs_walking walks[BFS_WALKS_SHOWN];
 };
 
 /* The lock of inode @in's version, rpath and memo: a stripe shared with others. */
@@ -356,6 +372,12 @@ BFS_MUST_CHECK int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in,
 
 /* --- inode.c: the table, lookups, versions ----------------------------------- */
 
+
+/*
+ * How far the walk of @in is, as "walking 1.2 GiB of 4.0 GiB" in @buf
+ * (@len bytes): its length, or 0 when no walk of @in is under way.
+ */
+int bfs_inode_walking(struct bfs_fs *fs, const struct bfs_inode *in, char *buf, size_t len);
 
 /* Free every inode and the table (the mount is ending: nobody looks up). */
 void bfs_inode_table_free(struct bfs_fs *fs);

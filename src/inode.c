@@ -12,6 +12,7 @@
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
@@ -626,6 +627,69 @@ static uint8_t *read_kept(int fd, const struct stat *st)
 	return b;
 }
 
+/* A slot to show the walk of @in of a @total-byte file in, or NULL when all are taken. */
+static struct bfs_walking *walk_begin(struct bfs_fs *fs, const struct bfs_inode *in,
+				      uint64_t total)
+{
+	struct bfs_walking *w = NULL;
+
+	bfs_mutex_lock(&fs->walks_lock);
+	for (size_t i = 0; i < BFS_WALKS_SHOWN && !w; i++) {
+		if (!fs->walks[i].in) {
+			w = &fs->walks[i];
+			w->in = in;
+			w->total = total;
+			atomic_store(&w->done, 0);
+		}
+	}
+	bfs_mutex_unlock(&fs->walks_lock);
+	return w;
+}
+
+static void walk_end(struct bfs_fs *fs, struct bfs_walking *w)
+{
+	if (!w)
+		return;
+	bfs_mutex_lock(&fs->walks_lock);
+	w->in = NULL;
+	bfs_mutex_unlock(&fs->walks_lock);
+}
+
+/* @v bytes as "1.2 GiB", "512 B" */
+static void human(uint64_t v, char *buf, size_t len)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double d = (double)v / 1024;
+	size_t u = 0;
+
+	if (v < 1024) {
+		snprintf(buf, len, "%" PRIu64 " B", v);
+		return;
+	}
+	while (d >= 1024 && u + 1 < BFS_ARRAY_SIZE(units)) {
+		d /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%.1f %s", d, units[u]);
+}
+
+int bfs_inode_walking(struct bfs_fs *fs, const struct bfs_inode *in, char *buf, size_t len)
+{
+	char done[32], total[32];
+	int n = 0;
+
+	bfs_mutex_lock(&fs->walks_lock);
+	for (size_t i = 0; i < BFS_WALKS_SHOWN && !n; i++) {
+		if (fs->walks[i].in == in) {
+			human(atomic_load(&fs->walks[i].done), done, sizeof(done));
+			human(fs->walks[i].total, total, sizeof(total));
+			n = snprintf(buf, len, "walking %s of %s", done, total);
+		}
+	}
+	bfs_mutex_unlock(&fs->walks_lock);
+	return n;
+}
+
 /*
  * Current version given the backing file's stat @now; inode lock held,
  * @opath: @in's pinned descriptor. A new version comes back with its
@@ -672,9 +736,13 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	if (whole)
 		rc = bfs_file_open_whole(&f, whole, now, side, in->codec,
 					 in->rpath ? in->rpath : "?", &fs->env);
-	else
+	else {
+		struct bfs_walking *w = in->codec ? walk_begin(fs, in, (uint64_t)now->st_size) : NULL;
+
 		rc = bfs_file_open(&f, fd, fd_st, side, in->codec, in->rpath ? in->rpath : "?",
-				   &fs->env);
+				   &fs->env, w ? &w->done : NULL);
+		walk_end(fs, w);
+	}
 	if (side >= 0)
 		close(side);
 	if (rc < 0) {

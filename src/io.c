@@ -66,11 +66,17 @@ static ssize_t ahead_read(struct bfs_io *io, void *buf, size_t len, uint64_t off
 	ssize_t n;
 
 	if (off < a->off || off - a->off >= a->len) {
-		if (len >= BFS_IO_AHEAD_CHUNK / 2)
-			return under_read(a->under, buf, len, off);
+		if (len >= BFS_IO_AHEAD_CHUNK / 2) {
+			n = under_read(a->under, buf, len, off);
+			if (n > 0 && a->progress)
+				atomic_store(a->progress, off + (uint64_t)n);
+			return n;
+		}
 		n = under_read(a->under, a->buf, BFS_IO_AHEAD_CHUNK, off);
 		if (n <= 0)
 			return n;
+		if (a->progress)
+			atomic_store(a->progress, off + (uint64_t)n);
 		a->off = off;
 		a->len = (size_t)n;
 		if (off + (uint64_t)n < a->under->size && off + (uint64_t)n >= a->advised) {
@@ -90,9 +96,11 @@ static ssize_t ahead_read(struct bfs_io *io, void *buf, size_t len, uint64_t off
 
 static const struct bfs_io_ops ahead_ops = { .name = "ahead", .read = ahead_read };
 
-struct bfs_io *bfs_io_ahead_init(struct bfs_io_ahead *a, struct bfs_io *under)
+struct bfs_io *bfs_io_ahead_init(struct bfs_io_ahead *a, struct bfs_io *under,
+				 atomic_uint_fast64_t *progress)
 {
-	*a = (struct bfs_io_ahead){ .under = under, .buf = malloc(BFS_IO_AHEAD_CHUNK) };
+	*a = (struct bfs_io_ahead){ .under = under, .buf = malloc(BFS_IO_AHEAD_CHUNK),
+				    .progress = progress };
 	if (!a->buf)
 		return under;
 	a->io = (struct bfs_io){ .ops = &ahead_ops, .fd = under->fd, .size = under->size };

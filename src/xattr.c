@@ -120,10 +120,14 @@ static int get_checkpoints(struct xctx *x, char *out)
 	return get_blocks(x, out);
 }
 
-/* gzip: "complete", or "damaged" when the walk stopped at damage (reads past it fail) */
+/*
+ * A file whose index a walk made: "complete", or "damaged" when the walk
+ * stopped at damage (reads past it fail). While the walk goes on,
+ * bfs_xattr_get() answers "walking ..." without waiting for it.
+ */
 static int get_walk(struct xctx *x, char *out)
 {
-	if (x->f->codec != &bfs_codec_gzip)
+	if (!x->f->codec || x->f->idx.source != BFS_SRC_WALK)
 		return -ENODATA;
 	return snprintf(out, VALUE_MAX, "%s", x->f->idx.broken ? "damaged" : "complete");
 }
@@ -311,7 +315,7 @@ static const struct attr {
 	{ BFS_XATTR_PREFIX "index_source", ON_REG, true, false, -1, get_index_source, NULL, NULL },
 	{ BFS_XATTR_PREFIX "index_bytes", ON_REG, true, false, -1, get_index_bytes, NULL, NULL },
 	{ BFS_XATTR_PREFIX "checkpoints", ON_REG, true, false, -1, get_checkpoints, NULL, NULL },
-	{ BFS_XATTR_PREFIX "walk", ON_REG, true, false, -1, get_walk, NULL, NULL },
+	{ BFS_XATTR_PREFIX "walk", ON_REG, true, true, -1, get_walk, NULL, NULL },
 };
 
 static const struct attr *find_attr(const char *name)
@@ -508,11 +512,15 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 		if (n >= 0)
 			return n;	/* exactly what the size query measured */
 	}
+	rc = a->get == get_walk ? bfs_inode_walking(fs, in, val, sizeof(val)) : 0;
+	if (rc > 0)
+		goto reply;		/* the walk holds the inode's lock: no version yet */
 	rc = ctx_init(&x, fs, in, a->needs_file);
 	if (rc < 0)
 		return rc;
 	rc = a->get(&x, val);
 	ctx_release(&x);
+reply:
 	if (rc >= 0 && a->changes && size == 0)
 		memo_keep(in, a, who, val, (size_t)rc);
 	return rc < 0 ? rc : reply_value(val, (size_t)rc, buf, size);

@@ -68,7 +68,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "blockfs-cat: out of memory\n");
 		return 1;
 	}
-	rc = bfs_file_open(&f, fd, NULL, side, codec, argv[1], &env);
+	rc = bfs_file_open(&f, fd, NULL, side, codec, argv[1], &env, NULL);
 	if (side >= 0)
 		close(side);
 	if (rc < 0) {

@@ -117,6 +117,8 @@ int bfs_file_misnamed(struct bfs_file *f);
  * @codec:  how to decode it, or NULL for a file shown unchanged.
  * @name:   what log lines call the file (copied).
  * @env:    the cache and counters it shares; must outlive the version.
+ * @walked: NULL, or where a walk of the file says how many bytes of it
+ *          it has read so far (user.blockfs.walk), while it goes on.
  * @out:    on success, one reference owned by the caller.
  * Scans the file (a codec walk, or the seek table) unless @codec is NULL,
  * and measures what the scan could only guess (env->workq helps), so the
@@ -126,7 +128,7 @@ int bfs_file_misnamed(struct bfs_file *f);
  */
 BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, const struct stat *st, int side,
 				 const struct bfs_codec *codec, const char *name,
-				 const struct bfs_file_env *env);
+				 const struct bfs_file_env *env, atomic_uint_fast64_t *walked);
 
 /*
  * bfs_file_open() when the caller has read the whole backing file already

@@ -56,13 +56,16 @@ struct bfs_io_ahead {
 	uint8_t *buf;		/* BFS_IO_AHEAD_CHUNK bytes: [off, off + len) of the file */
 	uint64_t off, advised;	/* advised: asked ahead up to here */
 	size_t len;
+	atomic_uint_fast64_t *progress;	/* NULL, or where to say how far the walk has read */
 };
 
 /*
- * Prepare @a to read @under, which must be open on a descriptor. Return:
- * &a->io, or @under itself when there is no memory for the buffer.
+ * Prepare @a to read @under, which must be open on a descriptor; how far
+ * the walk has read goes to *@progress (unless NULL). Return: &a->io, or
+ * @under itself when there is no memory for the buffer.
  */
-struct bfs_io *bfs_io_ahead_init(struct bfs_io_ahead *a, struct bfs_io *under);
+struct bfs_io *bfs_io_ahead_init(struct bfs_io_ahead *a, struct bfs_io *under,
+				 atomic_uint_fast64_t *progress);
 void bfs_io_ahead_destroy(struct bfs_io_ahead *a);
 
 /**

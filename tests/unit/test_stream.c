@@ -129,7 +129,7 @@ static struct fx *fx_new(uint64_t cache_size, unsigned int workers, size_t max_m
 	for (int i = 0; i < NFILES; i++) {
 		x->orig[i] = gen(FILE_LEN, (unsigned int)i);
 		assert_int_equal(bfs_file_open(&x->f[i], lz4_file(x->orig[i], FILE_LEN), NULL, -1,
-					       &bfs_codec_lz4, "test", &x->env), 0);
+					       &bfs_codec_lz4, "test", &x->env, NULL), 0);
 		assert_int_equal(bfs_file_size(x->f[i]), FILE_LEN);
 	}
 	return x;
