@@ -121,14 +121,16 @@ static int get_checkpoints(struct xctx *x, char *out)
 }
 
 /*
- * A file whose index a walk made: "complete", or "damaged" when the walk
+ * A file whose index a walk made (now or, kept in the index cache, at an
+ * earlier mount): "complete", or "damaged" when the walk
  * stopped at damage (reads past it fail). While the walk goes on,
  * bfs_xattr_get() answers "walking ..." without waiting for it.
  */
 static int get_walk(struct xctx *x, char *out)
 {
-	if (!x->f->codec || x->f->idx.source != BFS_SRC_WALK)
-		return -ENODATA;
+	if (!x->f->codec ||
+	    (x->f->idx.source != BFS_SRC_WALK && x->f->idx.source != BFS_SRC_CACHE))
+		return -ENODATA;	/* a seek table or a .gzi: nothing was walked */
 	return snprintf(out, VALUE_MAX, "%s", x->f->idx.broken ? "damaged" : "complete");
 }
 

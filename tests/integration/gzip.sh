@@ -124,6 +124,35 @@ check "default: g1 decoded" cmp "$M/g1" "$W/g1"
 check_eq "default: g1's format gzip" gzip "$(xattr format g1)"
 umount_o
 
+# --- user.blockfs.walk while a walk goes on ---------------------------------------
+# A file rewritten in place is walked again by its next open; meanwhile
+# (attributes still cached, so no GETATTR waits for the walk) the attribute
+# says how far the walk is, without waiting for it.
+printf 'x' | gzip -c >"$S/grow.gz"
+mount_o "index_cache=off"
+t stat "$M/grow" >/dev/null
+for _ in 1 2 3 4 5 6 7 8; do cat "$S/g1.gz"; done >"$S/grow.gz"
+# The open goes first (a head start), else a getxattr could find the file
+# changed and walk it itself.
+got=$(t python3 - "$M/grow" <<'PY'
+import os, sys, threading, time
+path = sys.argv[1]
+t = threading.Thread(target=lambda: open(path, "rb").read(10))
+t.start()
+time.sleep(0.03)
+seen = ""
+while t.is_alive() and not seen:
+    v = os.getxattr(path, "user.blockfs.walk").decode()
+    if v.startswith("walking "):
+        seen = v
+t.join()
+print(seen or "none", "|", os.getxattr(path, "user.blockfs.walk").decode())
+PY
+)
+check "walk progress: '${got% |*}' while it went on" test "${got:0:8}" = "walking "
+check_eq "walk progress: complete after it" complete "${got##*| }"
+umount_o
+
 # --- gzip=index ------------------------------------------------------------------
 for rp in pread mmap; do
 	mount_o "gzip=index,readpath=$rp"
