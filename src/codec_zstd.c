@@ -44,9 +44,12 @@
  *    a decoder given exactly the span's bytes [coff, coff + clen) and
  *    room for exactly usize bytes ends where the walk's did: decode()
  *    checks that (input all consumed, output full, the frame ended iff
- *    the span is its last), so an index that lies about a split fails
- *    the span instead of serving bytes from elsewhere. aux: the span's
- *    number within its frame, SPAN_END on a frame's last span.
+ *    the span is its last, the next span starting where this one's input
+ *    ended). Spans are outputs of one decoder in order, so whatever the
+ *    split an index states, the bytes at any offset are the frame's bytes
+ *    there; a split that does not fit the input fails a span, and every
+ *    span after it. aux: the span's number within its frame, SPAN_END on
+ *    a frame's last span.
  *
  * Decoders between spans are parked in a pool (struct park): at most
  * PARK_PER_FILE per file, PARK_BYTES_MAX in all (least recently parked
