@@ -975,7 +975,7 @@ static int zstd_decode_indexed(const struct bfs_index *idx, size_t k, const uint
  */
 static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 {
-	uint64_t size = io->size, tsize, toff, coff = 0, total = 0;
+	uint64_t size = io->size, tsize, toff, coff = 0;
 	uint8_t foot[SEEK_FOOTER_LEN], h[HDR_MAX], *t;
 	uint32_t nframes, esize, fsize;
 	const uint8_t *e;
@@ -1013,7 +1013,6 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 		if (c < FRAME_MIN || u == 0 || u > FRAME_USIZE_MAX)
 			goto out;
 		coff += c;
-		total += u;
 	}
 	if (coff != toff)
 		goto out;
