@@ -126,8 +126,8 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
  * thread, which would otherwise find no decoder parked at its block any
  * more and start again from the chain's first. Bounded; the oldest go.
  */
-#define STASH_MAX 8
-#define STASH_BYTES (32u << 20)
+#define STASH_MAX 32
+#define STASH_BYTES (64u << 20)
 
 struct bfs_stash {
 	size_t n;
@@ -821,8 +821,7 @@ static int chain_decode(struct bfs_file *f, size_t k, uint8_t *dst)
 		bfs_mutex_lock(&f->chain_lock);
 		if (stash_take(f, k, dst, b->usize)) {
 			bfs_mutex_unlock(&f->chain_lock);
-			BFS_COUNT(f->ctr, decoded, 1);
-			return 0;
+			return 0;	/* decoded (and counted) by the step that passed it */
 		}
 		r = f->codec->resume(&f->idx, k);
 		rc = r < k ? chain_pass(f, r) : chain_step(f, k, dst);

@@ -164,8 +164,10 @@ PY
 prefix_then_eio() {
 	local got=$T/got.$$ rc=0 n
 	t cat "$1" >"$got" 2>"$got.err" || rc=$?
-	((rc != 0)) && grep -q "Input/output error" "$got.err" || {
-		echo "cat: exit $rc: $(cat "$got.err")"; return 1; }
+	if ((rc == 0)) || ! grep -q "Input/output error" "$got.err"; then
+		echo "cat: exit $rc: $(cat "$got.err")"
+		return 1
+	fi
 	n=$(stat -c %s "$got")
 	cmp -s "$got" <(head -c "$n" "$2") || { echo "the $n bytes served differ"; return 1; }
 	echo "$n bytes, then EIO"
@@ -196,9 +198,11 @@ for rp in pread mmap; do
 		checkf "$rp: $f: a prefix of zstd -dc's bytes, then EIO" prefix_then_eio "$M/$f" "$ref"
 	done
 	n=$(t cat "$M/cut" 2>/dev/null | wc -c)
-	((n >= 20 << 20)) && ok "$rp: cut: $n bytes before EIO" || not_ok "$rp: cut: only $n bytes"
+	if ((n >= 20 << 20)); then ok "$rp: cut: $n bytes before EIO"; else
+		not_ok "$rp: cut: only $n bytes"; fi
 	n=$(t cat "$M/flip" 2>/dev/null | wc -c)
-	((n >= 4 << 20)) && ok "$rp: flip: the frames before it ($n bytes)" || not_ok "$rp: flip: $n"
+	if ((n >= 4 << 20)); then ok "$rp: flip: the frames before it ($n bytes)"; else
+		not_ok "$rp: flip: only $n bytes"; fi
 	check_eq "$rp: garbage: every byte before the garbage" "$(stat -c %s "$W/l19")" \
 		"$(t cat "$M/garbage" 2>/dev/null | wc -c)"
 	check "$rp: seekflipc: a table that does not tile is ignored: exact" \
@@ -218,8 +222,8 @@ t stat -c %s "$M/d" >/dev/null
 diag "first stat of d (40 MiB, one frame: the walk decodes it): $((($(date +%s%N) - t0) / 1000000)) ms"
 check "cat d equals zstd -dc" cmp "$M/d" "$W/d"
 dec=$(stat_of blocks_decompressed d)
-((dec <= 48)) && ok "cat of 40 spans decoded $dec spans (linear)" ||
-	not_ok "cat of 40 spans decoded $dec spans"
+if ((dec <= 48)); then ok "cat of 40 spans decoded $dec spans (linear)"; else
+	not_ok "cat of 40 spans decoded $dec spans"; fi
 pids=()
 for i in 1 2 3; do
 	t cmp "$M/t0" "$W/t0" >"$T/cmp$i" 2>&1 &
@@ -243,8 +247,8 @@ umount_o
 mount_o "index_cache=$C"
 check_eq "remount: d's size" "$(stat -c %s "$W/d")" "$(t stat -c %s "$M/d")"
 n=$(stat_of backing_syscalls d)
-((n <= 4)) && ok "remount: first stat of d: $n backing reads (walk: $w)" ||
-	not_ok "remount: first stat of d: $n backing reads (walk: $w)"
+if ((n <= 4)); then ok "remount: first stat of d: $n backing reads (walk: $w)"; else
+	not_ok "remount: first stat of d: $n backing reads (walk: $w)"; fi
 check_eq "remount: d from the cache" cache "$(xattr index_source d)"
 check_eq "remount: pipe from the cache" cache "$(xattr index_source pipe)"
 check "remount: d reads exact" cmp "$M/d" "$W/d"
