@@ -1077,6 +1077,9 @@ struct walk {
 
 static int add_span(struct walk *w, uint64_t coff, uint64_t clen, uint32_t usize)
 {
+	/* bfs_index_add() would refuse them at the end: stop decoding now */
+	if (w->idx->n + w->nspans >= w->idx->max_blocks)
+		return -EFBIG;
 	if (w->nspans == w->spans_cap) {
 		size_t ncap = w->spans_cap ? 2 * w->spans_cap : 64;
 		struct span *ns = realloc(w->spans, ncap * sizeof(*ns));

@@ -222,7 +222,9 @@ t stat -c %s "$M/d" >/dev/null
 diag "first stat of d (40 MiB, one frame: the walk decodes it): $((($(date +%s%N) - t0) / 1000000)) ms"
 check "cat d equals zstd -dc" cmp "$M/d" "$W/d"
 dec=$(stat_of blocks_decompressed d)
-if ((dec <= 48)); then ok "cat of 40 spans decoded $dec spans (linear)"; else
+# each once, give or take a late READ of a span gone from the cache, which
+# resumes from a decoder parked behind it (quadratic would be about 800)
+if ((dec <= 80)); then ok "cat of 40 spans decoded $dec spans (linear)"; else
 	not_ok "cat of 40 spans decoded $dec spans"; fi
 pids=()
 for i in 1 2 3; do
