@@ -16,7 +16,7 @@
 #include "blockfs/io.h"
 
 static const struct bfs_codec *const codecs[] = { &bfs_codec_lz4, &bfs_codec_bgzf,
-						  &bfs_codec_gzip };
+						  &bfs_codec_gzip, &bfs_codec_zstd };
 
 /* Written by bfs_codec_configure() before any thread probes; read-only after. */
 static struct bfs_codec_conf conf = { .gzip = false, .gzip_span = BFS_GZIP_SPAN_DEFAULT };
@@ -72,7 +72,11 @@ int bfs_codec_decode_prefix(const struct bfs_codec *codec, const struct bfs_inde
  */
 static int sniff(struct bfs_io *io, bool all, const struct bfs_codec **c)
 {
-	const struct bfs_codec *owner = NULL;	/* whose prelude we are in */
+	/*
+	 * Whose preludes we are in: bit i for codecs[i], all when none yet.
+	 * LZ4 and zstd share their skippable frames: either may follow one.
+	 */
+	unsigned int owners = ~0u;
 	uint8_t head[BFS_PROBE_LEN];
 	uint64_t off = 0;
 	int rc;
@@ -80,26 +84,32 @@ static int sniff(struct bfs_io *io, bool all, const struct bfs_codec **c)
 	*c = NULL;
 	for (int hop = 0; hop < MAX_HOPS && off < io->size; hop++) {
 		size_t len = io->size - off < sizeof(head) ? (size_t)(io->size - off) : sizeof(head);
+		unsigned int next = 0;
 		uint64_t skip = 0;
 
 		rc = bfs_io_read(io, head, len, off);
 		if (rc < 0)
 			return rc;
-		for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs) && !skip; i++) {
-			const struct bfs_codec *k = codecs[i];
-
-			/* After a prelude only its own format may follow. */
-			if ((owner && k != owner) || (!all && !offered(k)))
-				continue;
-			if (k->probe(head, len)) {
-				*c = k;
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++) {
+			if ((owners >> i & 1u) && (all || offered(codecs[i])) &&
+			    codecs[i]->probe(head, len)) {
+				*c = codecs[i];
 				return 0;
 			}
-			if (k->prelude && (skip = k->prelude(head, len)) > 0)
-				owner = k;
+		}
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++) {
+			const struct bfs_codec *k = codecs[i];
+			uint64_t s;
+
+			if (!(owners >> i & 1u) || (!all && !offered(k)) || !k->prelude ||
+			    !(s = k->prelude(head, len)) || (skip && s != skip))
+				continue;
+			skip = s;
+			next |= 1u << i;
 		}
 		if (!skip || skip > io->size - off)
 			return 0;
+		owners = next;
 		off += skip;
 	}
 	return 0;

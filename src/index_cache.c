@@ -53,7 +53,7 @@
 #define E_AUX		20
 
 /* Flags an entry may carry: what a good index holds after its scan. */
-#define KEPT_FLAGS (BFS_BLK_CSUM | BFS_BLK_GUESS | BFS_BLK_CLAIMED)
+#define KEPT_FLAGS (BFS_BLK_CSUM | BFS_BLK_GUESS | BFS_BLK_CLAIMED | BFS_BLK_CHAIN)
 
 /*
  * Private bytes per block an entry may claim, at most: a gzip checkpoint

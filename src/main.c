@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "blockfs/codec.h"
 #include "blockfs/index_cache.h"
@@ -52,8 +53,8 @@ static void help(void)
 
 static void version(void)
 {
-	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\n", BFS_VERSION, fuse_pkgversion(),
-	       LZ4_versionString(), zlibVersion());
+	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\nlibzstd %s\n", BFS_VERSION,
+	       fuse_pkgversion(), LZ4_versionString(), zlibVersion(), ZSTD_versionString());
 }
 
 /* mount(8) options that mean nothing to FUSE: fstab and mount bookkeeping. */

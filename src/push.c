@@ -162,6 +162,12 @@ static void let_go(struct bfs_file *f, uint64_t from, uint64_t to, uint64_t hole
 	for (size_t k = k0; k <= k1; k++) {
 		const struct bfs_blk *b = &f->idx.blk[k];
 
+		/*
+		 * A chained block let go costs its chain from the start if a READ
+		 * then asks for it (one arrives late now and then): it ages as any.
+		 */
+		if (b->flags & BFS_BLK_CHAIN)
+			continue;
 		if (keep || b->uoff < from || b->uoff + b->usize > to ||
 		    (hole < b->uoff + b->usize && hole_to > b->uoff))
 			bfs_cache_demote(f->env->cache, f->id, k);

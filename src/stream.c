@@ -197,8 +197,9 @@ static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, u
 	    bfs_index_find(&f->idx, end - 1, &k1) < 0)
 		return;
 	for (size_t k = k0; k <= k1 && f->idx.blk[k].uoff + f->idx.blk[k].usize <= end; k++) {
-		if (advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE ||
-		    run >= SEQ_RUN_MIN || whole)
+		/* (not a chained block: a late READ of it would cost its chain again) */
+		if ((advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE ||
+		     run >= SEQ_RUN_MIN || whole) && !(f->idx.blk[k].flags & BFS_BLK_CHAIN))
 			bfs_cache_drop(f->env->cache, f->id, k);
 	}
 }
