@@ -733,7 +733,7 @@ static int walk_block(struct scan *s, uint64_t off, uint64_t limit, unsigned int
 		      uint64_t usize, struct walked *w, const char **why)
 {
 	uint8_t hdr[LZMA_BLOCK_HEADER_SIZE_MAX];
-	uint64_t rd, produced = 0;
+	uint64_t rd, produced = 0, started_at = 0;
 	size_t hlen;
 	uint8_t *out;
 	struct dec *d;
@@ -822,7 +822,7 @@ static int walk_block(struct scan *s, uint64_t off, uint64_t limit, unsigned int
 				break;
 			}
 			/* a start recorded at the very end has nothing after it */
-			if (s->nstarts > 1 && produced % span_len == 0)
+			if (s->nstarts > 1 && started_at == produced)
 				s->nstarts--;
 			rc = 0;
 			break;
@@ -835,6 +835,7 @@ static int walk_block(struct scan *s, uint64_t off, uint64_t limit, unsigned int
 		if (got < want && d->strm.avail_in == 0 && rd >= limit)
 			break;		/* truncated */
 		if (produced == boundary) {
+			started_at = produced;
 			rc = push_start(s, off + hlen + d->strm.total_in);
 			if (rc < 0)
 				break;
