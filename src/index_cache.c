@@ -721,7 +721,7 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 
 /* Codec numbers in memos; 0 is none. */
 static const struct bfs_codec *const memo_codecs[] = {
-	NULL, &bfs_codec_lz4, &bfs_codec_bgzf, &bfs_codec_gzip,
+	NULL, &bfs_codec_lz4, &bfs_codec_bgzf, &bfs_codec_gzip, &bfs_codec_xz,
 };
 
 static void put_dir_key(uint8_t *h, const struct bfs_dirmemo_key *k)
