@@ -115,17 +115,20 @@
  */
 static uint32_t direct_max = DIRECT_MAX;
 static uint32_t span_len = SPAN;
+static uint64_t dec_mem_max = DEC_MEM_MAX;
 
 /*
  * For tests and fuzzing only, before any scan: blocks over @direct bytes
- * of output become chains of @span-byte spans; 0, 0 restores the
- * defaults. Declared here, not in a header: nothing else may call it.
+ * of output become chains of @span-byte spans, and a decoder may take 64
+ * MiB (a fuzzer's malloc limit); 0, 0 restores the defaults. Declared
+ * here, not in a header: nothing else may call it.
  */
 void bfs_codec_xz_limits(uint32_t direct, uint32_t span);
 void bfs_codec_xz_limits(uint32_t direct, uint32_t span)
 {
 	direct_max = direct ? direct : DIRECT_MAX;
 	span_len = span ? span : SPAN;
+	dec_mem_max = direct ? 64u << 20 : DEC_MEM_MAX;
 }
 
 static const uint8_t xz_magic[XZ_MAGIC_LEN] = { 0xfd, '7', 'z', 'X', 'Z', 0x00 };
@@ -201,7 +204,7 @@ static int parse_block_header(const uint8_t *src, size_t avail, unsigned int che
 		}
 	}
 	*mem = lzma_raw_decoder_memusage(filters);
-	if (*mem == UINT64_MAX || *mem > DEC_MEM_MAX) {
+	if (*mem == UINT64_MAX || *mem > dec_mem_max) {
 		filters_free(filters);
 		*why = "block needs more memory to decode than blockfs allows (1.6 GiB)";
 		return -EBADMSG;
