@@ -13,7 +13,7 @@
 #include "blockfs/io.h"
 
 static const struct bfs_codec *const codecs[] = { &bfs_codec_lz4, &bfs_codec_bgzf,
-						  &bfs_codec_gzip, &bfs_codec_xz };
+						  &bfs_codec_gzip, &bfs_codec_zstd, &bfs_codec_xz };
 
 /* Written by bfs_codec_configure() before any thread probes; read-only after. */
 static struct bfs_codec_conf conf = { .gzip = false, .gzip_span = BFS_GZIP_SPAN_DEFAULT };
@@ -64,29 +64,37 @@ int bfs_codec_decode_prefix(const struct bfs_codec *codec, const struct bfs_inde
 
 const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io)
 {
-	const struct bfs_codec *owner = NULL;	/* whose prelude we are in */
+	/*
+	 * Whose preludes we are in: bit i for codecs[i], all when none yet.
+	 * LZ4 and zstd share their skippable frames: either may follow one.
+	 */
+	unsigned int owners = ~0u;
 	uint8_t head[BFS_PROBE_LEN];
 	uint64_t off = 0;
 
 	for (int hop = 0; hop < MAX_HOPS && off < io->size; hop++) {
 		size_t len = io->size - off < sizeof(head) ? (size_t)(io->size - off) : sizeof(head);
+		unsigned int next = 0;
 		uint64_t skip = 0;
 
 		if (bfs_io_read(io, head, len, off) < 0)
 			return NULL;
-		for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs) && !skip; i++) {
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++)
+			if ((owners >> i & 1u) && offered(codecs[i]) && codecs[i]->probe(head, len))
+				return codecs[i];
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++) {
 			const struct bfs_codec *c = codecs[i];
+			uint64_t s;
 
-			/* After a prelude only its own format may follow. */
-			if ((owner && c != owner) || !offered(c))
+			if (!(owners >> i & 1u) || !offered(c) || !c->prelude ||
+			    !(s = c->prelude(head, len)) || (skip && s != skip))
 				continue;
-			if (c->probe(head, len))
-				return c;
-			if (c->prelude && (skip = c->prelude(head, len)) > 0)
-				owner = c;
+			skip = s;
+			next |= 1u << i;
 		}
 		if (!skip || skip > io->size - off)
 			return NULL;
+		owners = next;
 		off += skip;
 	}
 	return NULL;

@@ -120,6 +120,82 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
 }
 
 /*
+ * Decoded chained blocks (BFS_BLK_CHAIN) that a decode step passed on its
+ * way to a later block while another thread was filling them (a block
+ * being loaded cannot be waited for: see chain_pass()). Kept for that
+ * thread, which would otherwise find no decoder parked at its block any
+ * more and start again from the chain's first. Bounded; the oldest go.
+ */
+#define STASH_MAX 8
+#define STASH_BYTES (32u << 20)
+
+struct bfs_stash {
+	size_t n;
+	uint64_t bytes;
+	struct {
+		size_t k;
+		uint8_t *data;
+		uint32_t len;
+	} e[STASH_MAX];
+};
+
+static void stash_free(struct bfs_file *f)
+{
+	if (!f->stash)
+		return;
+	for (size_t i = 0; i < f->stash->n; i++)
+		free(f->stash->e[i].data);
+	free(f->stash);
+	f->stash = NULL;
+}
+
+/* Drop entry @i of @s. */
+static void stash_drop(struct bfs_stash *s, size_t i)
+{
+	free(s->e[i].data);
+	s->bytes -= s->e[i].len;
+	memmove(&s->e[i], &s->e[i + 1], (s->n - i - 1) * sizeof(s->e[0]));
+	s->n--;
+}
+
+/* Block @k's @len bytes from the stash into @dst, if there. Under chain_lock. */
+static bool stash_take(struct bfs_file *f, size_t k, uint8_t *dst, uint32_t len)
+{
+	struct bfs_stash *s = f->stash;
+
+	for (size_t i = 0; s && i < s->n; i++) {
+		if (s->e[i].k != k)
+			continue;
+		bool ok = s->e[i].len == len;
+
+		if (ok)
+			memcpy(dst, s->e[i].data, len);
+		stash_drop(s, i);
+		return ok;
+	}
+	return false;
+}
+
+/* Keep @data (@len bytes of block @k, malloc'd) in the stash; false: not taken. */
+static bool stash_put(struct bfs_file *f, size_t k, uint8_t *data, uint32_t len)
+{
+	struct bfs_stash *s = f->stash;
+
+	if (len > STASH_BYTES)
+		return false;
+	if (!s && !(s = f->stash = calloc(1, sizeof(*s))))
+		return false;
+	while (s->n && (s->n == STASH_MAX || s->bytes + len > STASH_BYTES))
+		stash_drop(s, 0);
+	s->e[s->n].k = k;
+	s->e[s->n].data = data;
+	s->e[s->n].len = len;
+	s->bytes += len;
+	s->n++;
+	return true;
+}
+
+/*
  * A version of the file open as @fd (its stat @st, or NULL to take it),
  * or (@fd -1) of the one @st describes, read whole into @whole.
  */
@@ -153,6 +229,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	f->fd = fd;
 	f->uses = fd >= 0;
 	bfs_mutex_init(&f->fd_lock);
+	bfs_mutex_init(&f->chain_lock);
 	f->codec = codec;
 	f->env = env;
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
@@ -205,8 +282,11 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 			free(whole);
 		}
 		whole = NULL;
-		if (rc < 0)
+		if (rc < 0) {
+			if (rc == -ENOTSUP && f->idx.why[0])	/* the scan's reason */
+				bfs_err("%s: %s", name, f->idx.why);
 			goto out_destroy;
+		}
 		bfs_dbg("%s: %s, %zu blocks, %" PRIu64 " bytes, %" PRIu64 " backing reads to index",
 			name, codec->name, f->idx.n, (uint64_t)atomic_load(&f->idx.usize),
 			(uint64_t)atomic_load(&f->io.nread));
@@ -220,6 +300,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 out_destroy:
 	bfs_index_destroy(&f->idx);
 	pthread_mutex_destroy(&f->fd_lock);
+	pthread_mutex_destroy(&f->chain_lock);
 out_free:
 	bfs_counters_put(f->ctr);
 	free(f->head);
@@ -256,6 +337,8 @@ void bfs_file_put(struct bfs_file *f)
 	if (f->fd >= 0)
 		close(f->fd);
 	pthread_mutex_destroy(&f->fd_lock);
+	stash_free(f);
+	pthread_mutex_destroy(&f->chain_lock);
 	bfs_index_destroy(&f->idx);
 	bfs_counters_put(f->ctr);
 	free(atomic_load(&f->touched));
@@ -653,6 +736,143 @@ static int decode_all(struct bfs_file *f, size_t d0, size_t d1, struct bfs_block
 }
 
 /*
+ * Chained blocks (BFS_BLK_CHAIN, codec->resume: spans of one zstd frame):
+ * block k decodes only by continuing the decoder that decoded k - 1, which
+ * the codec parks at k. So a chained block is reached by decoding, in
+ * order, every block from where a decoder can resume (resume()) up to it,
+ * one step per hold of the file's chain_lock. Under the lock nothing else
+ * decodes the file's chains, so every decoder is parked and resume() is
+ * exact; steps of different readers interleave, each advancing whichever
+ * decoder is nearest below its block. Holding it across the I/O and the
+ * decode is the point: a second decoder started from a chain's first block
+ * for every reader or decode-ahead job would cost as much as the file
+ * again, each time (a sequential reader would go quadratic).
+ *
+ * Blocks passed on the way go into the block cache when no one has them,
+ * so a sequential reader finds them there; one that another thread is
+ * loading cannot be waited for (that thread may be waiting for a block this
+ * one is loading: file.c's rule is to wait only for blocks above those one
+ * loads), so its bytes are kept in the stash for that thread.
+ */
+#define CHAIN_RETRIES 16
+
+/* Decode chained block @k into @dst (usize bytes): one step, under chain_lock. */
+static int chain_step(struct bfs_file *f, size_t k, uint8_t *dst)
+{
+	const struct bfs_blk *b = &f->idx.blk[k];
+	const char *why = "corrupt block";
+	struct tls *t = tls_get();
+	uint64_t t0;
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	if (b->flags & BFS_BLK_BAD)
+		return poisoned(f, k);
+	rc = grow(&t->cbuf, &t->ccap, b->clen);
+	if (rc == 0)
+		rc = read_backing(f, t->cbuf, b->clen, b->coff);
+	if (rc < 0)
+		return block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
+	t0 = now_ns();
+	rc = bfs_codec_decode(f->codec, &f->idx, k, t->cbuf, dst, f->env->verify, &why);
+	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
+	if (rc == -EAGAIN)
+		return rc;	/* the decoder went (another file's parked evicted it): again */
+	if (rc < 0)
+		return block_failed(f, k, rc, why);
+	BFS_COUNT(f->ctr, decoded, 1);
+	return 0;
+}
+
+/* Decode chained block @r on the way to a later one. Under chain_lock. */
+static int chain_pass(struct bfs_file *f, size_t r)
+{
+	struct bfs_cache *cache = f->env->cache;
+	uint32_t len = f->idx.blk[r].usize;
+	uint8_t *buf = malloc(len);
+	struct bfs_block *b = NULL;
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	/* decoded first, filled after: a failed step must not fail a cached block */
+	rc = chain_step(f, r, buf);
+	if (rc == 0 && bfs_cache_try_new(cache, f->id, r, len, f->ctr, &b) == 1) {
+		memcpy(b->data, buf, len);
+		bfs_cache_done(cache, b, 0);
+		bfs_block_put(b);
+	} else if (rc == 0 && !bfs_cache_contains(cache, f->id, r) && stash_put(f, r, buf, len)) {
+		buf = NULL;		/* loading elsewhere (or no room): for its loader */
+	}
+	free(buf);
+	return rc;
+}
+
+/* Chained block @k into @dst: the steps from where a decoder can resume up to it. */
+static int chain_decode(struct bfs_file *f, size_t k, uint8_t *dst)
+{
+	const struct bfs_blk *b = &f->idx.blk[k];
+
+	for (int again = 0;;) {
+		size_t r;
+		int rc;
+
+		bfs_mutex_lock(&f->chain_lock);
+		if (stash_take(f, k, dst, b->usize)) {
+			bfs_mutex_unlock(&f->chain_lock);
+			BFS_COUNT(f->ctr, decoded, 1);
+			return 0;
+		}
+		r = f->codec->resume(&f->idx, k);
+		rc = r < k ? chain_pass(f, r) : chain_step(f, k, dst);
+		bfs_mutex_unlock(&f->chain_lock);
+		if (rc == -EAGAIN && ++again < CHAIN_RETRIES)
+			continue;
+		if (rc == -EAGAIN)
+			return block_failed(f, k, -EIO, "no decoder could be resumed for it");
+		if (rc < 0 || r >= k)
+			return rc;
+	}
+}
+
+/* Does a block of [d0, d1] of @f decode only after the one before it? */
+static bool chained(const struct bfs_file *f, size_t d0, size_t d1)
+{
+	if (!f->codec->resume)
+		return false;
+	for (size_t k = d0; k <= d1; k++)
+		if (f->idx.blk[k].flags & BFS_BLK_CHAIN)
+			return true;
+	return false;
+}
+
+/* decode_run() of a run with chained blocks: in order, in this thread. */
+static int chain_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
+		     struct bfs_block **out)
+{
+	int rc = 0;
+
+	for (size_t k = d0; k <= d1 && rc == 0; k++) {
+		const struct bfs_blk *b = &f->idx.blk[k];
+
+		if (b->flags & BFS_BLK_CHAIN) {
+			rc = chain_decode(f, k, out[k - d0]->data);
+			continue;
+		}
+		rc = grow(&t->cbuf, &t->ccap, b->clen);
+		if (rc == 0)
+			rc = read_backing(f, t->cbuf, b->clen, b->coff);
+		if (rc < 0)
+			rc = block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
+		else
+			rc = decode_into(f, k, t->cbuf, out[k - d0]->data, b->usize);
+	}
+	shrink(t);
+	return rc;
+}
+
+/*
  * Decode blocks [d0, d1] of @f into @out[0..]: from the mapping when the
  * mmap path serves @f; else the compressed bytes of the whole run with one
  * pread when they lie close together, or one each.
@@ -661,12 +881,15 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 		      struct bfs_block **out)
 {
 	const struct bfs_blk *a = &f->idx.blk[d0], *b = &f->idx.blk[d1];
-	const uint8_t *base = use_map(f) ? bfs_file_map_enter(f, true) : NULL;
+	bool chain = chained(f, d0, d1);
+	const uint8_t *base = use_map(f) && !chain ? bfs_file_map_enter(f, true) : NULL;
 	uint64_t need = 0, span = 0;
 	int rc = 0;
 
 	if (b->uoff + b->usize - a->uoff > HANDOFF_BYTES)
 		bfs_handoff();
+	if (chain)
+		return chain_run(f, t, d0, d1, out);
 	if (base) {
 		rc = decode_all(f, d0, d1, out, base, 0, true, t->quiet);
 		bfs_file_map_exit(f);
@@ -881,8 +1104,8 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 		rv->again_from = f->idx.blk[k0].uoff;
 		rv->again_to = b->uoff + b->usize;
 	}
-	if (again || k0 != k1 || !bfs_codec_has_prefix(f->codec) || (b->flags & BFS_BLK_BAD) ||
-	    need >= b->usize)
+	if (again || k0 != k1 || !bfs_codec_has_prefix(f->codec) ||
+	    (b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) || need >= b->usize)
 		return 0;
 	rc = bfs_cache_lookup(f->env->cache, f->id, k1, &hit);
 	if (rc == 0) {

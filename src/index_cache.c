@@ -53,7 +53,7 @@
 #define E_AUX		20
 
 /* Flags an entry may carry: what a good index holds after its scan. */
-#define KEPT_FLAGS (BFS_BLK_CSUM | BFS_BLK_GUESS | BFS_BLK_CLAIMED)
+#define KEPT_FLAGS (BFS_BLK_CSUM | BFS_BLK_GUESS | BFS_BLK_CLAIMED | BFS_BLK_CHAIN)
 
 /*
  * Private bytes per block an entry may claim, at most: a gzip checkpoint
@@ -721,7 +721,8 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 
 /* Codec numbers in memos; 0 is none. */
 static const struct bfs_codec *const memo_codecs[] = {
-	NULL, &bfs_codec_lz4, &bfs_codec_bgzf, &bfs_codec_gzip, &bfs_codec_xz,
+	NULL, &bfs_codec_lz4, &bfs_codec_bgzf, &bfs_codec_gzip, &bfs_codec_zstd,
+	&bfs_codec_xz,
 };
 
 static void put_dir_key(uint8_t *h, const struct bfs_dirmemo_key *k)

@@ -22,6 +22,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "blockfs/codec.h"
 #include "blockfs/index_cache.h"
@@ -54,8 +55,9 @@ static void help(void)
 
 static void version(void)
 {
-	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\nliblzma %s\n", BFS_VERSION,
-	       fuse_pkgversion(), LZ4_versionString(), zlibVersion(), lzma_version_string());
+	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\nlibzstd %s\nliblzma %s\n",
+	       BFS_VERSION, fuse_pkgversion(), LZ4_versionString(), zlibVersion(),
+	       ZSTD_versionString(), lzma_version_string());
 }
 
 /* mount(8) options that mean nothing to FUSE: fstab and mount bookkeeping. */

@@ -146,6 +146,7 @@ struct bfs_codec {
 extern const struct bfs_codec bfs_codec_lz4;
 extern const struct bfs_codec bfs_codec_bgzf;
 extern const struct bfs_codec bfs_codec_gzip;
+extern const struct bfs_codec bfs_codec_zstd;
 extern const struct bfs_codec bfs_codec_xz;
 
 /**
@@ -176,6 +177,14 @@ int bfs_codec_decode_prefix(const struct bfs_codec *codec, const struct bfs_inde
  * tests, which must see that the fast path is taken.
  */
 uint64_t bfs_codec_gzip_lib_spans(void);
+
+/*
+ * zstd (codec_zstd.c), for tests: the low 32 bits of XXH64 (seed 0), as
+ * zstd frame and seek table checksums hold them; and the bytes of the
+ * decoders parked between spans of big frames, in all.
+ */
+uint32_t bfs_zstd_xxh64_low(const void *p, size_t len);
+size_t bfs_zstd_parked_bytes(void);
 
 /*
  * Which codecs the registry offers, and their settings: one mount per

@@ -37,6 +37,7 @@ struct bfs_counters;
 struct bfs_maps;
 struct bfs_workq;
 struct bfs_icache;
+struct bfs_stash;
 
 /* A backing file this small is read whole to be indexed: one read (issue 12). */
 #define BFS_WHOLE_MAX (128u << 10)
@@ -91,6 +92,12 @@ struct bfs_file {
 	_Atomic(atomic_uint_fast64_t *) touched;	/* a bit per block a random reader read */
 	uint8_t *head;			/* a very small file's backing bytes, read once, or NULL */
 	char *name;			/* for log lines */
+	/*
+	 * Chained blocks (BFS_BLK_CHAIN): one decode step at a time, and
+	 * the spans a step passed while another reader was filling them.
+	 */
+	pthread_mutex_t chain_lock;	/* taken before a cache shard's; held across a step */
+	struct bfs_stash *stash;	/* protected by chain_lock; NULL when empty */
 };
 
 /**

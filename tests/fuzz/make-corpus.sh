@@ -9,7 +9,7 @@
 # Python. crash-* inputs (regressions) are kept.
 #
 # Usage: tests/fuzz/make-corpus.sh BLOCKFS-PACK
-# Needs: lz4, bgzip (tabix), gzip, pigz, xz, python3.
+# Needs: lz4, bgzip (tabix), gzip, pigz, python3, zstd, pzstd, python3-zstandard, xz.
 
 set -euo pipefail
 
@@ -19,7 +19,7 @@ C=$PWD/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-for t in lz4 bgzf gzi seektable block hints opts gzip xz; do
+for t in lz4 bgzf gzi seektable block hints opts gzip zstd xz; do
 	mkdir -p "$C/$t"
 	rm -f "$C/$t"/seed-*
 done
@@ -168,6 +168,52 @@ for src in ("hello", "text", "level0"):
     isize = struct.unpack_from("<I", data, bsize - 4)[0]
     seed("bgzf-" + src, 1, False, 0, isize, data[:bsize])
 PY
+
+# --- zstd: whole files: the CLI, pzstd, Python, concatenations, skippable --------
+# frames, a seekable-format file, a frame of many flushed blocks (spans), damage
+S=$C/zstd
+PYZ=python3
+/usr/bin/python3 -c 'import zstandard' 2>/dev/null && PYZ=/usr/bin/python3
+zstd -q -c "$T/empty" > "$S/seed-empty.zst"
+zstd -q -c "$T/hello" > "$S/seed-hello.zst"
+zstd -q -c -19 --check "$T/text20k" > "$S/seed-19-check.zst"
+zstd -q -c --no-check "$T/text70k" > "$S/seed-nocheck.zst"
+zstd -q -c < "$T/text20k" > "$S/seed-pipe-no-fcs.zst"
+zstd -q -c "$T/rand66k" > "$S/seed-raw-blocks.zst"
+pzstd -q -p 2 -c "$T/text70k" > "$S/seed-pzstd.zst"
+{ zstd -q -c "$T/text3k"; zstd -q -c < "$T/hello"; zstd -q -c "$T/empty"; } > "$S/seed-concat.zst"
+head -c 3000 "$S/seed-nocheck.zst" > "$S/seed-truncated.zst"
+"$PYZ" - "$T" "$S" <<'PY'
+import struct, sys, zstandard as z
+t, s = sys.argv[1], sys.argv[2]
+text = open(t + "/text20k", "rb").read()
+def skippable(n, data):
+    return struct.pack("<II", 0x184D2A50 | n, len(data)) + data
+# skippable frames around frames
+open(s + "/seed-skippable.zst", "wb").write(
+    skippable(0, b"x" * 40) + z.ZstdCompressor().compress(text[:5000]) + skippable(15, b"")
+    + z.ZstdCompressor(write_checksum=True).compress(text[5000:]))
+# no content size, a block per flush: more than 256 blocks make a frame of spans
+c = z.ZstdCompressor(write_content_size=False).compressobj()
+out = b"".join(c.compress(text[i:i + 64]) + c.flush(z.COMPRESSOBJ_FLUSH_BLOCK)
+               for i in range(0, len(text), 64)) + c.flush()
+open(s + "/seed-flushed-span.zst", "wb").write(out)
+# the seekable format: 4 KiB frames, with and without checksums in the table
+for csum in (0, 1):
+    frames, table = [], b""
+    for i in range(0, len(text), 4096):
+        f = z.ZstdCompressor(write_checksum=True).compress(text[i:i + 4096])
+        frames.append(f)
+        table += struct.pack("<II", len(f), len(text[i:i + 4096]))
+        if csum:
+            table += f[-4:]
+    foot = struct.pack("<IBI", len(frames), 0x80 if csum else 0, 0x8F92EAB1)
+    open(s + "/seed-seekable-%d.zst" % csum, "wb").write(
+        b"".join(frames) + struct.pack("<II", 0x184D2A5E, len(table) + 9) + table + foot)
+PY
+# a flipped byte in the middle of a frame
+cp "$S/seed-19-check.zst" "$S/seed-flipped.zst"
+printf '\x55' | dd of="$S/seed-flipped.zst" bs=1 seek=2000 conv=notrunc 2>/dev/null
 
 # --- xz: one block, many, every check, streams with padding, damage -----------
 # (fuzz_xz.c makes blocks over 64 KiB chains of 16 KiB spans: text300k is one)

@@ -322,8 +322,9 @@ is "populate=on with readpath=pread: mounts, warns it has no effect (not with mm
 version_lists_libraries() {
 	local out
 	out=$("$BLOCKFS" -V 2>&1) || return 1
-	[[ "$out" == *blockfs* && "$out" == *libfuse* && "$out" == *liblz4* && "$out" == *zlib* ]]
+	[[ "$out" == *blockfs* && "$out" == *libfuse* && "$out" == *liblz4* && "$out" == *zlib* &&
+	   "$out" == *"libzstd "[0-9]* ]]
 }
-is "blockfs -V prints blockfs, libfuse, liblz4 and zlib versions" version_lists_libraries
+is "blockfs -V prints blockfs, libfuse, liblz4, zlib and libzstd versions" version_lists_libraries
 
 bfs_end
