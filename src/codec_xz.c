@@ -37,9 +37,11 @@
  * bytes of its output, flagged BFS_BLK_CHAIN (include/blockfs/codec.h):
  * span k decodes only by continuing the decoder that decoded span k - 1.
  * Where each span's input starts is known only by decoding, so the scan
- * decodes such a block once (about 0.4 s per 100 MiB of output on the
- * machine of tests/README.md) and records the input position at every
- * SPAN bytes of output. Readers then park decoders at span starts in a
+ * decodes such a block once (what xz -dc of it costs; no output kept) and
+ * records the input position at every SPAN bytes of output. The entries
+ * must be exact before the size is shown (index.h), so this cannot wait
+ * for a read. No index cache hooks yet: such a file is walked again at
+ * each mount. Readers then park decoders at span starts in a
  * small pool per file (struct xz_pool, idx->priv): a span continues the
  * decoder parked at its start and parks it at the next one. A reader far
  * from any parked decoder starts again at the block's header.
