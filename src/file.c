@@ -203,7 +203,8 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		    int side, const struct bfs_codec *codec, const char *name,
 		    const struct bfs_file_env *env, atomic_uint_fast64_t *walked)
 {
-	struct bfs_io side_io, *sidep = NULL, mem;
+	struct bfs_io side_io, *sidep = NULL, mem, *aio;
+	struct bfs_io_ahead ahead = { 0 };
 	struct stat sst;
 	struct bfs_file *f;
 	int rc = -ENOMEM;
@@ -234,11 +235,19 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
 	bfs_map_init(&f->map, (size_t)f->st.st_size);
 	bfs_index_init(&f->idx, (uint64_t)f->st.st_size);
+	/*
+	 * A big file is read through requests that grow as a walk goes on
+	 * (bfs_io_ahead): its first bytes, which settle the format, are the
+	 * start of the walk's first request.
+	 */
+	aio = &f->io;
+	if (codec && !whole && (uint64_t)f->st.st_size > BFS_WHOLE_MAX)
+		aio = bfs_io_ahead_init(&ahead, &f->io, walked);
 	if (codec) {
 		/* The name said @codec's family; the bytes say which, if any. */
 		if (whole)
 			bfs_io_init_mem(&mem, whole, (size_t)f->st.st_size);
-		rc = bfs_codec_settle(codec, whole ? &mem : &f->io, &f->codec, &f->found);
+		rc = bfs_codec_settle(codec, whole ? &mem : aio, &f->codec, &f->found);
 		if (!f->codec)		/* else counted with the scan's, below */
 			BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		if (rc == -EMEDIUMTYPE)
@@ -276,28 +285,20 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 				io = &mem;
 			}
 			/*
-			 * A walk goes forward: read it in big requests. What it
-			 * asked for, not the requests, says what a kept entry
-			 * saves a later mount (bfs_icache_save()).
+			 * What the walk asked for, not the requests that served
+			 * it, says what a kept entry saves a later mount
+			 * (bfs_icache_save()).
 			 */
-			uint64_t asked;
+			struct bfs_io *walk = io == &f->io ? aio : io;
 
-			if (io == &f->io) {
-				struct bfs_io_ahead ahead;
-				struct bfs_io *wio = bfs_io_ahead_init(&ahead, io, walked);
-
-				rc = codec->scan(wio, sidep, &f->idx);
-				asked = atomic_load(&wio->nread);
-				bfs_io_ahead_destroy(&ahead);
-			} else {
-				rc = codec->scan(io, sidep, &f->idx);
-				asked = atomic_load(&io->nread);
-			}
+			rc = codec->scan(walk, sidep, &f->idx);
 			if (rc == 0)
 				rc = bfs_index_measure(&f->idx, io, codec, env->workq);
 			if (rc == 0)
-				(void)bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx, asked);
+				(void)bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
+						      atomic_load(&walk->nread));
 		}
+		bfs_io_ahead_destroy(&ahead);
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		/*
 		 * And a very small one is kept: no READ of it needs the backing
@@ -327,6 +328,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	return 0;
 
 out_destroy:
+	bfs_io_ahead_destroy(&ahead);
 	bfs_index_destroy(&f->idx);
 	pthread_mutex_destroy(&f->fd_lock);
 	pthread_mutex_destroy(&f->chain_lock);

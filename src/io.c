@@ -60,6 +60,33 @@ static ssize_t under_read(struct bfs_io *under, void *buf, size_t len, uint64_t 
 	return under->ops->read(under, buf, len, off);
 }
 
+/* Fill @a's buffer with a request that holds @off (going backwards: ending at @end). */
+static ssize_t ahead_fill(struct bfs_io_ahead *a, uint64_t off, uint64_t end)
+{
+	uint64_t at = off, stop;
+	ssize_t n;
+
+	if (a->len && off < a->off)	/* an index read from the end, say */
+		at = end > a->want ? end - a->want : 0;
+	n = under_read(a->under, a->buf, a->want, at);
+	if (n <= 0)
+		return n;
+	a->off = at;
+	a->len = (size_t)n;
+	if (a->want < BFS_IO_AHEAD_CHUNK)
+		a->want *= 2;
+	stop = at + (uint64_t)n;
+	if (a->progress)
+		atomic_store(a->progress, stop);
+	/* forward: have the kernel read the next requests meanwhile */
+	if (at == off && stop < a->under->size && stop >= a->advised) {
+		a->advised = stop + BFS_IO_AHEAD_DEPTH * BFS_IO_AHEAD_CHUNK;
+		(void)posix_fadvise(a->under->fd, (off_t)stop,
+				    (off_t)BFS_IO_AHEAD_DEPTH * BFS_IO_AHEAD_CHUNK, POSIX_FADV_WILLNEED);
+	}
+	return n;
+}
+
 static ssize_t ahead_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
 {
 	struct bfs_io_ahead *a = (struct bfs_io_ahead *)io;
@@ -72,19 +99,9 @@ static ssize_t ahead_read(struct bfs_io *io, void *buf, size_t len, uint64_t off
 				atomic_store(a->progress, off + (uint64_t)n);
 			return n;
 		}
-		n = under_read(a->under, a->buf, BFS_IO_AHEAD_CHUNK, off);
-		if (n <= 0)
-			return n;
-		if (a->progress)
-			atomic_store(a->progress, off + (uint64_t)n);
-		a->off = off;
-		a->len = (size_t)n;
-		if (off + (uint64_t)n < a->under->size && off + (uint64_t)n >= a->advised) {
-			a->advised = off + (uint64_t)n + BFS_IO_AHEAD_DEPTH * BFS_IO_AHEAD_CHUNK;
-			(void)posix_fadvise(a->under->fd, (off_t)(off + (uint64_t)n),
-					    (off_t)BFS_IO_AHEAD_DEPTH * BFS_IO_AHEAD_CHUNK,
-					    POSIX_FADV_WILLNEED);
-		}
+		n = ahead_fill(a, off, off + len);
+		if (n <= 0 || off < a->off || off - a->off >= a->len)
+			return n < 0 ? n : 0;	/* the file ends before @off */
 	}
 	n = (ssize_t)(a->len - (off - a->off));
 	if ((size_t)n > len)
@@ -100,7 +117,7 @@ struct bfs_io *bfs_io_ahead_init(struct bfs_io_ahead *a, struct bfs_io *under,
 				 atomic_uint_fast64_t *progress)
 {
 	*a = (struct bfs_io_ahead){ .under = under, .buf = malloc(BFS_IO_AHEAD_CHUNK),
-				    .progress = progress };
+				    .want = BFS_IO_AHEAD_FIRST, .progress = progress };
 	if (!a->buf)
 		return under;
 	a->io = (struct bfs_io){ .ops = &ahead_ops, .fd = under->fd, .size = under->size };

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <fuse_lowlevel.h>
 #include <lz4.h>
+#include <lzma.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +54,9 @@ static void help(void)
 
 static void version(void)
 {
-	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\nlibzstd %s\n", BFS_VERSION,
-	       fuse_pkgversion(), LZ4_versionString(), zlibVersion(), ZSTD_versionString());
+	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\nlibzstd %s\nliblzma %s\n",
+	       BFS_VERSION, fuse_pkgversion(), LZ4_versionString(), zlibVersion(),
+	       ZSTD_versionString(), lzma_version_string());
 }
 
 /* mount(8) options that mean nothing to FUSE: fstab and mount bookkeeping. */

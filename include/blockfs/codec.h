@@ -147,6 +147,7 @@ extern const struct bfs_codec bfs_codec_lz4;
 extern const struct bfs_codec bfs_codec_bgzf;
 extern const struct bfs_codec bfs_codec_gzip;
 extern const struct bfs_codec bfs_codec_zstd;
+extern const struct bfs_codec bfs_codec_xz;
 
 /**
  * bfs_codec_decode() - decode block @k of @idx with @codec: its

@@ -40,13 +40,16 @@ void bfs_io_init_mem(struct bfs_io *io, const void *buf, size_t len);
 
 /*
  * A walk's view of a backing file: the small reads a walk makes as it goes
- * forward through a file (LZ4 block headers, frame headers) served from
- * one large request at a time, with the requests after it asked of the
- * kernel ahead (POSIX_FADV_WILLNEED), so that a walk costs one round trip
- * per BFS_IO_AHEAD_CHUNK bytes, not one per block, on a network SOURCE,
- * and its requests overlap. Reads it cannot serve from what it holds,
- * and large ones, go to @under. Counted in @under's nread.
+ * through a file (LZ4 block headers, frame headers; xz indexes, backwards)
+ * served from one larger request at a time, with the requests after it
+ * asked of the kernel ahead (POSIX_FADV_WILLNEED), so that a walk costs
+ * one round trip per BFS_IO_AHEAD_CHUNK bytes, not one per block, on a
+ * network SOURCE, and its requests overlap. Requests grow from
+ * BFS_IO_AHEAD_FIRST, so that a look at a file's head (the format, a
+ * cached index) costs no more than it did. Large reads go to @under
+ * directly. Counted in @under's nread.
  */
+#define BFS_IO_AHEAD_FIRST (64u << 10)
 #define BFS_IO_AHEAD_CHUNK (1u << 20)
 #define BFS_IO_AHEAD_DEPTH 4	/* chunks asked for ahead of the one read */
 
@@ -55,7 +58,7 @@ struct bfs_io_ahead {
 	struct bfs_io *under;
 	uint8_t *buf;		/* BFS_IO_AHEAD_CHUNK bytes: [off, off + len) of the file */
 	uint64_t off, advised;	/* advised: asked ahead up to here */
-	size_t len;
+	size_t len, want;	/* held; the next request's size */
 	atomic_uint_fast64_t *progress;	/* NULL, or where to say how far the walk has read */
 };
 

@@ -9,7 +9,7 @@
 # Python. crash-* inputs (regressions) are kept.
 #
 # Usage: tests/fuzz/make-corpus.sh BLOCKFS-PACK
-# Needs: lz4, bgzip (tabix), gzip, pigz, python3, zstd, pzstd, python3-zstandard.
+# Needs: lz4, bgzip (tabix), gzip, pigz, python3, zstd, pzstd, python3-zstandard, xz.
 
 set -euo pipefail
 
@@ -19,7 +19,7 @@ C=$PWD/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-for t in lz4 bgzf gzi seektable block hints opts gzip zstd; do
+for t in lz4 bgzf gzi seektable block hints opts gzip zstd xz; do
 	mkdir -p "$C/$t"
 	rm -f "$C/$t"/seed-*
 done
@@ -214,6 +214,28 @@ PY
 # a flipped byte in the middle of a frame
 cp "$S/seed-19-check.zst" "$S/seed-flipped.zst"
 printf '\x55' | dd of="$S/seed-flipped.zst" bs=1 seek=2000 conv=notrunc 2>/dev/null
+
+# --- xz: one block, many, every check, streams with padding, damage -----------
+# (fuzz_xz.c makes blocks over 64 KiB chains of 16 KiB spans: text300k is one)
+X=$C/xz
+xz -c "$T/hello" > "$X/seed-hello.xz"
+xz -c "$T/empty" > "$X/seed-empty.xz"
+xz -0 -c "$T/text300k" > "$X/seed-single-300k.xz"
+xz -T2 --block-size=16KiB -c "$T/text70k" > "$X/seed-blocks16k.xz"
+for c in none crc32 sha256; do
+	xz -1 --check=$c --block-size=8KiB -c "$T/text20k" > "$X/seed-check-$c.xz"
+done
+xz -1 -c "$T/rand66k" > "$X/seed-random.xz"			# uncompressed LZMA2 chunks
+xz -1 --x86 --lzma2=preset=1 -c "$T/text20k" > "$X/seed-bcj.xz"
+{ xz -c "$T/text3k"; head -c 8 /dev/zero; xz --block-size=1KiB -c "$T/text3k"; } > "$X/seed-streams.xz"
+head -c 20000 "$X/seed-single-300k.xz" > "$X/seed-truncated.xz"	# walked forwards
+{ cat "$X/seed-blocks16k.xz"; printf 'junk'; } > "$X/seed-garbage.xz"
+python3 - "$T" "$X" <<'PY'
+import lzma, sys
+t, x = sys.argv[1:3]
+data = open(t + "/text20k", "rb").read()
+open(x + "/seed-python.xz", "wb").write(lzma.compress(data, check=lzma.CHECK_CRC32))
+PY
 
 # --- hints: attribute values as setfattr -v passes them -------------------------
 H=$C/hints
