@@ -14,9 +14,12 @@
  * the end of its last block, usize its output, aux the frame's block max
  * with BFS_LZ4_SPAN_TAG) and has a checkpoint in idx->priv:
  *
- *   dict   the frame's last min(64 KiB, output so far) bytes before the
- *          span: none for a frame's first span. Kept LZ4-compressed
- *          (raw when that does not shrink it)
+ *   dict   the part of the frame's last 64 KiB of output before the span
+ *          that the span's blocks copy from: from the first byte they
+ *          copy to the span's start, the bytes they do not copy zeroed,
+ *          kept LZ4-compressed (raw when that does not shrink it); none
+ *          when they copy nothing (a frame's first span). A decoder that
+ *          reaches before it fails, as at a frame's start
  *   hash   XXH32 (seed 0) of the span's output, for -o verify
  *
  * A span decodes block by block, each with everything before it as its
@@ -39,8 +42,14 @@
  * The spacing: a random 4 KiB read that misses the cache decodes from a
  * span's start to the read (half a span on average) after restoring a
  * checkpoint; a read of an independent-block file decodes from its
- * block's start. SPAN_TARGET is chosen by measurement (see the report in
- * the history of this file): 256 KiB.
+ * block's start. Measured on 120 MB of source text and binaries in
+ * 64 KiB blocks (lz4 -BD -B4 against lz4 -B4), one cold 4 KiB pread per
+ * 512 KiB through a fresh mount, median of 200: about 33 us independent;
+ * linked with spans of 64 KiB 38-59 us (checkpoints 4.2% of the output),
+ * 128 KiB 47-68 us (2.1%), 256 KiB 78-89 us (1.0%). A whole 64 KiB of
+ * history compresses to 22 KiB (text) or 36 KiB (binaries); the bytes a
+ * span copies from it, to 2-4 KiB. 128 KiB keeps a cold read under twice
+ * the independent one; blocks of 256 KiB and more make one span each.
  */
 #include "config.h"
 
@@ -73,7 +82,7 @@
 #define OWN_HIST	65535u
 
 /* Bytes of output a span is cut after; its input is also cut after CLEN_CUT. */
-#define SPAN_TARGET	(256u << 10)
+#define SPAN_TARGET	(128u << 10)
 #define CLEN_CUT	(16u << 20)
 
 /* Input read per pread during the walk (at least a whole block). */
@@ -149,6 +158,11 @@ struct bfs_lz4_lwalk {
 	size_t out_cap;
 	void *lz4_state;	/* for compressing checkpoints */
 	uint8_t *zbuf;		/* LZ4_COMPRESSBOUND(HIST) */
+	/* the open span's checkpoint until its first 64 KiB of output are decoded */
+	bool pending;
+	uint32_t plen;		/* history bytes at pdict */
+	uint8_t pdict[HIST];
+	uint8_t mask[HIST];	/* 1: a byte of pdict the span copies */
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
@@ -225,40 +239,127 @@ static int view(struct bfs_lz4_lwalk *w, uint64_t off, size_t len, const uint8_t
 	return 0;
 }
 
-/* Begin a span at @coff whose history is the @dlen bytes at @dict. */
-static int open_span(struct bfs_lz4_lwalk *w, uint64_t coff, const uint8_t *dict, uint32_t dlen,
+/*
+ * Begin a span at @coff whose history is the @hlen bytes at @hist: its
+ * checkpoint is made once the blocks that may copy from it are decoded
+ * (end_checkpoint()).
+ */
+static int open_span(struct bfs_lz4_lwalk *w, uint64_t coff, const uint8_t *hist, uint32_t hlen,
 		     size_t first)
 {
 	struct lk_index *li = w->li;
-	struct cp cp = { .dlen = dlen, .kind = CP_NONE };
-	const uint8_t *keep = dict;
-	int rc, z = 0;
+	int rc;
 
 	rc = grow((void **)&li->cp, &w->cp_cap, li->n + 1, sizeof(*li->cp));
 	if (rc == 0)
 		rc = grow((void **)&w->ext, &w->ext_cap, li->n - first + 1, sizeof(*w->ext));
 	if (rc < 0)
 		return rc;
-	if (dlen) {
-		z = LZ4_compress_fast_extState(w->lz4_state, (const char *)dict, (char *)w->zbuf,
-					       (int)dlen, LZ4_COMPRESSBOUND(HIST), 1);
-		if (z > 0 && (uint32_t)z < dlen) {
-			cp.kind = CP_LZ4;
-			cp.zlen = (uint32_t)z;
-			keep = w->zbuf;
-		} else {
-			cp.kind = CP_RAW;
-			cp.zlen = dlen;
-		}
-		rc = grow((void **)&li->blob, &w->blob_cap, li->blob_len + cp.zlen, 1);
-		if (rc < 0)
-			return rc;
-		cp.off = li->blob_len;
-		memcpy(li->blob + li->blob_len, keep, cp.zlen);
-		li->blob_len += cp.zlen;
-	}
-	li->cp[li->n++] = cp;
+	li->cp[li->n++] = (struct cp){ .kind = CP_NONE };
 	w->ext[li->n - 1 - first] = (struct ext){ .coff = coff };
+	memcpy(w->pdict, hist, hlen);
+	memset(w->mask, 0, hlen);
+	w->plen = hlen;
+	w->pending = hlen > 0;
+	return 0;
+}
+
+/*
+ * Mark the history bytes the LZ4 block @p (@len bytes, decoded already,
+ * so well formed; still parsed with bounds) copies, its output starting
+ * @at bytes into the open span. Only matches in the span's first 64 KiB
+ * of output reach back that far.
+ */
+static void mark_refs(struct bfs_lz4_lwalk *w, const uint8_t *p, size_t len, uint64_t at)
+{
+	const uint8_t *end = p + len;
+	int64_t q = (int64_t)at;
+
+	while (p < end && q < (int64_t)OWN_HIST) {
+		size_t lit, ml, off;
+		unsigned int token = *p++;
+		int64_t from, to;
+		uint8_t b;
+
+		lit = token >> 4;
+		if (lit == 15)
+			do {
+				if (p == end)
+					return;
+				b = *p++;
+				lit += b;
+			} while (b == 255);
+		if (lit >= (size_t)(end - p))
+			return;			/* the last literals */
+		p += lit;
+		q += (int64_t)lit;
+		if (end - p < 2)
+			return;
+		off = bfs_le16(p);
+		p += 2;
+		ml = token & 15;
+		if (ml == 15)
+			do {
+				if (p == end)
+					return;
+				b = *p++;
+				ml += b;
+			} while (b == 255);
+		ml += 4;
+		/* the copy reads [q - off, q - off + ml); history is [-plen, 0) */
+		from = q - (int64_t)off;
+		to = from + (int64_t)ml;
+		if (from < -(int64_t)w->plen)
+			from = -(int64_t)w->plen;
+		if (to > 0)
+			to = 0;
+		if (from < to)
+			memset(w->mask + w->plen + from, 1, (size_t)(to - from));
+		q += (int64_t)ml;
+	}
+}
+
+/*
+ * The open span's checkpoint: the history from the first byte its blocks
+ * copy on (none when they copy none), the bytes they do not copy zeroed,
+ * kept compressed when that is smaller. Return: 0 or -ENOMEM.
+ */
+static int end_checkpoint(struct bfs_lz4_lwalk *w)
+{
+	struct lk_index *li = w->li;
+	struct cp *cp = &li->cp[li->n - 1];
+	const uint8_t *keep;
+	uint32_t m = 0;
+	int rc, z;
+
+	if (!w->pending)
+		return 0;
+	w->pending = false;
+	while (m < w->plen && !w->mask[m])
+		m++;
+	if (m == w->plen)
+		return 0;		/* nothing copied: CP_NONE */
+	for (uint32_t i = m; i < w->plen; i++)
+		if (!w->mask[i])
+			w->pdict[i] = 0;
+	cp->dlen = w->plen - m;
+	z = LZ4_compress_fast_extState(w->lz4_state, (const char *)w->pdict + m, (char *)w->zbuf,
+				       (int)cp->dlen, LZ4_COMPRESSBOUND(HIST), 1);
+	if (z > 0 && (uint32_t)z < cp->dlen) {
+		cp->kind = CP_LZ4;
+		cp->zlen = (uint32_t)z;
+		keep = w->zbuf;
+	} else {
+		cp->kind = CP_RAW;
+		cp->zlen = cp->dlen;
+		keep = w->pdict + m;
+	}
+	rc = grow((void **)&li->blob, &w->blob_cap, li->blob_len + cp->zlen, 1);
+	if (rc < 0)
+		return rc;
+	cp->off = li->blob_len;
+	memcpy(li->blob + li->blob_len, keep, cp->zlen);
+	li->blob_len += cp->zlen;
 	return 0;
 }
 
@@ -320,15 +421,19 @@ struct fwalk {
 	uint64_t at;
 };
 
-static void close_span(struct bfs_lz4_lwalk *w, struct fwalk *fw)
+static int close_span(struct bfs_lz4_lwalk *w, struct fwalk *fw)
 {
 	struct ext *e = &w->ext[w->li->n - 1 - fw->first];
+	int rc = end_checkpoint(w);
 
+	if (rc < 0)
+		return rc;
 	if (e->usize == 0)
 		drop_open(w);
 	else
 		w->li->cp[w->li->n - 1].hash = bfs_xxh32_digest(&fw->span);
 	fw->open = false;
+	return 0;
 }
 
 /*
@@ -342,6 +447,7 @@ static int one_block(struct bfs_lz4_lwalk *w, struct fwalk *fw, uint64_t pos, ui
 	uint32_t word, dlen, hlen = fw->total < HIST ? (uint32_t)fw->total : HIST;
 	const uint8_t *src;
 	struct ext *e;
+	uint32_t at;
 	int rc, got;
 
 	rc = view(w, pos, clen, &src);
@@ -365,6 +471,8 @@ static int one_block(struct bfs_lz4_lwalk *w, struct fwalk *fw, uint64_t pos, ui
 			return rc;
 		fw->open = true;
 	}
+	e = &w->ext[w->li->n - 1 - fw->first];
+	at = e->usize;
 	if (word & BLK_STORED) {
 		memcpy(w->out + fw->p, src + BLK_HDR_LEN, dlen);
 		got = (int)dlen;
@@ -376,17 +484,23 @@ static int one_block(struct bfs_lz4_lwalk *w, struct fwalk *fw, uint64_t pos, ui
 			fw->why = "lz4 block does not decode";
 			return 1;
 		}
+		if (w->pending)
+			mark_refs(w, src + BLK_HDR_LEN, dlen, at);
 	}
 	if (f->ccsum)
 		bfs_xxh32_update(&fw->content, w->out + fw->p, (size_t)got);
 	bfs_xxh32_update(&fw->span, w->out + fw->p, (size_t)got);
 	fw->p += (size_t)got;
 	fw->total += (uint64_t)got;
-	e = &w->ext[w->li->n - 1 - fw->first];
 	e->usize += (uint32_t)got;
 	e->clen = pos + clen - e->coff;
+	if (e->usize >= OWN_HIST) {
+		rc = end_checkpoint(w);
+		if (rc < 0)
+			return rc;
+	}
 	if (e->usize >= SPAN_TARGET || e->clen >= CLEN_CUT)
-		close_span(w, fw);
+		return close_span(w, fw);
 	return 0;
 }
 
@@ -496,8 +610,11 @@ int bfs_lz4_lwalk_frame(struct bfs_lz4_lwalk **lwp, struct bfs_io *io, struct bf
 	stop = walk_blocks(w, &fw, &end);
 	if (stop < 0)
 		return stop;
-	if (fw.open)
-		close_span(w, &fw);
+	if (fw.open) {
+		rc = close_span(w, &fw);
+		if (rc < 0)
+			return rc;
+	}
 	/*
 	 * Blocks before the damage are kept when each proved itself by its
 	 * checksum, or when nothing could prove any of them; dropped when
