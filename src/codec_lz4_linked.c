@@ -669,8 +669,8 @@ static void tls_create(void)
 	tls_err = pthread_key_create(&tls_key, tls_free);
 }
 
-/* This thread's state with at least @need bytes of scratch; NULL without memory. */
-static struct tls *tls_get(size_t need)
+/* This thread's state; NULL without memory. */
+static struct tls *tls_get(void)
 {
 	struct tls *t;
 
@@ -686,15 +686,24 @@ static struct tls *tls_get(size_t need)
 			return NULL;
 		}
 	}
-	if (t->cap < need) {
-		free(t->s);
-		t->cap = 0;
-		t->s = malloc(need);
-		if (!t->s)
-			return NULL;
-		t->cap = need;
-	}
 	return t;
+}
+
+/* At least @need bytes of scratch, keeping what it holds. Return: 0 or -ENOMEM. */
+static int scratch(struct tls *t, size_t need, const char **why)
+{
+	uint8_t *ns;
+
+	if (t->cap >= need)
+		return 0;
+	ns = realloc(t->s, need);
+	if (!ns) {
+		*why = "no memory for an lz4 span";
+		return -ENOMEM;
+	}
+	t->s = ns;
+	t->cap = need;
+	return 0;
 }
 
 static void tls_shrink(struct tls *t)
@@ -780,22 +789,37 @@ static int next_block(struct sdec *d, const uint8_t **data, uint32_t *dlen, bool
 }
 
 /*
- * Decode one LZ4 block of @dlen bytes at @data to @out, after the @hist
- * bytes of history right before @out. @room: how many bytes are wanted;
- * @whole: all of the block (it must fit in @room; then @out has room for
- * @cap bytes, at least room). Return: bytes of output (more than @room
- * only when @whole, which the caller refuses), or -1.
+ * Decode one LZ4 block of @dlen bytes at @data to @out, with the @hlen
+ * bytes at @hist as the history before it (right before @out, or not).
+ * @room: how many bytes are wanted; @whole: all of the block (then @out
+ * has room for @cap bytes, at least @room). Return: bytes of output
+ * (more than @room only when @whole, which the caller refuses), or -1.
  */
-static int lz4_block(const uint8_t *data, uint32_t dlen, uint8_t *out, uint32_t hist,
-		     uint32_t room, uint32_t cap, bool whole)
+static int lz4_block(const uint8_t *data, uint32_t dlen, uint8_t *out, const uint8_t *hist,
+		     uint32_t hlen, uint32_t room, uint32_t cap, bool whole)
 {
 	if (!whole && room < cap)
 		return LZ4_decompress_safe_partial_usingDict((const char *)data, (char *)out,
 							     (int)dlen, (int)room, (int)room,
-							     (const char *)out - hist, (int)hist);
+							     (const char *)hist, (int)hlen);
 	return LZ4_decompress_safe_usingDict((const char *)data, (char *)out, (int)dlen, (int)cap,
-					     (const char *)out - hist, (int)hist);
+					     (const char *)hist, (int)hlen);
 }
+
+/*
+ * Where a block's history is, as decoding a span goes on. Before the
+ * span's own output is a whole history (OWN_HIST) the checkpoint is part
+ * of it: the first block decodes into @dst with the checkpoint (restored
+ * at s[HIST - dlen, HIST)) as its dictionary; later ones there decode in
+ * the scratch after it, the span's output so far copied to s[HIST, ...)
+ * so that checkpoint and output make one history. After that, and in a
+ * span without a checkpoint, the output in @dst is the whole history.
+ */
+enum mode {
+	M_DST,			/* history: dst[0, pos) */
+	M_FIRST,		/* history: the checkpoint; pos is 0 */
+	M_SCRATCH,		/* history: the checkpoint and s[HIST, HIST + pos) */
+};
 
 int bfs_lz4_span_decode(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
 			uint32_t n, bool verify, const char **why)
@@ -806,7 +830,8 @@ int bfs_lz4_span_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
 	struct sdec d = { .src = src, .clen = b->clen, .verify = verify,
 			  .bmax = b->aux & ~BFS_LZ4_SPAN_TAG,
 			  .csum = b->flags & BFS_BLK_CSUM ? BLK_CSUM_LEN : 0 };
-	bool whole = n == b->usize, early;
+	bool whole = n == b->usize;
+	enum mode mode = M_DST;
 	uint32_t pos = 0;
 	struct tls *t;
 	int rc = 0;
@@ -819,22 +844,18 @@ int bfs_lz4_span_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
 		*why = "lz4 span prefix out of range";
 		return -EINVAL;
 	}
-	/* history, then a block starting in the span's first 64 KiB */
-	t = tls_get(HIST + OWN_HIST + d.bmax);
+	t = tls_get();
 	if (!t) {
 		*why = "no memory for an lz4 span";
 		return -ENOMEM;
 	}
-	/*
-	 * Near the span's start (with a checkpoint) the blocks decode in the
-	 * scratch, after the restored dict; once the span's own output is a
-	 * whole history, straight into @dst.
-	 */
-	early = cp->dlen > 0;
-	if (early) {
-		rc = restore(li, cp, t->s, why);
+	if (cp->dlen > 0) {
+		rc = scratch(t, HIST, why);
+		if (rc == 0)
+			rc = restore(li, cp, t->s, why);
 		if (rc < 0)
 			goto out;
+		mode = M_FIRST;
 	}
 	while (whole ? d.ipos < d.clen : pos < n) {
 		uint32_t dlen, room = n - pos, take;
@@ -845,32 +866,44 @@ int bfs_lz4_span_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
 		rc = next_block(&d, &data, &dlen, &stored, why);
 		if (rc < 0)
 			goto out;
-		if (early) {
-			uint8_t *out = t->s + HIST + pos;
-
-			if (stored) {
-				memcpy(out, data, dlen);
-				got = (int)dlen;
-			} else {
-				got = lz4_block(data, dlen, out, cp->dlen + pos, room, d.bmax, whole);
-			}
-			take = got < 0 ? 0 : (uint32_t)got < room ? (uint32_t)got : room;
-			memcpy(dst + pos, out, take);
-		} else if (stored) {
+		if (stored) {
 			got = (int)dlen;
 			take = dlen < room ? dlen : room;
 			memcpy(dst + pos, data, take);
+			if (mode == M_SCRATCH)
+				memcpy(t->s + HIST + pos, data, dlen);
+		} else if (mode == M_SCRATCH) {
+			uint8_t *out = t->s + HIST + pos;
+
+			got = lz4_block(data, dlen, out, t->s + HIST - cp->dlen, cp->dlen + pos, room,
+					d.bmax, whole);
+			take = got < 0 ? 0 : (uint32_t)got < room ? (uint32_t)got : room;
+			memcpy(dst + pos, out, take);
 		} else if (room >= d.bmax || !whole) {
-			got = lz4_block(data, dlen, dst + pos, pos, room, d.bmax, whole);
+			if (mode == M_FIRST)
+				got = lz4_block(data, dlen, dst, t->s + HIST - cp->dlen, cp->dlen, room,
+						d.bmax, whole);
+			else
+				got = lz4_block(data, dlen, dst + pos, dst, pos, room, d.bmax, whole);
 			take = got < 0 ? 0 : (uint32_t)got < room ? (uint32_t)got : room;
 		} else {
 			/* the last block of a whole span: exactly room, else retry with slack */
-			got = lz4_block(data, dlen, dst + pos, pos, room, room, true);
-			if (got < 0) {
-				uint32_t h = pos < HIST ? pos : HIST;
+			const uint8_t *h = mode == M_FIRST ? t->s + HIST - cp->dlen : dst;
+			uint32_t hlen = mode == M_FIRST ? cp->dlen : pos;
 
-				memcpy(t->s + HIST - h, dst + pos - h, h);
-				got = lz4_block(data, dlen, t->s + HIST, h, room, d.bmax, true);
+			got = lz4_block(data, dlen, dst + pos, h, hlen, room, room, true);
+			if (got < 0) {
+				if (mode == M_DST && hlen > HIST) {
+					h = dst + pos - HIST;
+					hlen = HIST;
+				}
+				rc = scratch(t, 2 * HIST + d.bmax, why);
+				if (rc < 0)
+					goto out;
+				/* the history right before the output, from wherever it is */
+				memmove(t->s + HIST - hlen, mode == M_FIRST ? t->s + HIST - hlen : h, hlen);
+				got = lz4_block(data, dlen, t->s + HIST, t->s + HIST - hlen, hlen, room,
+						d.bmax, true);
 				if (got >= 0 && (uint32_t)got <= room)
 					memcpy(dst + pos, t->s + HIST, (size_t)got);
 			}
@@ -887,8 +920,16 @@ int bfs_lz4_span_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
 			goto out;
 		}
 		pos += take;
-		if (pos >= OWN_HIST)
-			early = false;
+		if (pos >= OWN_HIST) {
+			mode = M_DST;
+		} else if (mode == M_FIRST && pos > 0) {
+			/* later blocks see the checkpoint and this output as one history */
+			rc = scratch(t, HIST + OWN_HIST + d.bmax, why);
+			if (rc < 0)
+				goto out;
+			memcpy(t->s + HIST, dst, pos);
+			mode = M_SCRATCH;
+		}
 		if (!whole && pos < n && d.ipos == d.clen) {
 			*why = "lz4 span holds fewer bytes than the index says";
 			rc = -EBADMSG;

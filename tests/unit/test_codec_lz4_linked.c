@@ -541,6 +541,17 @@ static void test_lying_index_fails_the_span(void **state)
 	assert_null(out);
 	assert_int_equal(rc, -EBADMSG);
 	b->clen += 1;
+	/* the last span is one short block decoded against its checkpoint: alike */
+	assert_int_equal(f->idx.n, 4);
+	f->idx.blk[3].usize -= 1;
+	out = decode_blk(&f->idx, 3, f->file.p, false, &rc);
+	assert_null(out);
+	assert_int_equal(rc, -EBADMSG);
+	f->idx.blk[3].usize += 1;
+	out = decode_blk(&f->idx, 3, f->file.p, true, &rc);
+	assert_int_equal(rc, 0);
+	assert_memory_equal(out, f->in + 3 * SPAN_TARGET, n - 3 * SPAN_TARGET);
+	free(out);
 	/* a span is no block: decode without the index refuses it */
 	{
 		const char *why = NULL;
