@@ -49,7 +49,9 @@
  * 128 KiB 47-68 us (2.1%), 256 KiB 78-89 us (1.0%). A whole 64 KiB of
  * history compresses to 22 KiB (text) or 36 KiB (binaries); the bytes a
  * span copies from it, to 2-4 KiB. 128 KiB keeps a cold read under twice
- * the independent one; blocks of 256 KiB and more make one span each.
+ * the independent one; blocks of 256 KiB and more make one span each
+ * (4 MiB blocks, one read per block: linked 0.86-1.05 ms, independent
+ * 1.11-1.20 ms; checkpoints 0.06% of the output).
  */
 #include "config.h"
 
