@@ -41,12 +41,29 @@
  * one from a full one: LZ4 can encode a full 64 KiB block in under 300
  * bytes, so no compressed length rules "full" in or out.
  *
- * Linked-block frames (lz4 -BD) let a block copy from the 64 KiB before
- * it, so they cannot be decoded block by block; frames with a dictionary
- * ID need a dictionary we do not have. probe() says false for both and
- * such files are served unchanged; legacy frames (184C2102) likewise.
- * Should scan meet one first anyway (the file changed after the probe)
- * it returns -ENOTSUP; met after a good frame, it is damage.
+ * Linked-block frames (lz4 -BD, liblz4's and python-lz4's default) let a
+ * block copy from the 64 KiB of output before it: codec_lz4_linked.c
+ * decodes them once during the scan and indexes spans of blocks with a
+ * checkpoint each (aux tagged BFS_LZ4_SPAN_TAG); decode_indexed() sends
+ * those spans there and every other block to decode or decode_prefix.
+ *
+ * Legacy frames (lz4 -l; "Legacy frame" in lz4_Frame_format.md):
+ *
+ *   legacy  := | magic 184C2102 | lblock* |
+ *   lblock  := | compressed size, LE32 | an LZ4 block of up to 8 MiB output |
+ *
+ * No checksums, no content size, no EndMark: the frame ends at the end
+ * of the file or at a size word above LZ4_COMPRESSBOUND(8 MiB), which is
+ * the next frame's magic (that is how lz4 -d reads it). Blocks are
+ * independent: one index entry each, aux LEGACY_BMAX, sized like a
+ * frame's blocks (every block but the last guessed full, the last
+ * measured during the scan, the guesses measured before the size is
+ * shown).
+ *
+ * Frames with a dictionary ID need a dictionary we do not have: probe()
+ * says false for them and such files are served unchanged. Should scan
+ * meet one first anyway (the file changed after the probe) it returns
+ * -ENOTSUP; met after a good frame, it is damage.
  */
 #include "config.h"
 
@@ -62,12 +79,15 @@
 #include "blockfs/io.h"
 #include "blockfs/seektable.h"
 #include "blockfs/xxh32.h"
+#include "lz4_linked.h"
 
 /* lz4_Frame_format.md, "General Structure of LZ4 Frame format" */
 #define FRAME_MAGIC		0x184D2204u
 #define SKIP_MAGIC		0x184D2A50u	/* "Skippable Frames": 0x184D2A50..5F */
 #define SKIP_MAGIC_MASK		0xFFFFFFF0u
 #define LEGACY_MAGIC		0x184C2102u	/* "Legacy frame" */
+#define LEGACY_BMAX		(8u << 20)	/* output of one legacy block, at most */
+#define LEGACY_DLEN_MAX		((uint32_t)LZ4_COMPRESSBOUND(LEGACY_BMAX))
 #define MAGIC_LEN		4
 #define SKIP_HDR_LEN		8		/* magic + LE32 frame size */
 
@@ -145,16 +165,21 @@ static const char *check_flg_bd(uint8_t flg, uint8_t bd, struct frame *f)
 	return NULL;
 }
 
-/* A frame blockfs serves block by block; skippable frames are lz4_prelude()'s. */
+/*
+ * A frame blockfs serves (independent or linked blocks, no dictionary),
+ * or a legacy frame; skippable frames are lz4_prelude()'s.
+ */
 static bool lz4_probe(const uint8_t *head, size_t len)
 {
 	struct frame f;
 
+	if (len >= MAGIC_LEN && bfs_le32(head) == LEGACY_MAGIC)
+		return true;
 	if (len < MAGIC_LEN + 2 || bfs_le32(head) != FRAME_MAGIC)
 		return false;
 	if (check_flg_bd(head[4], head[5], &f))
 		return false;
-	return f.indep && !f.dict;
+	return !f.dict;
 }
 
 /* A skippable frame of any length: probe again after it. */
@@ -170,9 +195,11 @@ static uint64_t lz4_prelude(const uint8_t *head, size_t len)
  * length is checked against the input left and against @cap, so hostile
  * data costs at most one pass over @len bytes. The end-of-block rules
  * (last 5 bytes literals, last match 12 bytes before the end) are left to
- * decode: lz4 -d accepts blocks that bend them, and so do we.
+ * decode: lz4 -d accepts blocks that bend them, and so do we. A block of
+ * a linked frame (@linked) may copy from the 64 KiB before it, which is
+ * not here to check, and may decode to nothing.
  */
-static int measure_seq(const uint8_t *p, size_t len, uint32_t cap, uint32_t *usize,
+static int measure_seq(const uint8_t *p, size_t len, uint32_t cap, bool linked, uint32_t *usize,
 		       const char **why)
 {
 	const uint8_t *end = p + len;
@@ -209,7 +236,7 @@ static int measure_seq(const uint8_t *p, size_t len, uint32_t cap, uint32_t *usi
 			goto truncated;
 		off = bfs_le16(p);
 		p += 2;
-		if (off == 0 || off > out) {
+		if (off == 0 || (!linked && off > out)) {
 			*why = "lz4 match offset out of range";
 			return -EBADMSG;
 		}
@@ -229,7 +256,7 @@ static int measure_seq(const uint8_t *p, size_t len, uint32_t cap, uint32_t *usi
 		if (out > cap)
 			goto too_big;
 	}
-	if (out == 0) {
+	if (out == 0 && !linked) {
 		/* Valid LZ4, but no writer emits it and the index has no room for it. */
 		*why = "lz4 block decodes to nothing";
 		return -EBADMSG;
@@ -245,10 +272,27 @@ too_big:
 	return -EBADMSG;
 }
 
-/* The block max size recorded by scan, or the format's largest if unset. */
+static bool is_legacy(const struct bfs_blk *blk)
+{
+	return blk->aux == LEGACY_BMAX;
+}
+
+static bool is_span(const struct bfs_blk *blk)
+{
+	return blk->aux & BFS_LZ4_SPAN_TAG;
+}
+
+/*
+ * The block max size recorded by scan (of each block in a span), or the
+ * format's largest if unset.
+ */
 static uint32_t block_cap(const struct bfs_blk *blk)
 {
-	return blk->aux && blk->aux <= BMAX_LARGEST ? blk->aux : BMAX_LARGEST;
+	uint32_t bmax = blk->aux & ~BFS_LZ4_SPAN_TAG;
+
+	if (is_legacy(blk))
+		return LEGACY_BMAX;
+	return bmax && bmax <= BMAX_LARGEST ? bmax : BMAX_LARGEST;
 }
 
 /*
@@ -259,14 +303,24 @@ static int check_block(const struct bfs_blk *blk, const uint8_t *src, bool *stor
 		       uint32_t *dlen, const char **why)
 {
 	uint32_t csum = blk->flags & BFS_BLK_CSUM ? BLK_CSUM_LEN : 0;
-	uint32_t word;
+	uint32_t word, dmax = block_cap(blk);
 
+	if (is_span(blk)) {
+		*why = "lz4 span decodes only with its checkpoint";
+		return -EBADMSG;
+	}
 	if (blk->clen < BLK_HDR_LEN + csum)
 		goto mismatch;
 	word = bfs_le32(src);
 	*stored = word & BLK_STORED;
 	*dlen = word & BLK_SIZE_MASK;
-	if (*dlen == 0 || *dlen > block_cap(blk) || *dlen != blk->clen - BLK_HDR_LEN - csum)
+	if (is_legacy(blk)) {
+		/* a size word, no stored bit, no checksum */
+		*stored = false;
+		*dlen = word;
+		dmax = LEGACY_DLEN_MAX;
+	}
+	if (*dlen == 0 || *dlen > dmax || *dlen != blk->clen - BLK_HDR_LEN - csum)
 		goto mismatch;
 	return 0;
 mismatch:
@@ -304,6 +358,55 @@ static int check_data(const struct bfs_blk *blk, const uint8_t *src, bool len_ok
 	return 0;
 }
 
+/*
+ * A span of a linked frame (a cache entry's size that differs from the
+ * rest is measured before it places later blocks): the sum of its
+ * blocks, which must fill its clen exactly.
+ */
+static int measure_span(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+			const char **why)
+{
+	uint32_t csum = blk->flags & BFS_BLK_CSUM ? BLK_CSUM_LEN : 0, bmax = block_cap(blk);
+	uint64_t pos = 0, total = 0;
+
+	while (pos < blk->clen) {
+		uint32_t word, dlen, u;
+		const uint8_t *data;
+
+		if (blk->clen - pos < BLK_HDR_LEN)
+			goto mismatch;
+		word = bfs_le32(src + pos);
+		dlen = word & BLK_SIZE_MASK;
+		if (dlen == 0 || dlen > bmax || blk->clen - pos - BLK_HDR_LEN < (uint64_t)dlen + csum)
+			goto mismatch;
+		data = src + pos + BLK_HDR_LEN;
+		if (csum && bfs_xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
+			*why = "block checksum mismatch";
+			return -EBADMSG;
+		}
+		if (word & BLK_STORED) {
+			u = dlen;
+		} else if (measure_seq(data, dlen, bmax, true, &u, why) < 0) {
+			return -EBADMSG;
+		}
+		total += u;
+		if (total > BFS_LZ4_SPAN_USIZE_MAX) {
+			*why = "lz4 span decodes past its limit";
+			return -EBADMSG;
+		}
+		pos += BLK_HDR_LEN + dlen + csum;
+	}
+	if (total == 0) {
+		*why = "lz4 span decodes to nothing";
+		return -EBADMSG;
+	}
+	*usize = (uint32_t)total;
+	return 0;
+mismatch:
+	*why = "block header does not match the index";
+	return -EBADMSG;
+}
+
 static int lz4_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
 		       const char **why)
 {
@@ -311,6 +414,8 @@ static int lz4_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *
 	bool stored;
 	int rc;
 
+	if (is_span(blk))
+		return measure_span(blk, src, usize, why);
 	rc = check_block(blk, src, &stored, &dlen, why);
 	if (rc < 0)
 		return rc;
@@ -328,7 +433,7 @@ static int lz4_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *
 		*usize = dlen;
 		return 0;
 	}
-	return measure_seq(src + BLK_HDR_LEN, dlen, block_cap(blk), usize, why);
+	return measure_seq(src + BLK_HDR_LEN, dlen, block_cap(blk), false, usize, why);
 }
 
 /*
@@ -421,6 +526,19 @@ static int lz4_decode_prefix(const struct bfs_blk *blk, const uint8_t *src, uint
 	return -EBADMSG;
 }
 
+/* Spans of linked frames to codec_lz4_linked.c, every other block to decode or decode_prefix. */
+static int lz4_decode_indexed(const struct bfs_index *idx, size_t k, const uint8_t *src,
+			      uint8_t *dst, uint32_t n, bool verify, const char **why)
+{
+	const struct bfs_blk *b = &idx->blk[k];
+
+	if (is_span(b))
+		return bfs_lz4_span_decode(idx, k, src, dst, n, verify, why);
+	if (n == b->usize)
+		return lz4_decode(b, src, dst, verify, why);
+	return lz4_decode_prefix(b, src, dst, n, verify, why);
+}
+
 /* Per-scan state: the io, one buffer for measuring last blocks, and the window. */
 struct walk {
 	struct bfs_io *io;
@@ -479,7 +597,7 @@ static int measure_at(struct walk *w, uint64_t coff, uint32_t dlen, uint32_t bma
 {
 	int rc;
 
-	if (w->bufcap < dlen) {		/* dlen <= bmax <= 4 MiB: checked by the caller */
+	if (w->bufcap < dlen) {		/* dlen <= LEGACY_DLEN_MAX: checked by the caller */
 		free(w->buf);
 		w->bufcap = 0;
 		w->buf = malloc(dlen);
@@ -490,7 +608,7 @@ static int measure_at(struct walk *w, uint64_t coff, uint32_t dlen, uint32_t bma
 	rc = bfs_io_read(w->io, w->buf, dlen, coff + BLK_HDR_LEN);
 	if (rc < 0)
 		return rc;
-	return measure_seq(w->buf, dlen, bmax, usize, why) < 0 ? 1 : 0;
+	return measure_seq(w->buf, dlen, bmax, false, usize, why) < 0 ? 1 : 0;
 }
 
 /*
@@ -634,10 +752,81 @@ broken:
 }
 
 /*
- * Parse the frame header at @off from the @got bytes in @h. Return 0,
- * 1 when the index was marked broken, or -ENOTSUP for a first frame that
- * blockfs cannot serve at all.
+ * The blocks of a legacy frame whose magic ends at @pos: size words and
+ * data until the end of the file or a word too big to be a block's size,
+ * the next frame's magic. As in walk_blocks(), a block is held back until
+ * the next word says whether it was the frame's last (then it is
+ * measured) or not (then it is guessed full: lz4 -l fills every block
+ * but the last; bfs_index_measure() makes the guesses exact).
+ * Return: 0 and *@next at the next frame or the end, 1 when the index
+ * was marked broken, or -errno.
  */
+static int walk_legacy(struct walk *w, uint64_t pos, uint64_t *next)
+{
+	uint64_t size = w->io->size, pend_off = 0;
+	uint32_t pend_clen = 0, last = 0, usize;
+	const char *why;
+	int rc;
+
+	while (pos < size) {
+		uint8_t hdr[BLK_HDR_LEN];
+		uint32_t word;
+
+		if (!bfs_range_ok(pos, BLK_HDR_LEN, size)) {
+			why = "legacy block header past end of file";
+			goto broken;
+		}
+		rc = read_header(w, pos, last, hdr);
+		if (rc < 0)
+			return rc;
+		word = bfs_le32(hdr);
+		if (word > LEGACY_DLEN_MAX)
+			break;			/* a magic: the next frame */
+		if (word == 0) {
+			why = "empty legacy block";
+			goto broken;
+		}
+		if (!bfs_range_ok(pos, BLK_HDR_LEN + (uint64_t)word, size)) {
+			why = "legacy block runs past end of file";
+			goto broken;
+		}
+		if (pend_clen) {
+			rc = add_block(w, pend_off, pend_clen, LEGACY_BMAX, BFS_BLK_GUESS,
+				       LEGACY_BMAX);
+			if (rc < 0)
+				return rc;
+		}
+		pend_off = pos;
+		pend_clen = BLK_HDR_LEN + word;
+		pos += pend_clen;
+		last = pend_clen;
+	}
+	if (pend_clen) {
+		rc = measure_at(w, pend_off, pend_clen - BLK_HDR_LEN, LEGACY_BMAX, &usize, &why);
+		if (rc < 0)
+			return rc;
+		if (rc > 0) {
+			pos = pend_off;
+			pend_clen = 0;
+			goto broken;
+		}
+		rc = add_block(w, pend_off, pend_clen, usize, 0, LEGACY_BMAX);
+		if (rc < 0)
+			return rc;
+	}
+	*next = pos;
+	return 0;
+
+broken:
+	if (pend_clen) {
+		rc = add_block(w, pend_off, pend_clen, LEGACY_BMAX, BFS_BLK_GUESS, LEGACY_BMAX);
+		if (rc < 0)
+			return rc;
+	}
+	bfs_index_mark_broken(w->idx, pos, "lz4: %s at offset %" PRIu64, why, pos);
+	return 1;
+}
+
 /*
  * The frame header at the start of the @got bytes in @h (magic already
  * checked): fields, length and header checksum. Return a static reason
@@ -660,6 +849,11 @@ static const char *check_header(const uint8_t *h, size_t got, struct frame *f)
 	return NULL;
 }
 
+/*
+ * Parse the frame header at @off from the @got bytes in @h. Return 0,
+ * 1 when the index was marked broken, or -ENOTSUP for a first frame that
+ * blockfs cannot serve at all.
+ */
 static int parse_header(struct bfs_index *idx, const uint8_t *h, size_t got, uint64_t off,
 			bool first, struct frame *f)
 {
@@ -668,10 +862,10 @@ static int parse_header(struct bfs_index *idx, const uint8_t *h, size_t got, uin
 	why = check_header(h, got, f);
 	if (why)
 		goto broken;
-	if (!f->indep || f->dict) {
+	if (f->dict) {
 		if (first)
 			return -ENOTSUP;
-		why = f->dict ? "frame needs a dictionary" : "frame has linked blocks";
+		why = "frame needs a dictionary";
 		goto broken;
 	}
 	return 0;
@@ -818,6 +1012,7 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *idx)
 {
 	struct walk w = { .io = io, .idx = idx };
+	struct bfs_lz4_lwalk *lw = NULL;
 	uint64_t off = 0;
 	bool first = true;
 	int rc = 0;
@@ -854,14 +1049,18 @@ static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 			off += SKIP_HDR_LEN + skip;
 			continue;
 		}
-		if (magic == LEGACY_MAGIC && first) {
-			rc = -ENOTSUP;
-			break;
+		if (magic == LEGACY_MAGIC) {
+			first = false;
+			if (LEGACY_BMAX > idx->block_size)
+				idx->block_size = LEGACY_BMAX;
+			rc = walk_legacy(&w, off + MAGIC_LEN, &off);
+			if (rc != 0)
+				break;
+			continue;
 		}
 		if (magic != FRAME_MAGIC) {
-			bfs_index_mark_broken(idx, off, "lz4: %s at offset %" PRIu64,
-					      magic == LEGACY_MAGIC ? "legacy frame" :
-					      "not an lz4 frame", off);
+			bfs_index_mark_broken(idx, off, "lz4: not an lz4 frame at offset %" PRIu64,
+					      off);
 			break;
 		}
 		rc = parse_header(idx, h, got, off, first, &f);
@@ -870,10 +1069,20 @@ static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 		first = false;
 		if (f.bmax > idx->block_size)
 			idx->block_size = f.bmax;
-		rc = walk_blocks(&w, &f, off + f.hlen, &off);
+		if (f.indep) {
+			rc = walk_blocks(&w, &f, off + f.hlen, &off);
+		} else {
+			struct bfs_lz4_lframe lf = {
+				.start = off, .data = off + f.hlen, .bmax = f.bmax,
+				.bcsum = f.bcsum, .ccsum = f.ccsum, .csize = f.csize,
+			};
+
+			rc = bfs_lz4_lwalk_frame(&lw, io, idx, &lf, &off);
+		}
 		if (rc != 0)
 			break;
 	}
+	bfs_lz4_lwalk_end(lw, idx, rc >= 0);
 	free(w.buf);
 	free(w.win);
 	return rc < 0 ? rc : 0;
@@ -881,14 +1090,26 @@ static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 
 /* --- the index cache ------------------------------------------------------ */
 
-/* A block an LZ4 walk could have recorded: aux its frame's block max. */
+/*
+ * A block an LZ4 walk could have recorded: aux its frame's block max; a
+ * legacy block (aux LEGACY_BMAX, no checksum); a span of a linked frame
+ * (aux its frame's block max and BFS_LZ4_SPAN_TAG), whose checkpoint
+ * lz4_cache_load() checks.
+ */
 static bool lz4_check_entry(const struct bfs_blk *b)
 {
 	uint32_t csum = b->flags & BFS_BLK_CSUM ? BLK_CSUM_LEN : 0;
+	uint32_t bmax = b->aux & ~BFS_LZ4_SPAN_TAG;
 	bool bmax_ok = false;
 
+	if (is_legacy(b))
+		return !csum && b->usize <= LEGACY_BMAX && b->clen > BLK_HDR_LEN &&
+		       b->clen - BLK_HDR_LEN <= LEGACY_DLEN_MAX;
 	for (unsigned int id = BMAX_ID_MIN; id <= BD_BMAX_MASK; id++)
-		bmax_ok |= b->aux == 1u << (8 + 2 * id);
+		bmax_ok |= bmax == 1u << (8 + 2 * id);
+	if (is_span(b))
+		return bmax_ok && b->usize <= BFS_LZ4_SPAN_USIZE_MAX &&
+		       b->clen > BLK_HDR_LEN + csum && b->clen <= BFS_LZ4_SPAN_CLEN_MAX;
 	return bmax_ok && b->usize <= b->aux && b->clen > BLK_HDR_LEN + csum &&
 	       b->clen - BLK_HDR_LEN - csum <= b->aux;
 }
@@ -896,14 +1117,17 @@ static bool lz4_check_entry(const struct bfs_blk *b)
 /*
  * Sizes the entry states are trusted as a seek table's are: a block of
  * the size most share, or its frame's block max, stands; any other is
- * measured before it places a later one. (A walk measured every block
- * before the entry was written; the entry itself proves nothing.)
+ * measured before it places a later one (a span too: measure_span()).
+ * (A walk measured every block before the entry was written; the entry
+ * itself proves nothing.) The private bytes are the spans' checkpoints,
+ * none without spans.
  */
 static int lz4_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len)
 {
-	(void)priv;
-	if (len != 0)
-		return 1;
+	int rc = bfs_lz4_lload(idx, priv, len);
+
+	if (rc != 0)
+		return rc;
 	bfs_index_guess_irregular(idx, true);
 	return 0;
 }
@@ -919,6 +1143,8 @@ const struct bfs_codec bfs_codec_lz4 = {
 	.decode = lz4_decode,
 	.decode_prefix = lz4_decode_prefix,
 	.measure = lz4_measure,
+	.decode_indexed = lz4_decode_indexed,
 	.check_entry = lz4_check_entry,
+	.cache_save = bfs_lz4_lsave,
 	.cache_load = lz4_cache_load,
 };

@@ -37,8 +37,8 @@ struct bfs_codec {
 	/*
 	 * Is @head (a file's first @len bytes, len <= BFS_PROBE_LEN; less when
 	 * the file is shorter) this format in a form blockfs serves block by
-	 * block? Magic and header flags only. LZ4 with linked blocks, legacy
-	 * LZ4 and plain gzip say false: such files are shown unchanged.
+	 * block or span by span? Magic and header flags only. LZ4 frames
+	 * with a dictionary ID say false: such files are shown unchanged.
 	 */
 	bool (*probe)(const uint8_t *head, size_t len);
 

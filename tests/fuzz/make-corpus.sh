@@ -9,7 +9,8 @@
 # Python. crash-* inputs (regressions) are kept.
 #
 # Usage: tests/fuzz/make-corpus.sh BLOCKFS-PACK
-# Needs: lz4, bgzip (tabix), gzip, pigz, python3, zstd, pzstd, python3-zstandard, xz.
+# Needs: lz4, bgzip (tabix), gzip, pigz, python3 (with python3-lz4), zstd, pzstd,
+# python3-zstandard, xz.
 
 set -euo pipefail
 
@@ -60,6 +61,22 @@ lz4 -q -c -B7 --content-size "$T/zeros5m" > "$L/seed-B7-zeros-csize.lz4"
 lz4 -q -c -B6 -12 "$T/text20k" > "$L/seed-B6-hc.lz4"
 lz4 -q -c -BD -B4 "$T/text70k" > "$L/seed-linked.lz4"
 lz4 -q -c -l "$T/text3k" > "$L/seed-legacy.lz4"
+lz4 -q -c -BD -B4 -BX --content-size "$T/text300k" > "$L/seed-linked-bx-csize.lz4"
+lz4 -q -c -BD -B5 --no-frame-crc "$T/rand66k" > "$L/seed-linked-stored.lz4"
+cat "$L/seed-legacy.lz4" "$L/seed-linked.lz4" "$L/seed-legacy.lz4" > "$L/seed-legacy-concat.lz4"
+# python-lz4: linked blocks (its default), flushed mid-frame, content checksum
+PYLZ4=python3
+[[ -x /usr/bin/python3 ]] && PYLZ4=/usr/bin/python3	# Debian's python3-lz4 lives there
+"$PYLZ4" - "$T/text300k" "$L/seed-linked-flushed.lz4" <<'PY'
+import sys
+import lz4.frame as lf
+data = open(sys.argv[1], "rb").read()
+with lf.open(sys.argv[2], "wb", content_checksum=True) as f:
+    for i in range(0, len(data), 9000):
+        f.write(data[i:i + 9000])
+        if i % 27000 == 0:
+            f.flush()
+PY
 cat "$L/seed-hello.lz4" "$L/seed-B5-bx.lz4" "$L/seed-empty.lz4" > "$L/seed-concat.lz4"
 # a skippable frame (magic 184D2A5x, LE32 size) before and between frames
 { printf '\x50\x2a\x4d\x18\x05\x00\x00\x00skip!'; cat "$L/seed-hello.lz4"

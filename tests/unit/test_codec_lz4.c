@@ -164,14 +164,14 @@ static void test_probe_short_prefixes(void **state)
 		assert_true(bfs_codec_lz4.probe(f->file.p, len));
 }
 
-static void test_probe_rejects_linked_blocks(void **state)
+static void test_probe_claims_linked_blocks(void **state)
 {
 	struct fx *f = *state;
 	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
 	p.frameInfo.blockMode = LZ4F_blockLinked;
 	tb_lz4_header(&f->file, &p);
-	assert_false(bfs_codec_lz4.probe(f->file.p, f->file.len));
+	assert_true(bfs_codec_lz4.probe(f->file.p, f->file.len));
 }
 
 static void test_probe_rejects_dict_id(void **state)
@@ -185,12 +185,14 @@ static void test_probe_rejects_dict_id(void **state)
 	assert_false(bfs_codec_lz4.probe(f->file.p, f->file.len));
 }
 
-static void test_probe_rejects_legacy_magic(void **state)
+static void test_probe_claims_legacy_magic(void **state)
 {
 	static const uint8_t legacy[] = { 0x02, 0x21, 0x4C, 0x18, 0x10, 0, 0, 0, 0x40 };
 
 	(void)state;
-	assert_false(bfs_codec_lz4.probe(legacy, sizeof(legacy)));
+	assert_true(bfs_codec_lz4.probe(legacy, sizeof(legacy)));
+	assert_true(bfs_codec_lz4.probe(legacy, 4));
+	assert_false(bfs_codec_lz4.probe(legacy, 3));
 }
 
 static void test_probe_rejects_bad_flg_bd(void **state)
@@ -1059,7 +1061,8 @@ static void test_reserved_bits_set(void **state)
 	assert_broken_at(f, 1, 0, "reserved BD bits set");
 }
 
-static void test_linked_blocks_first_frame_not_supported(void **state)
+/* Linked frames are served (test_codec_lz4_linked.c has the rest). */
+static void test_linked_blocks_first_frame_is_served(void **state)
 {
 	struct fx *f = *state;
 	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
@@ -1067,26 +1070,38 @@ static void test_linked_blocks_first_frame_not_supported(void **state)
 	p.frameInfo.blockMode = LZ4F_blockLinked;
 	f->in = tb_text(100 * KIB, 16);
 	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p);
-	assert_false(bfs_codec_lz4.probe(f->file.p, f->file.len));
-	assert_int_equal(scan(f), -ENOTSUP);
-	assert_int_equal(f->idx.n, 0);
+	assert_true(bfs_codec_lz4.probe(f->file.p, f->file.len));
+	assert_int_equal(scan(f), 0);
+	assert_false(f->idx.broken);
+	assert_int_equal(f->idx.usize, 100 * KIB);
 }
 
-static void test_linked_blocks_later_frame_is_damage(void **state)
+static void test_linked_blocks_later_frame_is_served(void **state)
 {
 	struct fx *f = *state;
 	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
-	size_t first;
+	uint8_t *out;
 
 	f->in = tb_text(100 * KIB, 17);
 	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p);
-	first = f->file.len;
 	p.frameInfo.blockMode = LZ4F_blockLinked;
 	tb_lz4_frame(&f->file, f->in, 100 * KIB, &p);
 	assert_int_equal(scan(f), 0);
-	assert_broken_at(f, 3, first, "frame has linked blocks");
+	assert_false(f->idx.broken);
 	settle_all(f);
-	assert_int_equal(f->idx.blk[0].usize + f->idx.blk[1].usize, 100 * KIB);
+	assert_int_equal(f->idx.usize, 200 * KIB);
+	out = malloc(200 * KIB);
+	assert_non_null(out);
+	for (size_t k = 0; k < f->idx.n; k++) {
+		const struct bfs_blk *b = &f->idx.blk[k];
+		const char *why = NULL;
+
+		assert_int_equal(bfs_codec_decode(&bfs_codec_lz4, &f->idx, k, f->file.p + b->coff,
+						  out + b->uoff, true, &why), 0);
+	}
+	assert_memory_equal(out, f->in, 100 * KIB);
+	assert_memory_equal(out + 100 * KIB, f->in, 100 * KIB);
+	free(out);
 }
 
 static void test_dict_id_later_frame_is_damage(void **state)
@@ -1105,6 +1120,7 @@ static void test_dict_id_later_frame_is_damage(void **state)
 	assert_broken_at(f, 2, first, "frame needs a dictionary");
 }
 
+/* Legacy frames are served (test_codec_lz4_linked.c); a block of size 0 is damage. */
 static void test_legacy_magic(void **state)
 {
 	struct fx *f = *state;
@@ -1113,9 +1129,10 @@ static void test_legacy_magic(void **state)
 
 	tb_put_le32(&f->file, 0x184C2102u);
 	tb_put_le32(&f->file, 0);
-	assert_int_equal(scan(f), -ENOTSUP);
+	assert_int_equal(scan(f), 0);
+	assert_broken_at(f, 1, 4, "empty legacy block");
 
-	/* after a good frame it is damage */
+	/* after a good frame too */
 	f->file.len = 0;
 	f->in = tb_text(1000, 19);
 	tb_lz4_frame(&f->file, f->in, 1000, &p);
@@ -1123,7 +1140,7 @@ static void test_legacy_magic(void **state)
 	tb_put_le32(&f->file, 0x184C2102u);
 	tb_put_le32(&f->file, 0);
 	assert_int_equal(scan(f), 0);
-	assert_broken_at(f, 2, first, "legacy frame");
+	assert_broken_at(f, 2, first + 4, "empty legacy block");
 }
 
 static void test_trailing_junk(void **state)
@@ -1691,9 +1708,9 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 		T(test_probe_default_frame),
 		T(test_probe_short_prefixes),
-		T(test_probe_rejects_linked_blocks),
+		T(test_probe_claims_linked_blocks),
 		T(test_probe_rejects_dict_id),
-		T(test_probe_rejects_legacy_magic),
+		T(test_probe_claims_legacy_magic),
 		T(test_probe_rejects_bad_flg_bd),
 		T(test_probe_rejects_other_data),
 		T(test_sniff_sees_past_skippable_frames),
@@ -1743,8 +1760,8 @@ int main(void)
 		T(test_wrong_header_checksum),
 		T(test_huge_size_word),
 		T(test_reserved_bits_set),
-		T(test_linked_blocks_first_frame_not_supported),
-		T(test_linked_blocks_later_frame_is_damage),
+		T(test_linked_blocks_first_frame_is_served),
+		T(test_linked_blocks_later_frame_is_served),
 		T(test_dict_id_later_frame_is_damage),
 		T(test_legacy_magic),
 		T(test_trailing_junk),
