@@ -298,7 +298,6 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 				(void)bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
 						      atomic_load(&walk->nread));
 		}
-		bfs_io_ahead_destroy(&ahead);
 		BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		/*
 		 * And a very small one is kept: no READ of it needs the backing
@@ -323,6 +322,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		if (f->idx.broken)
 			bfs_warn("%s: %s", name, f->idx.why);
 	}
+	bfs_io_ahead_destroy(&ahead);	/* the walk is over, or never was (a misnamed file) */
 	free(whole);		/* a file shown unchanged reads its descriptor */
 	*out = f;
 	return 0;
