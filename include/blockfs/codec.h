@@ -146,6 +146,7 @@ struct bfs_codec {
 extern const struct bfs_codec bfs_codec_lz4;
 extern const struct bfs_codec bfs_codec_bgzf;
 extern const struct bfs_codec bfs_codec_gzip;
+extern const struct bfs_codec bfs_codec_bzip2;
 
 /**
  * bfs_codec_decode() - decode block @k of @idx with @codec: its
