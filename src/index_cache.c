@@ -721,7 +721,7 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 
 /* Codec numbers in memos; 0 is none. */
 static const struct bfs_codec *const memo_codecs[] = {
-	NULL, &bfs_codec_lz4, &bfs_codec_bgzf, &bfs_codec_gzip,
+	NULL, &bfs_codec_lz4, &bfs_codec_bgzf, &bfs_codec_gzip, &bfs_codec_bzip2,
 };
 
 static void put_dir_key(uint8_t *h, const struct bfs_dirmemo_key *k)
@@ -767,8 +767,13 @@ int bfs_dirmemo_encode(const struct bfs_dirmemo_key *key, const struct bfs_dirme
 		/* a size is kept only with what it is the size of */
 		if (!(flags & BFS_DIRMEMO_PROBED) || !codec)
 			flags &= ~BFS_DIRMEMO_SIZED;
-		if (!(flags & BFS_DIRMEMO_PROBED) || e[i].stamp == 0)
-			continue;		/* all zero: nothing known (or a file it could not open) */
+		/*
+		 * All zero: nothing known (or a file it could not open), and a
+		 * codec without a number here, which the next mount must probe
+		 * again rather than read as "no codec".
+		 */
+		if (!(flags & BFS_DIRMEMO_PROBED) || e[i].stamp == 0 || (e[i].codec && !codec))
+			continue;
 		bfs_put_le64(p + M_STAMP, e[i].stamp);
 		if (flags & BFS_DIRMEMO_SIZED)
 			bfs_put_le64(p + M_SIZE, e[i].size);

@@ -194,7 +194,7 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
  *   76   4  reserved                 0
  *   80   n x 24 entries, in the names' order:
  *        +0 8 stamp  +8 8 decoded size  +16 1 codec (0 none, 1 lz4,
- *        2 bgzf, 3 gzip)  +17 1 flags (1 probed, 2 sized)  +18 6 zero
+ *        2 bgzf, 3 gzip, 4 bzip2)  +17 1 flags (1 probed, 2 sized)  +18 6 zero
  *   end  4  XXH32 (seed 0) of every byte before it
  */
 #define BFS_DIRMEMO_MAGIC "BFSDIRMM"
