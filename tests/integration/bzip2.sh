@@ -11,6 +11,7 @@
 # damage, then EIO; garbage after the last stream serves every byte, then
 # EIO; the daemon lives on and other files still read. With index_cache
 # the walk is not repeated after a remount (counted backing reads).
+# blockfs -V names libbz2's version.
 #
 # Usage: bzip2.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -227,5 +228,9 @@ check_eq "remount: multi from the cache" cache "$(xattr index_source multi)"
 check "remount: multi reads exact" cmp "$M/multi" "$W/multi"
 check_eq "remount: flip (damaged) was not kept" bzip2-walk "$(xattr index_source flip)"
 umount_o
+
+# the library the daemon runs with, as the bzip2 CLI (the same libbz2) names it
+v=$(bzip2 -V </dev/null 2>&1 | sed -n 's/.*Version \([0-9.]*\),.*/\1/p' | head -n 1)
+check_eq "blockfs -V: libbz2's version" "libbz2 $v" "$(t "$BLOCKFS" -V | grep '^libbz2')"
 
 bfs_end
