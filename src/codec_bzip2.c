@@ -630,17 +630,18 @@ static int decode_n(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
 {
 	unsigned int sbit = AUX_SBIT(blk->aux), level = AUX_LEVEL(blk->aux);
 	unsigned int tbits = AUX_TBITS(blk->aux);
-	uint64_t nbits = (uint64_t)blk->clen * 8 - sbit;
+	uint64_t nbits;
 	uint8_t *s;
 	size_t len;
 	struct run r;
 	int rc;
 
-	if (level < 1 || level > 9 || nbits + tbits < MIN_BLOCK_BITS || n > blk->usize ||
-	    blk->clen > clen_max(level)) {
+	if (level < 1 || level > 9 || (uint64_t)blk->clen * 8 + tbits < sbit + MIN_BLOCK_BITS ||
+	    n > blk->usize || blk->clen > clen_max(level)) {
 		*why = "bzip2 block entry out of range";
 		return -EBADMSG;
 	}
+	nbits = (uint64_t)blk->clen * 8 - sbit;	/* at least the magic and CRC: see above */
 	len = stream_len(nbits + tbits);
 	s = malloc(len);
 	if (!s) {
@@ -684,7 +685,7 @@ static bool bz2_check_entry(const struct bfs_blk *b)
 
 	return b->flags == 0 && (b->aux >> AUX_USED) == 0 && level >= 1 && level <= 9 &&
 	       AUX_TAIL(b->aux) < (1u << tbits) &&
-	       (uint64_t)b->clen * 8 - AUX_SBIT(b->aux) + tbits >= MIN_BLOCK_BITS &&
+	       (uint64_t)b->clen * 8 + tbits >= AUX_SBIT(b->aux) + MIN_BLOCK_BITS &&
 	       b->clen <= clen_max(level) && b->usize <= usize_max(level);
 }
 

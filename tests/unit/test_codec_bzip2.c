@@ -524,6 +524,10 @@ static void test_decode_lies_and_prefix(void **state)
 		idx.blk[k] = save;
 		idx.blk[k].clen--;
 		assert_int_not_equal(bfs_codec_bzip2.decode(&idx.blk[k], src, dst, true, &why), 0);
+		idx.blk[k].clen = 0;			/* shorter than its own header */
+		assert_int_equal(bfs_codec_bzip2.decode(&idx.blk[k], src, dst, true, &why), -EBADMSG);
+		idx.blk[k].clen = 13;
+		assert_int_equal(bfs_codec_bzip2.decode(&idx.blk[k], src, dst, true, &why), -EBADMSG);
 		idx.blk[k] = save;
 		assert_int_equal(decode(&idx, &f, k, &out), 0);
 		free(out);
@@ -600,6 +604,8 @@ static void test_check_entry(void **state)
 	b = ok, b.flags = BFS_BLK_CSUM;
 	assert_false(bfs_codec_bzip2.check_entry(&b));
 	b = ok, b.clen = 10;				/* shorter than a block header */
+	assert_false(bfs_codec_bzip2.check_entry(&b));
+	b = ok, b.clen = 0;
 	assert_false(bfs_codec_bzip2.check_entry(&b));
 	b = ok, b.aux = 1u << 3, b.clen = 3 * 1024 * 1024;	/* level 1 blocks are smaller */
 	assert_false(bfs_codec_bzip2.check_entry(&b));
