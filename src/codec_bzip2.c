@@ -80,10 +80,14 @@
 /* A block holds its magic, CRC, randomised bit and origPtr at least. */
 #define MIN_BLOCK_BITS (MAGIC_BITS + CRC_BITS + 1 + 24)
 
-/* libbz2 1.0.8 (decompress.c): up to level x 100000 symbols, codes of at most 20 bits */
+/*
+ * A block of a stream of level L holds up to L x 100000 symbols, whose
+ * Huffman codes are at most 20 bits long (what libbz2 reads); its symbol
+ * map, selectors and code tables take well under TABLES_MAX as writers
+ * make them. A longer block (only a forged one) counts as damage.
+ */
 #define LEVEL_UNIT 100000u
 #define MAX_CODE_BITS 20u
-/* symbol map, selectors and tables: well under this */
 #define TABLES_MAX (64u << 10)
 /* The bytes a run of five encodes at most (4 equal and a count of 255): 259 of 5. */
 #define EXPANSION_MAX 52u
@@ -187,7 +191,7 @@ static size_t stream_len(uint64_t bits)
  * block: the header for @level, @nbits bits of @src from bit @sbit (the
  * block from its magic on), @tbits bits of @tail (the rest of it), and
  * the end-of-stream marker with the block's CRC as the combined CRC.
- * @nbits >= MIN_BLOCK_BITS. Return: the bit where the marker starts.
+ * @nbits >= EOS_BITS (its magic and CRC). Return: the bit where the marker starts.
  */
 static uint64_t build(uint8_t *out, unsigned int level, const uint8_t *src, unsigned int sbit,
 		      uint64_t nbits, uint32_t tail, unsigned int tbits)
