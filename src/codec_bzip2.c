@@ -426,7 +426,8 @@ static int find_magic(struct walk *w, uint64_t from, uint64_t limit, uint64_t *a
 			for (unsigned int s = 0; s < 8; s++) {
 				uint64_t c = byte * 8 + s, m = (v >> (16 - s)) & MAGIC_MASK;
 
-				if (c >= from && c <= limit && (m == MAGIC_BLOCK || m == MAGIC_EOS)) {
+				if (c >= from && c <= limit &&
+				    (m == MAGIC_BLOCK || m == MAGIC_EOS)) {
 					*at = c;
 					return 0;
 				}
@@ -498,7 +499,8 @@ static int walk_block(struct walk *w, uint64_t p, unsigned int level, uint64_t *
 		if (rc < 0)
 			return rc;
 		if (rc > 0)
-			return damage(w, p / 8, tries ? why : "bzip2 block without an end (truncated?)");
+			return damage(w, p / 8,
+				      tries ? why : "bzip2 block without an end (truncated?)");
 		rc = window(w, *q / 8 + 1);	/* (the search may have slid it) */
 		if (rc < 0)
 			return rc;
@@ -547,7 +549,8 @@ static int walk_stream(struct walk *w, uint64_t start, unsigned int level, uint6
 			return rc;
 		aux = make_aux((unsigned int)(bit % 8), level, (unsigned int)(q % 8),
 			       (unsigned int)(peek48(w, q - q % 8) >> (48 - q % 8)));
-		rc = bfs_index_add(w->idx, bit / 8, (uint32_t)(q / 8 - bit / 8), (uint32_t)usize, 0);
+		rc = bfs_index_add(w->idx, bit / 8, (uint32_t)(q / 8 - bit / 8), (uint32_t)usize,
+				   0);
 		if (rc < 0)
 			return rc;
 		w->idx->blk[w->idx->n - 1].aux = aux;
@@ -595,8 +598,9 @@ static int walk_file(struct walk *w)
 				if (rc != 0)
 					return rc < 0 ? rc : 0;
 			}
-			damage(w, off, first ? "not a bzip2 stream" :
-					       "bytes after the last bzip2 stream are not a stream");
+			damage(w, off,
+			       first ? "not a bzip2 stream" :
+				       "bytes after the last bzip2 stream are not a stream");
 			return 0;
 		}
 		if (first)
