@@ -16,7 +16,8 @@
 #include "blockfs/io.h"
 
 static const struct bfs_codec *const codecs[] = { &bfs_codec_lz4, &bfs_codec_bgzf,
-						  &bfs_codec_gzip, &bfs_codec_zstd, &bfs_codec_xz };
+						  &bfs_codec_gzip, &bfs_codec_zstd, &bfs_codec_xz,
+						  &bfs_codec_bzip2 };
 
 /* Written by bfs_codec_configure() before any thread probes; read-only after. */
 static struct bfs_codec_conf conf = { .gzip = false, .gzip_span = BFS_GZIP_SPAN_DEFAULT };

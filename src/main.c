@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <bzlib.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -57,6 +58,8 @@ static void version(void)
 	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\nlibzstd %s\nliblzma %s\n",
 	       BFS_VERSION, fuse_pkgversion(), LZ4_versionString(), zlibVersion(),
 	       ZSTD_versionString(), lzma_version_string());
+	/* "1.0.8, 13-Jul-2019": the number is enough */
+	printf("libbz2 %.*s\n", (int)strcspn(BZ2_bzlibVersion(), ","), BZ2_bzlibVersion());
 }
 
 /* mount(8) options that mean nothing to FUSE: fstab and mount bookkeeping. */

@@ -148,6 +148,7 @@ extern const struct bfs_codec bfs_codec_bgzf;
 extern const struct bfs_codec bfs_codec_gzip;
 extern const struct bfs_codec bfs_codec_zstd;
 extern const struct bfs_codec bfs_codec_xz;
+extern const struct bfs_codec bfs_codec_bzip2;
 
 /**
  * bfs_codec_decode() - decode block @k of @idx with @codec: its

@@ -5,12 +5,13 @@
 # TARGET/seed-*) from small deterministic data, with the real tools: lz4
 # (block sizes, checksums, content size, linked and legacy frames,
 # concatenated and skippable frames), bgzip (with .gzi), gzip and
-# blockfs-pack (seek tables, BGZF), and for plain gzip gzip, pigz and
-# Python. crash-* inputs (regressions) are kept.
+# blockfs-pack (seek tables, BGZF), for plain gzip gzip, pigz and
+# Python, and for bzip2 bzip2, pbzip2, lbzip2 and Python. crash-* inputs
+# (regressions) are kept.
 #
 # Usage: tests/fuzz/make-corpus.sh BLOCKFS-PACK
 # Needs: lz4, bgzip (tabix), gzip, pigz, python3 (with python3-lz4), zstd, pzstd,
-# python3-zstandard, xz.
+# python3-zstandard, xz, bzip2, pbzip2, lbzip2.
 
 set -euo pipefail
 
@@ -20,7 +21,7 @@ C=$PWD/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-for t in lz4 bgzf gzi seektable block hints opts gzip zstd xz; do
+for t in lz4 bgzf gzi seektable block hints opts gzip zstd xz bzip2; do
 	mkdir -p "$C/$t"
 	rm -f "$C/$t"/seed-*
 done
@@ -128,6 +129,36 @@ c = zlib.compressobj(6, zlib.DEFLATED, -15)
 body = c.compress(text[:20000]) + c.flush()
 trailer = struct.pack("<II", zlib.crc32(text[:20000]), 20000)
 open(z + "/seed-fields.gz", "wb").write(hdr + body + trailer)
+PY
+
+# --- bzip2: streams of one and several blocks, joined, damaged ---------------
+B=$C/bzip2
+bzip2 -1 -c "$T/text300k" > "$B/seed-bzip2-1-300k.bz2"	# 3 blocks, at bit offsets
+bzip2 -9 -c "$T/text20k" > "$B/seed-bzip2-9.bz2"
+bzip2 -c "$T/empty" > "$B/seed-empty.bz2"
+bzip2 -1 -c "$T/rand66k" > "$B/seed-random.bz2"
+bzip2 -1 -c "$T/zeros5m" > "$B/seed-zeros.bz2"		# runs: 45 MB a block at most
+pbzip2 -c -1 -b1 "$T/text300k" > "$B/seed-pbzip2.bz2"	# a stream per block
+lbzip2 -c -1 "$T/text300k" > "$B/seed-lbzip2.bz2"
+cat "$B/seed-empty.bz2" "$B/seed-bzip2-9.bz2" "$B/seed-empty.bz2" "$B/seed-random.bz2" \
+	> "$B/seed-concat.bz2"
+head -c 30000 "$B/seed-bzip2-1-300k.bz2" > "$B/seed-truncated.bz2"
+{ cat "$B/seed-bzip2-9.bz2"; head -c 64 /dev/zero; } > "$B/seed-padded.bz2"
+{ cat "$B/seed-bzip2-9.bz2"; printf 'BZh9junk'; } > "$B/seed-junk.bz2"
+# Python's bz2, and a block whose symbol map spells the block magic: the
+# bytes it holds are those whose bits in three map words are 0x3141 0x5926
+# 0x5359, so a false magic sits inside every block's header.
+python3 - "$T" "$B" <<'PY'
+import bz2, random, sys
+t, b = sys.argv[1], sys.argv[2]
+text = open(t + "/text70k", "rb").read()
+open(b + "/seed-python.bz2", "wb").write(bz2.compress(text, 2))
+vals = []
+for r, word in enumerate([0x3141, 0x5926, 0x5359] + [0xffff] * 13):
+    vals += [r * 16 + j for j in range(16) if word & (0x8000 >> j)]
+rng = random.Random(3)
+data = bytes(rng.choice(vals) for _ in range(30000))
+open(b + "/seed-false-magic.bz2", "wb").write(bz2.compress(data, 1))
 PY
 
 # --- gzi: LE32 length of the .gzi, the .gzi, then the BGZF file -------------
