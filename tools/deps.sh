@@ -24,7 +24,9 @@ RUN=(fuse3 lz4 tabix zstd xz-utils bzip2 attr)
 # writers of each format: pbzip2, lbzip2, pixz, python3-zstandard, bsdtar) and the
 # lint suite (shellcheck; nm from binutils).
 TEST=(clang libclang-rt-dev fio strace python3-lz4 rsync samtools shellcheck binutils pigz
-	pbzip2 lbzip2 pixz python3-zstandard libarchive-tools)
+	pbzip2 lbzip2 pixz python3-zstandard libarchive-tools
+	# remote.sh and bench/remote.py: a private sshd and an sshfs mount of it
+	openssh-server openssh-client sshfs)
 FUZZ=(clang libclang-rt-dev)
 
 usage() {
