@@ -5,7 +5,9 @@
  * questions about one directory, so readdir (a listing in memory), lookup
  * (syscalls) and the unit tests (a fake) share one implementation.
  *
- * Names come from suffixes alone: no file is opened to name it. A
+ * Names come from suffixes alone: no file is opened to name it. The
+ * suffixes, in registry order: .lz4; .gz, .bgz, .tgz; .zst, .tzst; .xz,
+ * .txz; .bz2, .tbz2, .tbz (the t-forms shown as .tar). A
  * backing regular file B = S + suffix is shown as S + the suffix's shown
  * ending (x.lz4 as x, x.tgz as x.tar) when no entry of that name exists
  * and no regular file with an earlier (codec, suffix) pair in registry
