@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""`cat` through a blockfs mount against the format's own decompressor, in paired rounds.
+
+    bench/codecs.py [--mib 128] [--rounds 5] [--only zstd,pzstd,...]
+
+One text file (log-like lines) is written by each common writer at its
+defaults, once, under bench/data/codecs/: zstd (one frame), pzstd (many
+frames), xz -T1 (one block), xz -T2 (blocks of 3x the dictionary), bzip2
+-9 and lbzip2 (blocks of 900 kB). Each round runs, for each file, `X -dc
+FILE > /dev/null` and then `cat` of the decoded file through a fresh mount
+(-o index_cache=off, so the first stat's walk is part of the time) into
+/dev/null; the ratio is taken within the round (below 1: blockfs is
+faster). The daemon's CPU time is reported beside the wall time.
+"""
+import argparse
+import os
+import random
+import statistics
+import subprocess as sp
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BLOCKFS = os.path.join(REPO, "build", "src", "blockfs")
+
+# name: (backing file, writer command (stdin text -> stdout), decompressor)
+WRITERS = {
+    "zstd": ("one.zst", ["zstd", "-q", "-c"], ["zstd", "-dc"]),
+    "pzstd": ("many.zst", ["pzstd", "-q", "-c", "-p", "2"], ["zstd", "-dc"]),
+    "xz-T1": ("one.xz", ["xz", "-T1", "-c"], ["xz", "-dc"]),
+    "xz-T2": ("blocks.xz", ["xz", "-T2", "-c"], ["xz", "-dc"]),
+    "bzip2": ("b.bz2", ["bzip2", "-c"], ["bzip2", "-dc"]),
+    "lbzip2": ("l.bz2", ["lbzip2", "-c"], ["bzip2", "-dc"]),
+}
+
+
+def text(path, mib):
+    if os.path.exists(path):
+        return
+    r = random.Random(32)
+    words = [b"GET", b"PUT", b"/index.html", b"/api/v1/items", b"200", b"404", b"ok",
+             b"slow", b"cache", b"miss", b"hit", b"user", b"session", b"checkpoint"]
+    with open(path + ".tmp", "wb") as out:
+        left, n = mib << 20, 0
+        while left > 0:
+            chunk = b"".join(b"%09d %s %s %d\n" % (n + k, r.choice(words),
+                                                   b" ".join(r.choices(words, k=4)),
+                                                   r.randint(0, 1 << 20))
+                             for k in range(20000))[:left]
+            out.write(chunk)
+            left -= len(chunk)
+            n += 20000
+    os.rename(path + ".tmp", path)
+
+
+def cpu(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tool(cmd, path):
+    t = time.perf_counter()
+    with open(path, "rb") as f:
+        sp.run(cmd, stdin=f, stdout=sp.DEVNULL, check=True)
+    return time.perf_counter() - t
+
+
+def through_mount(src, shown):
+    mnt = tempfile.mkdtemp(prefix="blockfs-codecs.")
+    p = sp.Popen([BLOCKFS, "-f", src, mnt, "-o", "index_cache=off"])
+    while not os.path.ismount(mnt):
+        if p.poll() is not None:
+            raise SystemExit("blockfs did not mount")
+        time.sleep(0.01)
+    t = time.perf_counter()
+    sp.run(["cat", os.path.join(mnt, shown)], stdout=sp.DEVNULL, check=True)
+    dt = time.perf_counter() - t
+    c = cpu(p.pid)
+    sp.run(["fusermount3", "-u", mnt], check=True)
+    p.wait()
+    os.rmdir(mnt)
+    return dt, c
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", help="comma-separated writers (default: all)")
+    a = ap.parse_args()
+    top = os.path.join(REPO, "bench", "data", "codecs", "%dM" % a.mib)
+    os.makedirs(top, exist_ok=True)
+    plain = os.path.join(top, "text")
+    text(plain, a.mib)
+    names = a.only.split(",") if a.only else list(WRITERS)
+    for n in names:
+        backing, writer, _ = WRITERS[n]
+        d = os.path.join(top, n)
+        os.makedirs(d, exist_ok=True)
+        out = os.path.join(d, backing)
+        if not os.path.exists(out):
+            with open(plain, "rb") as f, open(out + ".tmp", "wb") as o:
+                sp.run(writer, stdin=f, stdout=o, check=True)
+            os.rename(out + ".tmp", out)
+    res = {n: {"tool": [], "bfs": [], "cpu": [], "ratio": []} for n in names}
+    for _ in range(a.rounds):
+        for n in names:
+            backing, _, dec = WRITERS[n]
+            d = os.path.join(top, n)
+            t0 = tool(dec, os.path.join(d, backing))
+            t1, c = through_mount(d, backing.rsplit(".", 1)[0])
+            r = res[n]
+            r["tool"].append(t0)
+            r["bfs"].append(t1)
+            r["cpu"].append(c)
+            r["ratio"].append(t1 / t0)
+    med = statistics.median
+    print("%d MiB of log-like text, %d paired rounds; cat through a first mount "
+          "(-o index_cache=off) against X -dc of the file\n" % (a.mib, a.rounds))
+    print("| writer | X -dc | blockfs cat | blockfs / X -dc | range | speed-up | daemon CPU |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for n in names:
+        r = res[n]
+        print("| %s | %.2f s | %.2f s | %.2f | %.2f-%.2f | %.2fx | %.2f s |" % (
+            n, med(r["tool"]), med(r["bfs"]), med(r["ratio"]), min(r["ratio"]),
+            max(r["ratio"]), 1 / med(r["ratio"]), med(r["cpu"])))
+
+
+if __name__ == "__main__":
+    main()
