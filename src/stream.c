@@ -217,13 +217,25 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 	const struct bfs_file_env *env = f->env;
 	uint64_t chunk = bfs_push_chunk(f), pushing = env->push ? s->ino : 0;
 
-	for (uint64_t a = p->from; a < p->to; a += chunk) {
+	for (uint64_t a = p->from, b; a < p->to; a = b) {
 		struct bfs_push_req req = {
-			.f = f, .ino = pushing, .from = a, .to = a + chunk < p->to ? a + chunk : p->to,
-			.hole = p->trip, .hole_to = pushing ? p->trip + BFS_PAGE : p->trip,
-			.win = s->pw, .gen = gen,
+			.f = f, .ino = pushing, .from = a, .hole = p->trip,
+			.hole_to = pushing ? p->trip + BFS_PAGE : p->trip, .win = s->pw, .gen = gen,
 		};
+		size_t k;
 
+		b = a + chunk < p->to ? a + chunk : p->to;
+		/*
+		 * A block larger than a chunk (xz -T: 24 MiB) is one job, cut at
+		 * its end: two jobs in one block would have one wait for the
+		 * other's decode, and a job across two would decode them in turn.
+		 */
+		if (bfs_index_find(&f->idx, a, &k) == 0 && f->idx.blk[k].usize > chunk) {
+			uint64_t end = f->idx.blk[k].uoff + f->idx.blk[k].usize;
+
+			b = end < p->to ? end : p->to;
+		}
+		req.to = b;
 		if (!bfs_push_try(ahead_q(env), &req))
 			return a;
 	}
@@ -268,6 +280,16 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 		break;
 	default:
 		cfg.size = env->readahead;
+	}
+	/*
+	 * Blocks as large as half the window (xz -T writes 24 MiB ones): ahead
+	 * reaches one block per worker and the one after, so that they decode
+	 * side by side rather than one at a time; at most 8 windows.
+	 */
+	if (cfg.size && f->idx.max_usize > cfg.size / 2) {
+		uint64_t want = (uint64_t)f->idx.max_usize * (bfs_workq_threads(ahead_q(env)) + 1);
+
+		cfg.size = want < 8 * cfg.size ? want : 8 * cfg.size;
 	}
 	if (!bfs_workq_threads(ahead_q(env)))
 		cfg.size = 0;
