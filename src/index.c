@@ -166,7 +166,7 @@ int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno)
 /*
  * A guessed block turned out corrupt. Keep its guess, which is what every
  * writer but a flushing one produces, and make it poison: the blocks after
- * it stay readable, as SPEC §6 asks. (A block both flushed short and
+ * it stay readable (blockfs(8): a bad block fails only its own reads). (A block both flushed short and
  * corrupt would misplace what follows; only a seek table rules that out.)
  */
 static void poison_guess(struct bfs_index *idx, size_t k, const char *why)

@@ -188,7 +188,7 @@ static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, u
 	 * A READ that served the whole file (the small files of a tree, read
 	 * by cat or grep) leaves it all in the kernel's page cache: keeping
 	 * it here too would fill the cache with files nobody reads from
-	 * blockfs again (issue 12: 128 MiB of them after find | xargs cat).
+	 * blockfs again (128 MiB of them after find | xargs cat over a tree).
 	 */
 	bool whole = off == 0 && end >= bfs_file_size(f);
 	size_t k0, k1;

@@ -84,7 +84,7 @@ static int get_blocks(struct xctx *x, char *out)
 	return snprintf(out, VALUE_MAX, "%zu", x->f->idx.n - (x->f->idx.broken ? 1 : 0));
 }
 
-/* --- index facts (index_cache.h, codec_gzip.c): issue 15's hook ----------- */
+/* --- index facts (index_cache.h, codec_gzip.c) ------------------------------ */
 
 /* Where the index came from: "lz4-walk", "seektable", "gzi", "cache", ... */
 static int get_index_source(struct xctx *x, char *out)

@@ -101,27 +101,6 @@ flip_ok=$(recovered flip)
 diag "intact before the damage: cut $cut_ok bytes, flip $flip_ok bytes"
 head -c $((cut_ok / 4096 * 4096)) "$W/cut.rec" >"$W/cut.pages"	# what reads of pages get
 
-xattr() {
-	t getfattr --only-values -n "user.blockfs.$1" "$M/$2" 2>/dev/null
-}
-
-reads() {
-	xattr stats "$1" | awk '$1 == "backing_syscalls" { print $2 }'
-}
-
-mount_o() {
-	bfs_mount "$S" "$M" "$T/daemon.log" "$1" || {
-		not_ok "mount -o $1"
-		show_log
-		exit 1
-	}
-}
-
-umount_o() {
-	bfs_umount
-	check_eq "unmount; daemon exits 0" 0 "$?"
-}
-
 # ranges.py FILE REF: 200 seeded random reads (offsets anywhere, 1 B to 3 MiB)
 # inside REF's size
 cat >"$T/ranges.py" <<'PY'

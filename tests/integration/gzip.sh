@@ -69,27 +69,6 @@ m1=$(gzip -c "$W/p1" | wc -c) m2=$(gzip -c "$W/p2" | wc -c)
 printf '\x77' | dd of="$S/flip.gz" bs=1 seek=$((m1 + m2 / 2)) conv=notrunc 2>/dev/null
 head -c $((m1 + m2 / 3)) "$S/flip.gz" >"$S/cut.gz"
 
-xattr() {
-	t getfattr --only-values -n "user.blockfs.$1" "$M/$2" 2>/dev/null
-}
-
-reads() {
-	xattr stats "$1" | awk '$1 == "backing_syscalls" { print $2 }'
-}
-
-mount_o() {
-	bfs_mount "$S" "$M" "$T/daemon.log" "$1" || {
-		not_ok "mount -o $1"
-		show_log
-		exit 1
-	}
-}
-
-umount_o() {
-	bfs_umount
-	check_eq "unmount; daemon exits 0" 0 "$?"
-}
-
 # ranges.py FILE REF: 200 seeded random reads (offsets anywhere, 1 B to 3 MiB)
 cat >"$T/ranges.py" <<'PY'
 import os, random, sys

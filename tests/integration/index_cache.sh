@@ -38,16 +38,6 @@ lz4 -q -B4 "$W/other" "$S/other.lz4"
 bgzip -c "$W/big" >"$S/bg.gz"
 cp "$W/big" "$W/bg"
 
-# xattr NAME FILE
-xattr() {
-	t getfattr --only-values -n "user.blockfs.$1" "$M/$2" 2>/dev/null
-}
-
-# reads FILE: backing reads of FILE's version so far
-reads() {
-	xattr stats "$1" | awk '$1 == "backing_syscalls" { print $2 }'
-}
-
 # entry FILE: the cache entry of backing file FILE
 entry() {
 	printf '%s/%016x-%016x.idx' "$C" "$(stat -c %d "$S/$1")" "$(stat -c %i "$S/$1")"

@@ -296,6 +296,32 @@ EOF
 	cp "$want/big.txt" "$want/big.vcf"
 }
 
+# For a test of one source $S mounted at $M, its log in $T/daemon.log:
+# xattr NAME FILE: user.blockfs.NAME of FILE under $M (empty if none)
+xattr() {
+	t getfattr --only-values -n "user.blockfs.$1" "$M/$2" 2>/dev/null
+}
+
+# reads FILE: backing reads of FILE's version so far
+reads() {
+	xattr stats "$1" | awk '$1 == "backing_syscalls" { print $2 }'
+}
+
+# mount_o OPTIONS: mount $S at $M, or fail the test
+mount_o() {
+	bfs_mount "$S" "$M" "$T/daemon.log" "$1" || {
+		not_ok "mount -o $1"
+		show_log
+		exit 1
+	}
+}
+
+# umount_o: unmount, and check the daemon exits 0
+umount_o() {
+	bfs_umount
+	check_eq "unmount; daemon exits 0" 0 "$?"
+}
+
 # bfs_mount SRC MNT LOG OPTIONS [ARG...]: start "$BLOCKFS -f [ARG...]" in
 # the background and wait up to 30 s for the mount.  Returns 1 if the
 # daemon died (its exit status in BFS_EXIT) or the deadline passed

@@ -121,23 +121,6 @@ head -c $(($(stat -c %s "$S/legacy.lz4") - 1000)) "$S/legacy.lz4" >"$S/cut_legac
 { cat "$S/legacy_small.lz4"; printf 'junk after the frame'; } >"$S/junk_legacy.lz4"
 damaged=(flip_cc flip_bx cut_py cut_legacy junk_legacy)
 
-xattr() {
-	t getfattr --only-values -n "user.blockfs.$1" "$M/$2" 2>/dev/null
-}
-
-mount_o() {
-	bfs_mount "$S" "$M" "$T/daemon.log" "$1" || {
-		not_ok "mount -o $1"
-		show_log
-		exit 1
-	}
-}
-
-umount_o() {
-	bfs_umount
-	check_eq "unmount; daemon exits 0" 0 "$?"
-}
-
 # ranges.py FILE REF: 150 seeded random reads: 4 KiB preads and ranges up to 3 MiB
 cat >"$T/ranges.py" <<'PY'
 import os, random, sys

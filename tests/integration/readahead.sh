@@ -25,16 +25,16 @@ head -c $SIZE /dev/urandom > "$T/r32"
 lz4 -q -B4 "$T/r32" "$S/r32.lz4"
 
 bdi_kb() { cat "/sys/class/bdi/$(mountpoint -d "$M")/read_ahead_kb"; }
-reads() {
+fuse_reads() {
 	getfattr --absolute-names --only-values -n user.blockfs.stats "$M/r32" | awk '$1 == "reads" { print $2 }'
 }
 # dd_reads: FUSE reads that a cold sequential pass in 64 KiB reads causes.
 dd_reads() {
 	local before
 	setfattr -n user.blockfs.advice -v dontneed "$M/r32"	# the kernel's pages too
-	before=$(reads)
+	before=$(fuse_reads)
 	dd if="$M/r32" of=/dev/null bs=64K status=none || return 1
-	echo $(($(reads) - before))
+	echo $(($(fuse_reads) - before))
 }
 
 # name, mount options, expected read_ahead_kb, bound on the reads (le|ge N)

@@ -95,27 +95,6 @@ flip "$S/dfoot.xz" $((size - 6))
 { cat "$src"; head -c 6 /dev/zero; } >"$S/pad6.xz"
 head -c $((size * 2 / 3)) "$src" >"$S/cut.xz"
 
-xattr() {
-	t getfattr --only-values -n "user.blockfs.$1" "$M/$2" 2>/dev/null
-}
-
-reads() {
-	xattr stats "$1" | awk '$1 == "backing_syscalls" { print $2 }'
-}
-
-mount_o() {
-	bfs_mount "$S" "$M" "$T/daemon.log" "$1" || {
-		not_ok "mount -o $1"
-		show_log
-		exit 1
-	}
-}
-
-umount_o() {
-	bfs_umount
-	check_eq "unmount; daemon exits 0" 0 "$?"
-}
-
 # ranges.py FILE REF: 200 seeded random reads (offsets anywhere, 1 B to 3 MiB)
 cat >"$T/ranges.py" <<'PY'
 import os, random, sys

@@ -125,25 +125,8 @@ open(s + "/seeklie.zst", "wb").write(c)
 PY
 cp "$W/seek1" "$W/seekflipc"
 
-xattr() {
-	t getfattr --only-values -n "user.blockfs.$1" "$M/$2" 2>/dev/null
-}
-
 stat_of() {
 	xattr stats "$2" | awk -v k="$1" '$1 == k { print $2 }'
-}
-
-mount_o() {
-	bfs_mount "$S" "$M" "$T/daemon.log" "$1" || {
-		not_ok "mount -o $1"
-		show_log
-		exit 1
-	}
-}
-
-umount_o() {
-	bfs_umount
-	check_eq "unmount; daemon exits 0" 0 "$?"
 }
 
 # ranges.py FILE REF N SEED: N seeded random reads (anywhere, 1 B to 3 MiB)
