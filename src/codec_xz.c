@@ -40,8 +40,8 @@
  * decodes such a block once (what xz -dc of it costs; no output kept) and
  * records the input position at every SPAN bytes of output. The entries
  * must be exact before the size is shown (index.h), so this cannot wait
- * for a read. No index cache hooks yet: such a file is walked again at
- * each mount. Readers then park decoders at span starts in a
+ * for a read; the index cache keeps the result for the next mount
+ * (xz_cache_load()). Readers then park decoders at span starts in a
  * small pool per file (struct xz_pool, idx->priv): a span continues the
  * decoder parked at its start and parks it at the next one. A reader far
  * from any parked decoder starts again at the block's header.
@@ -1296,6 +1296,64 @@ static int xz_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *idx
 	return rc;
 }
 
+/* --- the index cache ------------------------------------------------------ */
+
+/*
+ * Only a file with a chain is walked at length (its big block decoded
+ * whole), so only such indexes reach the cache (index_cache.h saves what
+ * took many reads); a file read from its xz index is read so again.
+ */
+
+/* An entry a scan could have made: a block or a span, with a check ID xz defines. */
+static bool xz_check_entry(const struct bfs_blk *b)
+{
+	if (!lzma_check_is_supported((lzma_check)(b->aux & AUX_CHECK)))
+		return false;
+	if (b->flags & BFS_BLK_CHAIN)
+		return b->flags == BFS_BLK_CHAIN && !(b->aux & ~(AUX_CHECK | AUX_FIRST | AUX_LAST)) &&
+		       b->usize > 0 && b->usize <= span_len;
+	return !(b->flags & ~(BFS_BLK_GUESS | BFS_BLK_CLAIMED)) && !(b->aux & ~AUX_CHECK) &&
+	       b->usize > 0 && b->usize <= direct_max;
+}
+
+/*
+ * Spans must chain as add_spans() makes them: a chain opens with
+ * AUX_FIRST, each span starts where the one before ended with the same
+ * check, every span but its last holds span_len bytes, and AUX_LAST
+ * closes it before anything else follows. Then the pool and the
+ * distrust of odd block sizes, as a scan ends.
+ */
+static int xz_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len)
+{
+	bool open = false, chains = false;
+
+	(void)priv;
+	if (len != 0)
+		return 1;
+	for (size_t k = 0; k < idx->n; k++) {
+		const struct bfs_blk *b = &idx->blk[k], *p = k ? &idx->blk[k - 1] : NULL;
+
+		if (!(b->flags & BFS_BLK_CHAIN)) {
+			if (open)
+				return 1;
+			continue;
+		}
+		chains = true;
+		if ((b->aux & AUX_FIRST) ? open :
+		    !open || b->coff != p->coff + p->clen || (b->aux & AUX_CHECK) != (p->aux & AUX_CHECK) ||
+		    p->usize != span_len)
+			return 1;
+		open = !(b->aux & AUX_LAST);
+	}
+	if (open)
+		return 1;		/* an entry is never written for a broken index */
+	if (chains && pool_attach(idx) < 0)
+		return -ENOMEM;
+	guess_irregular(idx);
+	idx->block_size = span_len;
+	return 0;
+}
+
 static const struct bfs_suffix xz_suffixes[] = {
 	{ ".xz", "" }, { ".txz", ".tar" }, { NULL, NULL },
 };
@@ -1310,4 +1368,6 @@ const struct bfs_codec bfs_codec_xz = {
 	.measure = xz_measure,
 	.decode_indexed = xz_decode_indexed,
 	.resume = xz_resume,
+	.check_entry = xz_check_entry,
+	.cache_load = xz_cache_load,
 };

@@ -25,7 +25,9 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/index_cache.h"
 #include "blockfs/io.h"
+#include "blockfs/xxh32.h"
 
 /* codec_xz.c: the test knob, declared there and here only */
 void bfs_codec_xz_limits(uint32_t direct, uint32_t span);
@@ -663,6 +665,66 @@ static void test_chain_mixed(void **state)
 	bfs_codec_xz_limits(0, 0);
 }
 
+/*
+ * A chained index comes back from the index cache whole and reads exact;
+ * entries whose chain does not hold together are refused.
+ */
+static void test_chain_cache(void **state)
+{
+	size_t len = 600000;
+	uint8_t *d = gen_text(len, 12), *e;
+	struct bfs_icache_key k = { .dev = 1, .ino = 2, .mtime_sec = 3 };
+	struct buf b = { 0 };
+	struct idx_fix f, g;
+	const char *why;
+	size_t elen, chained = 0;
+
+	(void)state;
+	bfs_codec_xz_limits(T_DIRECT, T_SPAN);
+	b.len = 0;
+	make_xz(&b, d, 100000, 0, LZMA_CHECK_CRC32, true);		/* one direct block */
+	make_xz(&b, d + 100000, len - 100000, 0, LZMA_CHECK_CRC64, false);	/* a chain */
+	assert_int_equal(scan(&f, &b), 0);
+	for (size_t j = 0; j < f.idx.n; j++)
+		chained += !!(f.idx.blk[j].flags & BFS_BLK_CHAIN);
+	assert_int_equal(chained, (len - 100000 + T_SPAN - 1) / T_SPAN);
+	k.size = b.len;
+	assert_int_equal(bfs_icache_encode(&k, C, &f.idx, &e, &elen), 0);
+	g.io = f.io;
+	bfs_index_init(&g.idx, b.len);
+	assert_int_equal(bfs_icache_decode(e, elen, &k, C, &g.idx, &why), 0);
+	assert_int_equal(g.idx.n, f.idx.n);
+	assert_non_null(g.idx.priv);
+	assert_int_equal(read_all(&g, d, len, true), 0);
+	done(&g);
+	for (int c = 0; c < 4; c++) {
+		uint8_t *blk = e + BFS_ICACHE_HDR_LEN + (c == 0 ? 1 : c == 1 ? 2 : f.idx.n - 1) *
+								BFS_ICACHE_ENTRY_LEN;
+		uint8_t save[BFS_ICACHE_ENTRY_LEN];
+
+		memcpy(save, blk, sizeof(save));
+		if (c == 0)
+			bfs_put_le32(blk + 20, 4);		/* the chain's start unmarked */
+		else if (c == 1)
+			bfs_put_le64(blk, bfs_le64(blk) + 1);	/* a gap in the chain */
+		else if (c == 2)
+			bfs_put_le32(blk + 20, 4);		/* its end unmarked */
+		else
+			bfs_put_le32(blk + 20, 0x20 | 3);	/* a check xz does not define */
+		/* (the entry's checksum is redone so that only the codec's checks speak) */
+		bfs_put_le32(e + elen - 4, bfs_xxh32(e, elen - 4, 0));
+		bfs_index_init(&g.idx, b.len);
+		assert_int_not_equal(bfs_icache_decode(e, elen, &k, C, &g.idx, &why), 0);
+		done(&g);
+		memcpy(blk, save, sizeof(save));
+	}
+	free(e);
+	done(&f);
+	free(b.p);
+	free(d);
+	bfs_codec_xz_limits(0, 0);
+}
+
 /* The check of a chained block fails its last span only, and only with verify. */
 static void test_chain_check(void **state)
 {
@@ -740,6 +802,7 @@ int main(void)
 		cmocka_unit_test_setup(test_prefix, setup),
 		cmocka_unit_test_setup(test_chain, setup),
 		cmocka_unit_test_setup(test_chain_exact, setup),
+		cmocka_unit_test_setup(test_chain_cache, setup),
 		cmocka_unit_test_setup(test_chain_mixed, setup),
 		cmocka_unit_test_setup(test_chain_check, setup),
 		cmocka_unit_test_setup(test_chain_damage, setup),
