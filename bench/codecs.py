@@ -5,8 +5,9 @@
     bench/codecs.py [--mib 128] [--rounds 5] [--only zstd,pzstd,...]
 
 One text file (log-like lines) is written by each common writer at its
-defaults, once, under bench/data/codecs/: zstd (one frame), pzstd (many
-frames), xz -T1 (one block), xz -T2 (blocks of 3x the dictionary), bzip2
+defaults, once, under bench/data/codecs/: zstd (one frame, with its
+content size: zstd FILE), zstd-pipe (one frame without: zstd < FILE),
+pzstd (many frames), xz -T1 (one block), xz -T2 (blocks of 3x the dictionary), bzip2
 -9 and lbzip2 (blocks of 900 kB). Each round runs, for each file, `X -dc
 FILE > /dev/null` and then `cat` of the decoded file through a fresh mount
 (-o index_cache=off, so the first stat's walk is part of the time) into
@@ -26,13 +27,23 @@ BLOCKFS = os.path.join(REPO, "build", "src", "blockfs")
 
 # name: (backing file, writer command (stdin text -> stdout), decompressor)
 WRITERS = {
-    "zstd": ("one.zst", ["zstd", "-q", "-c"], ["zstd", "-dc"]),
+    "zstd": ("one.zst", ["zstd", "-q", "-c", "{in}"], ["zstd", "-dc"]),
+    "zstd-pipe": ("pipe.zst", ["zstd", "-q", "-c"], ["zstd", "-dc"]),
     "pzstd": ("many.zst", ["pzstd", "-q", "-c", "-p", "2"], ["zstd", "-dc"]),
     "xz-T1": ("one.xz", ["xz", "-T1", "-c"], ["xz", "-dc"]),
     "xz-T2": ("blocks.xz", ["xz", "-T2", "-c"], ["xz", "-dc"]),
     "bzip2": ("b.bz2", ["bzip2", "-c"], ["bzip2", "-dc"]),
     "lbzip2": ("l.bz2", ["lbzip2", "-c"], ["bzip2", "-dc"]),
 }
+
+
+def write(writer, src, out):
+    """Run WRITER on SRC into OUT: SRC as its "{in}" argument, else on its stdin."""
+    with open(src, "rb") as f, open(out, "wb") as o:
+        if "{in}" in writer:
+            sp.run([src if a == "{in}" else a for a in writer], stdout=o, check=True)
+        else:
+            sp.run(writer, stdin=f, stdout=o, check=True)
 
 
 def shown(backing):
@@ -114,8 +125,7 @@ def main():
         os.makedirs(d, exist_ok=True)
         out = os.path.join(d, backing)
         if not os.path.exists(out):
-            with open(plain, "rb") as f, open(out + ".tmp", "wb") as o:
-                sp.run(writer, stdin=f, stdout=o, check=True)
+            write(writer, plain, out + ".tmp")
             os.rename(out + ".tmp", out)
     # the floor: the text itself, shown unchanged, through the same mount (against cat of it)
     d = os.path.join(top, "plain")

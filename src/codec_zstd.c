@@ -36,10 +36,24 @@
  *    bfs_index_measure() makes exact by decoding it (measure()).
  *
  *  - A bigger frame (the zstd CLI's default output: one frame per file)
- *    is decoded once during the scan and cut into spans of SPAN bytes of
- *    output, flagged BFS_BLK_CHAIN: a span decodes only by continuing the
- *    decoder that decoded the span before it (codec.h, resume()). The
- *    walk records where its input stood at each span boundary; libzstd's
+ *    is cut into spans of SPAN bytes of output, flagged BFS_BLK_CHAIN: a
+ *    span decodes only by continuing the decoder that decoded the span
+ *    before it (codec.h, resume()).
+ *
+ *    With a content size in its header (zstd FILE writes one), the scan
+ *    walks the block headers only, for where the frame ends, and the
+ *    spans are open (BFS_BLK_OPEN): each states the whole frame's input,
+ *    and a decoder takes its input from where it stands (open_decode()),
+ *    so the first stat costs a read of the compressed bytes, not a
+ *    decode. With -o verify (the default) the frame is decoded whole
+ *    once, its checksum and size checked, before the first of its bytes
+ *    is served (prove()): bytes a damaged frame decodes to are never
+ *    served, as with the walk below; without verify, spans are served as
+ *    they decode, as zstd -dc writes them.
+ *
+ *    Without one (zstd reading a pipe), or when the block headers are
+ *    damaged (a cut file), the frame is decoded once during the scan.
+ *    The walk records where its input stood at each span boundary; libzstd's
  *    streaming decoder consumes input greedily but deterministically, so
  *    a decoder given exactly the span's bytes [coff, coff + clen) and
  *    room for exactly usize bytes ends where the walk's did: decode()
@@ -144,6 +158,8 @@
 /* Compressed input per read and output per call while decoding a big frame. */
 #define CHUNK			(1u << 20)
 #define SCRATCH			(256u << 10)
+/* Input read at a time for an open span (BFS_BLK_OPEN). */
+#define OPEN_READ		(256u << 10)
 
 /* Parked decoders: per file, in all (bytes), and a thread's spare kept up to this size. */
 #define PARK_PER_FILE		4
@@ -689,9 +705,19 @@ struct parked {
 	struct parked *prev, *next;	/* the pool's list, most recent first */
 };
 
+/* What is known of a frame whose spans are open (struct chains, proof). */
+enum proof {
+	PROOF_UNKNOWN,
+	PROOF_GOOD,
+	PROOF_CORRUPT,		/* -EBADMSG */
+	PROOF_CSUM,		/* -EILSEQ */
+};
+
 /* idx->priv of an index with chains: its parked decoders. */
 struct chains {
 	struct parked *slot[PARK_PER_FILE];	/* protected by park_lock */
+	uint8_t *proof;		/* enum proof per block, at the first span of an open frame;
+				 * NULL without open spans; protected by park_lock */
 };
 
 /*
@@ -809,6 +835,7 @@ static void chains_free(void *priv)
 	bfs_mutex_unlock(&park_lock);
 	for (size_t i = 0; i < PARK_PER_FILE; i++)
 		parked_free(gone[i]);
+	free(c->proof);
 	free(c);
 }
 
@@ -816,18 +843,22 @@ static void chains_free(void *priv)
 static int chains_attach(struct bfs_index *idx)
 {
 	struct chains *c;
-	bool any = false;
+	bool any = false, open = false;
 
-	for (size_t k = 0; k < idx->n && !any; k++)
-		any = idx->blk[k].flags & BFS_BLK_CHAIN;
+	for (size_t k = 0; k < idx->n; k++) {
+		any |= (idx->blk[k].flags & BFS_BLK_CHAIN) != 0;
+		open |= (idx->blk[k].flags & BFS_BLK_OPEN) != 0;
+	}
 	if (!any || idx->priv)
 		return 0;
 	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (!c || (open && !(c->proof = calloc(idx->n, 1)))) {
+		free(c);
 		return -ENOMEM;
+	}
 	idx->priv = c;
 	idx->priv_free = chains_free;
-	idx->priv_bytes = sizeof(*c);
+	idx->priv_bytes = sizeof(*c) + (open ? idx->n : 0);
 	return 0;
 }
 
@@ -938,6 +969,253 @@ out_free:
 	return rc;
 }
 
+/*
+ * Decode the open frame whose first span is @k0 whole, as the walk of a
+ * frame without a content size does at the first stat, and drop the
+ * output: its checksum and its size against the header's. Input from
+ * @src (the whole frame) or through @io. Return: 0, -EBADMSG or -EILSEQ
+ * (with *@why), -ENOMEM or the read's -errno.
+ */
+static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, struct bfs_io *io,
+		 const char **why)
+{
+	const struct bfs_blk *b = &idx->blk[k0];
+	uint64_t end = b->coff + b->clen, at = b->coff, want = 0, got = 0;
+	ZSTD_DCtx *d = ZSTD_createDCtx();
+	uint8_t *out = malloc(SCRATCH), *buf = src ? NULL : malloc(CHUNK);
+	ZSTD_inBuffer in = { 0 };
+	size_t r = 1;
+	int rc = 0;
+
+	for (size_t k = k0; k < idx->n; k++) {
+		want += idx->blk[k].usize;
+		if (idx->blk[k].aux & SPAN_END)
+			break;
+	}
+	if (!d || !out || (!src && !buf) || setup(d, true) < 0) {
+		*why = "no memory for a zstd decoder";
+		rc = -ENOMEM;
+		goto out;
+	}
+	while (r != 0) {
+		ZSTD_outBuffer o = { .dst = out, .size = SCRATCH };
+		size_t before;
+
+		if (in.pos == in.size) {
+			at += in.size;
+			if (at >= end) {
+				*why = "zstd frame holds fewer bytes than its header says";
+				rc = -EBADMSG;
+				goto out;
+			}
+			if (src) {
+				in = (ZSTD_inBuffer){ .src = src + (at - b->coff), .size = end - at };
+			} else {
+				size_t n = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
+
+				rc = bfs_io_read(io, buf, n, at);
+				if (rc < 0) {
+					*why = "read failed";
+					goto out;
+				}
+				in = (ZSTD_inBuffer){ .src = buf, .size = n };
+			}
+		}
+		before = in.pos;
+		r = ZSTD_decompressStream(d, &o, &in);
+		if (ZSTD_isError(r)) {
+			rc = zerr(r, why);
+			goto out;
+		}
+		got += o.pos;
+		if (got > want || (o.pos == 0 && in.pos == before && in.pos < in.size)) {
+			*why = "zstd frame holds more bytes than its header says";
+			rc = -EBADMSG;
+			goto out;
+		}
+	}
+	if (got != want || at + in.pos != end) {
+		*why = got != want ? "zstd frame holds fewer bytes than its header says" :
+				     "zstd frame does not end where its blocks do";
+		rc = -EBADMSG;
+	}
+out:
+	ZSTD_freeDCtx(d);
+	free(out);
+	free(buf);
+	return rc;
+}
+
+/*
+ * Has the open frame whose first span is @k0 been proven (prove())? Prove
+ * it now if not: the answer is kept, so a damaged frame is decoded once
+ * and then refused at once. Return: 0 or prove()'s error.
+ */
+static int proven(const struct bfs_index *idx, struct chains *c, size_t k0, const uint8_t *src,
+		  struct bfs_io *io, const char **why)
+{
+	uint8_t known;
+	int rc;
+
+	bfs_mutex_lock(&park_lock);
+	known = c->proof ? c->proof[k0] : PROOF_GOOD;
+	bfs_mutex_unlock(&park_lock);
+	switch (known) {
+	case PROOF_GOOD:
+		return 0;
+	case PROOF_CORRUPT:
+		*why = "zstd frame failed to decode when first read";
+		return -EBADMSG;
+	case PROOF_CSUM:
+		*why = "zstd frame checksum mismatch";
+		return -EILSEQ;
+	default:
+		break;
+	}
+	rc = prove(idx, k0, src, io, why);
+	if (rc == 0 || rc == -EBADMSG || rc == -EILSEQ) {
+		bfs_mutex_lock(&park_lock);
+		c->proof[k0] = rc == 0 ? PROOF_GOOD : rc == -EBADMSG ? PROOF_CORRUPT : PROOF_CSUM;
+		bfs_mutex_unlock(&park_lock);
+	}
+	return rc;
+}
+
+/*
+ * Open span @k (BFS_BLK_OPEN: its frame's size came from the header, and
+ * no walk said where each span's input starts) into @dst, room for its
+ * usize: continue the decoder parked at it (or start one at the frame),
+ * feeding it the frame's bytes from where it stands, from @src (the whole
+ * frame) or else through @io in pieces of OPEN_READ, until its output is
+ * full (the last span: until the frame ends, its checksum checked); park
+ * it at the next span.
+ */
+static int open_decode(const struct bfs_index *idx, size_t k, const uint8_t *src,
+		       struct bfs_io *io, uint8_t *dst, bool verify, const char **why)
+{
+	const struct bfs_blk *b = &idx->blk[k];
+	uint64_t end = b->coff + b->clen, at;	/* the frame's input ends at @end */
+	ZSTD_outBuffer out = { .dst = dst, .size = b->usize };
+	ZSTD_inBuffer in = { 0 };
+	bool last = b->aux & SPAN_END;
+	struct chains *c = idx->priv;
+	uint8_t *buf = NULL;
+	struct parked *p;
+	size_t r = 1;
+	int rc = 0;
+
+	if (!c) {
+		*why = "zstd span without a decoder pool";
+		return -EBADMSG;
+	}
+	if (verify) {
+		rc = proven(idx, c, chain_start(idx, k), src, io, why);
+		if (rc < 0)
+			return rc;
+	}
+	p = take(c, k);
+	if (!p && chain_start(idx, k) != k) {
+		*why = "no zstd decoder parked at this span";
+		return -EAGAIN;
+	}
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (p)
+			p->d = ZSTD_createDCtx();
+		if (!p || !p->d || setup(p->d, verify) < 0) {
+			parked_free(p);
+			*why = "no memory for a zstd decoder";
+			return -ENOMEM;
+		}
+		p->coff = b->coff;
+	}
+	at = p->coff;			/* the file offset of in.src[0] */
+	if (at < b->coff || at > end) {
+		*why = "zstd decoder parked outside its frame";
+		rc = -EBADMSG;
+		goto out;
+	}
+	if (!src && !(buf = malloc(OPEN_READ))) {
+		*why = "no memory for zstd input";
+		rc = -ENOMEM;
+		goto out;
+	}
+	while (out.pos < out.size || (last && r != 0)) {
+		size_t before;
+
+		if (in.pos == in.size) {
+			at += in.size;
+			if (at >= end) {
+				*why = "zstd frame holds fewer bytes than its header says";
+				rc = -EBADMSG;
+				goto out;
+			}
+			if (src) {
+				in = (ZSTD_inBuffer){ .src = src + (at - b->coff), .size = end - at };
+			} else {
+				size_t n = end - at < OPEN_READ ? (size_t)(end - at) : OPEN_READ;
+
+				rc = bfs_io_read(io, buf, n, at);
+				if (rc < 0) {
+					*why = "read failed";
+					goto out;
+				}
+				in = (ZSTD_inBuffer){ .src = buf, .size = n };
+			}
+		}
+		before = in.pos + out.pos;
+		r = ZSTD_decompressStream(p->d, &out, &in);
+		if (ZSTD_isError(r)) {
+			rc = zerr(r, why);
+			goto out;
+		}
+		if (r == 0 && !last) {
+			*why = "zstd frame holds fewer bytes than its header says";
+			rc = -EBADMSG;
+			goto out;
+		}
+		if (in.pos + out.pos == before && in.pos < in.size) {
+			*why = "zstd frame holds more bytes than its header says";
+			rc = -EBADMSG;
+			goto out;
+		}
+	}
+	if (last) {
+		if (at + in.pos != end) {
+			*why = "zstd frame does not end where its blocks do";
+			rc = -EBADMSG;
+		}
+		goto out;
+	}
+	p->k = k + 1;
+	p->coff = at + in.pos;
+	park(c, p);
+	p = NULL;
+out:
+	parked_free(p);
+	free(buf);
+	return rc;
+}
+
+static int zstd_decode_open(const struct bfs_index *idx, size_t k, struct bfs_io *io,
+			    uint8_t *dst, bool verify, const char **why)
+{
+	if (!(idx->blk[k].flags & BFS_BLK_OPEN)) {
+		*why = "zstd span is not open";
+		return -EINVAL;
+	}
+	return open_decode(idx, k, NULL, io, dst, verify, why);
+}
+
+/* Span @k whole: an open one from @src, the whole frame; else from exactly its bytes. */
+static int span_whole(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
+		      bool verify, const char **why)
+{
+	if (idx->blk[k].flags & BFS_BLK_OPEN)
+		return open_decode(idx, k, src, NULL, dst, verify, why);
+	return span_decode(idx, k, src, dst, verify, why);
+}
+
 static int zstd_decode_indexed(const struct bfs_index *idx, size_t k, const uint8_t *src,
 			       uint8_t *dst, uint32_t n, bool verify, const char **why)
 {
@@ -953,14 +1231,14 @@ static int zstd_decode_indexed(const struct bfs_index *idx, size_t k, const uint
 		return n == b->usize ? frame_decode(b, src, dst, verify, why) :
 				       frame_prefix(b, src, dst, n, verify, why);
 	if (n == b->usize)
-		return span_decode(idx, k, src, dst, verify, why);
+		return span_whole(idx, k, src, dst, verify, why);
 	/* a prefix of a span: the decoder goes on to the next span all the same */
 	tmp = malloc(b->usize);
 	if (!tmp) {
 		*why = "no memory for a zstd span";
 		return -ENOMEM;
 	}
-	rc = span_decode(idx, k, src, tmp, verify, why);
+	rc = span_whole(idx, k, src, tmp, verify, why);
 	if (rc == 0)
 		memcpy(dst, tmp, n);
 	free(tmp);
@@ -1202,6 +1480,30 @@ lost:
 }
 
 /*
+ * The frame [@off, @end), whose header says it holds @fcs bytes, as open
+ * spans (BFS_BLK_OPEN): SPAN bytes each, every one stating the frame's
+ * input, to be found by the first decoder that passes (open_decode()).
+ * Return: 0 or -errno.
+ */
+static int open_spans(struct walk *w, uint64_t off, uint64_t end, uint64_t fcs)
+{
+	uint64_t n = (fcs + SPAN - 1) / SPAN;
+
+	if (w->idx->n + n > w->idx->max_blocks)
+		return -EFBIG;
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t usize = i + 1 < n ? SPAN : (uint32_t)(fcs - i * SPAN);
+		int rc = bfs_index_add(w->idx, off, (uint32_t)(end - off), usize,
+				       BFS_BLK_CHAIN | BFS_BLK_OPEN);
+
+		if (rc < 0)
+			return rc;
+		w->idx->blk[w->idx->n - 1].aux = (uint32_t)i | (i + 1 == n ? SPAN_END : 0);
+	}
+	return 0;
+}
+
+/*
  * One zstd frame at @off, its header @h parsed. Return: 0 and *@next
  * after it; 1 when the index was marked broken; -errno (-ENOTSUP for a
  * first frame blockfs cannot serve).
@@ -1220,14 +1522,14 @@ static int walk_frame(struct walk *w, uint64_t off, const struct fhdr *h, uint64
 			return -ENOTSUP;
 		goto broken;
 	}
-	if (h->has_fcs && h->fcs > FRAME_USIZE_MAX)
-		return walk_big(w, off, next);
 	rc = walk_blocks(&w->rd, h, off + h->hlen, w->io->size, !h->has_fcs, &fb, &why, &at);
+	if (rc == -EBADMSG && h->has_fcs && h->fcs > FRAME_USIZE_MAX)
+		return walk_big(w, off, next);	/* damaged (cut): serve the spans before it */
 	if (rc == -EBADMSG)
 		goto broken;
 	if (rc < 0)
 		return rc;
-	if (fb.big)
+	if (fb.big && !h->has_fcs)
 		return walk_big(w, off, next);
 	*next = fb.end;
 	if (h->has_fcs && ((fb.exact && fb.bound != h->fcs) || fb.bound < h->fcs)) {
@@ -1235,6 +1537,9 @@ static int walk_frame(struct walk *w, uint64_t off, const struct fhdr *h, uint64
 		at = off;
 		goto broken;
 	}
+	if (h->fcs > FRAME_USIZE_MAX)
+		return fb.end - off > UINT32_MAX ? walk_big(w, off, next) :
+						   open_spans(w, off, fb.end, h->fcs);
 	if (h->has_fcs ? h->fcs == 0 : fb.bound == 0)
 		return 0;		/* an empty frame: nothing to serve */
 	if (h->has_fcs || fb.exact)
@@ -1356,6 +1661,9 @@ static int zstd_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 /* A block a walk could have recorded: a frame, or a span of a big one. */
 static bool zstd_check_entry(const struct bfs_blk *b)
 {
+	if (b->flags & BFS_BLK_OPEN)
+		return b->flags == (BFS_BLK_CHAIN | BFS_BLK_OPEN) && b->usize <= SPAN &&
+		       b->clen >= FRAME_MIN;
 	if (b->flags & BFS_BLK_CHAIN)
 		return !(b->flags & ~BFS_BLK_CHAIN) && b->usize <= SPAN && b->clen <= SPAN_CLEN_MAX;
 	return !(b->flags & ~(BFS_BLK_GUESS | BFS_BLK_CLAIMED)) && b->aux == 0 &&
@@ -1364,8 +1672,9 @@ static bool zstd_check_entry(const struct bfs_blk *b)
 
 /*
  * Spans must chain as a walk makes them: numbered from 0 in each frame,
- * each starting where the one before ended, only the last of a frame
- * marked so, and nothing but a new frame after it. Frame sizes are then
+ * each starting where the one before ended (open spans: each stating the
+ * same frame), only the last of a frame marked so, and nothing but a new
+ * frame after it. Frame sizes are then
  * distrusted as the walk distrusts them (distrust()).
  */
 static int zstd_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len)
@@ -1384,7 +1693,10 @@ static int zstd_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t le
 			continue;
 		}
 		if (seq == 0 ? p_open : !p_open || seq != (p->aux & SPAN_SEQ_MASK) + 1 ||
-				       b->coff != p->coff + p->clen)
+				       (b->flags ^ p->flags) & BFS_BLK_OPEN ||
+				       ((b->flags & BFS_BLK_OPEN) ?
+				       b->coff != p->coff || b->clen != p->clen :
+				       b->coff != p->coff + p->clen))
 			return 1;
 	}
 	if (idx->n && (idx->blk[idx->n - 1].flags & BFS_BLK_CHAIN) &&
@@ -1410,6 +1722,7 @@ const struct bfs_codec bfs_codec_zstd = {
 	.measure = zstd_measure,
 	.decode_indexed = zstd_decode_indexed,
 	.resume = zstd_resume,
+	.decode_open = zstd_decode_open,
 	.check_entry = zstd_check_entry,
 	.cache_load = zstd_cache_load,
 };

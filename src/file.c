@@ -802,6 +802,22 @@ static int decode_all(struct bfs_file *f, size_t d0, size_t d1, struct bfs_block
  */
 #define CHAIN_RETRIES 16
 
+/* What an open chained block's decoder reads through: @f's backing file, counted. */
+struct chain_io {
+	struct bfs_io io;		/* first member */
+	struct bfs_file *f;
+};
+
+static ssize_t chain_io_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
+{
+	struct chain_io *c = (struct chain_io *)io;
+	int rc = read_backing(c->f, buf, len, off);
+
+	return rc < 0 ? rc : (ssize_t)len;
+}
+
+static const struct bfs_io_ops chain_io_ops = { .name = "chain", .read = chain_io_read };
+
 /* Decode chained block @k into @dst (usize bytes): one step, under chain_lock. */
 static int chain_step(struct bfs_file *f, size_t k, uint8_t *dst)
 {
@@ -815,14 +831,25 @@ static int chain_step(struct bfs_file *f, size_t k, uint8_t *dst)
 		return -ENOMEM;
 	if (b->flags & BFS_BLK_BAD)
 		return poisoned(f, k);
-	rc = grow(&t->cbuf, &t->ccap, b->clen);
-	if (rc == 0)
-		rc = read_backing(f, t->cbuf, b->clen, b->coff);
-	if (rc < 0)
-		return block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
-	t0 = now_ns();
-	rc = bfs_codec_decode(f->codec, &f->idx, k, t->cbuf, dst, f->env->verify, &why);
-	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
+	if (b->flags & BFS_BLK_OPEN) {
+		/* its input is found as it decodes: the codec reads it (decode_ns counts those reads) */
+		struct chain_io cio = { .io = { .ops = &chain_io_ops, .fd = f->io.fd,
+						.size = f->io.size }, .f = f };
+
+		t0 = now_ns();
+		rc = f->codec->decode_open(&f->idx, k, &cio.io, dst, f->env->verify, &why);
+		BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
+	} else {
+		rc = grow(&t->cbuf, &t->ccap, b->clen);
+		if (rc == 0)
+			rc = read_backing(f, t->cbuf, b->clen, b->coff);
+		if (rc < 0)
+			return block_failed(f, k, rc,
+					    rc == -EIO ? "backing file shrank" : "read failed");
+		t0 = now_ns();
+		rc = bfs_codec_decode(f->codec, &f->idx, k, t->cbuf, dst, f->env->verify, &why);
+		BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
+	}
 	if (rc == -EAGAIN)
 		return rc;	/* the decoder went (another file's parked evicted it): again */
 	if (rc < 0)

@@ -53,7 +53,7 @@
 #define E_AUX		20
 
 /* Flags an entry may carry: what a good index holds after its scan. */
-#define KEPT_FLAGS (BFS_BLK_CSUM | BFS_BLK_GUESS | BFS_BLK_CLAIMED | BFS_BLK_CHAIN)
+#define KEPT_FLAGS (BFS_BLK_CSUM | BFS_BLK_GUESS | BFS_BLK_CLAIMED | BFS_BLK_CHAIN | BFS_BLK_OPEN)
 
 /*
  * Private bytes per block an entry may claim, at most: a gzip checkpoint
@@ -206,6 +206,7 @@ static const char *check_header(const uint8_t *p, size_t len, const struct bfs_i
 static int add_blocks(struct bfs_index *idx, const uint8_t *e, uint64_t n, uint64_t size,
 		      const struct bfs_codec *codec, const char **why)
 {
+	struct bfs_blk prev = { 0 };
 	uint64_t end = 0;
 
 	for (uint64_t k = 0; k < n; k++, e += BFS_ICACHE_ENTRY_LEN) {
@@ -214,10 +215,13 @@ static int add_blocks(struct bfs_index *idx, const uint8_t *e, uint64_t n, uint6
 			.usize = bfs_le32(e + E_USIZE), .flags = bfs_le32(e + E_FLAGS),
 			.aux = bfs_le32(e + E_AUX),
 		};
+		/* open spans of one chain all state its input (index.h) */
+		bool same = (b.flags & prev.flags & BFS_BLK_OPEN) && b.coff == prev.coff &&
+			    b.clen == prev.clen;
 		int rc;
 
 		/* in file order, apart, inside the file */
-		if (b.coff < end || b.clen == 0 || !bfs_range_ok(b.coff, b.clen, size)) {
+		if ((b.coff < end && !same) || b.clen == 0 || !bfs_range_ok(b.coff, b.clen, size)) {
 			*why = "block offsets out of order or outside the file";
 			return 1;
 		}
@@ -228,6 +232,7 @@ static int add_blocks(struct bfs_index *idx, const uint8_t *e, uint64_t n, uint6
 			return 1;
 		}
 		end = b.coff + b.clen;
+		prev = b;
 		rc = bfs_index_add(idx, b.coff, b.clen, b.usize, b.flags);
 		if (rc == -EFBIG) {
 			*why = "too many blocks or bytes";

@@ -120,6 +120,18 @@ struct bfs_codec {
 	size_t (*resume)(const struct bfs_index *idx, size_t k);
 
 	/*
+	 * Optional, with resume: decode chained block @k flagged BFS_BLK_OPEN
+	 * whole into @dst, reading the input it needs through @io (absolute
+	 * offsets within the chain's [coff, coff + clen)) from where its
+	 * decoder stands, and park the decoder at the next span; otherwise as
+	 * decode_indexed. decode_indexed of such a block takes @src as the
+	 * whole chain's input. Context: as decode_indexed; @io is read by
+	 * this thread only.
+	 */
+	int (*decode_open)(const struct bfs_index *idx, size_t k, struct bfs_io *io, uint8_t *dst,
+			   bool verify, const char **why);
+
+	/*
 	 * The index cache (index_cache.h). NULL cache_load: this codec's
 	 * indexes are never cached.
 	 *

@@ -42,6 +42,13 @@ enum {
 	BFS_BLK_BAD = 1u << 2,		/* poison: reads of it fail (corrupt, or damage here) */
 	BFS_BLK_CLAIMED = 1u << 3,	/* with GUESS: usize is what the file states, not proven */
 	BFS_BLK_CHAIN = 1u << 4,	/* decodes only after the block before it (codec->resume) */
+	/*
+	 * With CHAIN: where its input starts and ends is not known until the
+	 * span before it has been decoded; coff and clen hold the input of
+	 * the whole chain (one zstd frame, one xz block), and the read path
+	 * decodes it with codec->decode_open.
+	 */
+	BFS_BLK_OPEN = 1u << 5,
 };
 
 /* Where an index came from: user.blockfs.index_source. */

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -463,7 +464,11 @@ static void test_seek_table_lies(void **state)
 
 /* ---- big frames: chains of spans ---- */
 
-static void test_chain_in_order_and_resume(void **state)
+/*
+ * One big frame, with a content size (open spans: the scan walks only the
+ * block headers) or without (the scan decodes it and records the spans).
+ */
+static void chain_in_order_and_resume(bool fcs)
 {
 	size_t len = 34 * MiB + 777;
 	uint8_t *d = gen_text(len, 7), *out = malloc(MiB);
@@ -471,14 +476,16 @@ static void test_chain_in_order_and_resume(void **state)
 	struct buf f = { 0 };
 	const char *why;
 
-	(void)state;
 	assert_non_null(out);
-	frame(&f, d, len, 1, true, true, 0);
+	frame(&f, d, len, 1, fcs, true, 0);
 	scan(&f, &idx);
 	assert_int_equal(idx.n, 35);
 	assert_int_equal(count_flag(&idx, BFS_BLK_CHAIN), 35);
+	assert_int_equal(count_flag(&idx, BFS_BLK_OPEN), fcs ? 35 : 0);
 	assert_int_equal(idx.blk[0].coff, 0);
 	assert_int_equal(idx.blk[34].coff + idx.blk[34].clen, f.len);
+	if (fcs)
+		assert_int_equal(idx.blk[34].coff, 0);	/* each states the whole frame */
 	assert_int_equal(atomic_load(&idx.nexact), 35);
 	/* nothing parked: span 5 needs the frame's start, and cannot be decoded alone */
 	assert_int_equal(bfs_codec_zstd.resume(&idx, 5), 0);
@@ -509,15 +516,82 @@ static void test_chain_in_order_and_resume(void **state)
 		assert_int_equal(decode_k(&idx, &f, k, out, false), 0);
 	assert_int_equal(bfs_codec_zstd.resume(&idx, 12), 10);
 	assert_int_equal(bfs_codec_zstd.resume(&idx, 8), 3);
-	/* a span that does not start where the one before ended: fails, and its decoder */
-	idx.blk[3].coff++;
-	idx.blk[3].clen--;
-	assert_int_equal(decode_k(&idx, &f, 3, out, true), -EBADMSG);
-	idx.blk[3].coff--;
-	idx.blk[3].clen++;
-	assert_int_equal(bfs_codec_zstd.resume(&idx, 8), 0);
+	if (!fcs) {
+		/* a span that does not start where the one before ended: fails, and its decoder */
+		idx.blk[3].coff++;
+		idx.blk[3].clen--;
+		assert_int_equal(decode_k(&idx, &f, 3, out, true), -EBADMSG);
+		idx.blk[3].coff--;
+		idx.blk[3].clen++;
+		assert_int_equal(bfs_codec_zstd.resume(&idx, 8), 0);
+	}
 	bfs_index_destroy(&idx);	/* frees the decoders parked */
 	assert_int_equal(bfs_zstd_parked_bytes(), 0);
+	free(f.p);
+	free(out);
+	free(d);
+}
+
+static void test_chain_walked(void **state)
+{
+	(void)state;
+	chain_in_order_and_resume(false);
+}
+
+static void test_chain_open(void **state)
+{
+	(void)state;
+	chain_in_order_and_resume(true);
+}
+
+/*
+ * Open spans of a damaged frame: with verify the frame is decoded whole
+ * before its first span is served, so a flip the decoder does not notice
+ * (the checksum does) serves nothing; the answer is kept. Without verify
+ * the spans before the damage are served exact.
+ */
+static void test_chain_open_damaged(void **state)
+{
+	size_t len = 34 * MiB;
+	uint8_t *d = gen_text(len, 15), *out = malloc(MiB);
+	struct bfs_index idx;
+	struct buf f = { 0 };
+
+	(void)state;
+	assert_non_null(out);
+	frame(&f, d, len, 1, true, true, 0);
+	f.p[f.len / 2] ^= 0x55;
+	scan(&f, &idx);
+	assert_false(idx.broken);			/* the block headers are intact */
+	assert_int_equal(count_flag(&idx, BFS_BLK_OPEN), 34);
+	assert_true(decode_k(&idx, &f, 0, out, true) < 0);
+	assert_true(decode_k(&idx, &f, 0, out, true) < 0);	/* known: refused again */
+	assert_int_equal(bfs_codec_zstd.resume(&idx, 3), 0);	/* nothing parked */
+	for (size_t k = 0; k < 5; k++) {
+		assert_int_equal(decode_k(&idx, &f, k, out, false), 0);
+		assert_memory_equal(out, d + k * MiB, MiB);
+	}
+	bfs_index_destroy(&idx);
+	/*
+	 * A header that claims less than the frame holds: refused whole with
+	 * verify; without, the spans before the claim's end are served and
+	 * the last one fails.
+	 */
+	f.len = 0;
+	frame(&f, d, 34 * MiB, 1, true, true, 0);
+	assert_int_equal(f.p[4] >> 6, 2);		/* a 4-byte FCS ... */
+	assert_int_equal(f.p[4] & 3, 0);		/* ... after magic, FHD and WD */
+	bfs_put_le32(f.p + 5 + !(f.p[4] & 0x20), 33 * MiB);
+	scan(&f, &idx);
+	assert_false(idx.broken);
+	assert_int_equal(count_flag(&idx, BFS_BLK_OPEN), 33);
+	assert_true(decode_k(&idx, &f, 0, out, true) < 0);
+	for (size_t k = 0; k < 32; k++) {
+		assert_int_equal(decode_k(&idx, &f, k, out, false), 0);
+		assert_memory_equal(out, d + k * MiB, MiB);
+	}
+	assert_true(decode_k(&idx, &f, 32, out, false) < 0);
+	bfs_index_destroy(&idx);
 	free(f.p);
 	free(out);
 	free(d);
@@ -733,6 +807,52 @@ static void test_cache_round_trip(void **state)
 	free(d);
 }
 
+/* Open spans of a big frame with a content size come back from the cache open. */
+static void test_cache_round_trip_open(void **state)
+{
+	size_t len = 34 * MiB;
+	uint8_t *d = gen_text(len, 16), *e;
+	struct bfs_icache_key k = { .dev = 1, .ino = 2, .mtime_sec = 3 };
+	struct bfs_index a, b;
+	struct buf f = { 0 };
+	const char *why;
+	size_t elen;
+
+	(void)state;
+	frame(&f, d, 1000, 3, true, false, 0);
+	frame(&f, d + 1000, len - 1000, 1, true, true, 0);
+	scan(&f, &a);
+	assert_int_equal(count_flag(&a, BFS_BLK_OPEN), 34);
+	k.size = f.len;
+	assert_int_equal(bfs_icache_encode(&k, &bfs_codec_zstd, &a, &e, &elen), 0);
+	bfs_index_init(&b, f.len);
+	assert_int_equal(bfs_icache_decode(e, elen, &k, &bfs_codec_zstd, &b, &why), 0);
+	assert_int_equal(b.n, a.n);
+	assert_int_equal(count_flag(&b, BFS_BLK_OPEN), 34);
+	assert_int_equal(check_all(&b, &f, d, len), len);
+	bfs_index_destroy(&b);
+	/* an open span that states other bytes than the one before it is refused */
+	for (int c = 0; c < 2; c++) {
+		uint8_t *blk = e + BFS_ICACHE_HDR_LEN + 5 * BFS_ICACHE_ENTRY_LEN;
+		uint8_t save[BFS_ICACHE_ENTRY_LEN];
+
+		memcpy(save, blk, sizeof(save));
+		if (c == 0)
+			bfs_put_le32(blk + 8, bfs_le32(blk + 8) - 1);	/* its clen */
+		else
+			bfs_put_le32(blk + 16, BFS_BLK_CHAIN);		/* no longer open */
+		bfs_put_le32(e + elen - 4, bfs_xxh32(e, elen - 4, 0));
+		bfs_index_init(&b, f.len);
+		assert_int_not_equal(bfs_icache_decode(e, elen, &k, &bfs_codec_zstd, &b, &why), 0);
+		bfs_index_destroy(&b);
+		memcpy(blk, save, sizeof(save));
+	}
+	free(e);
+	bfs_index_destroy(&a);
+	free(f.p);
+	free(d);
+}
+
 /* ---- the read path over a chain ---- */
 
 struct fx {
@@ -742,7 +862,9 @@ struct fx {
 	size_t len;
 };
 
-static struct fx *fx_new(size_t len, uint64_t cache_size, unsigned int workers)
+/* A file of one frame of @len bytes, with a content size (@fcs: open spans) or without. */
+static struct fx *fx_frame(size_t len, uint64_t cache_size, unsigned int workers, bool fcs,
+			   bool verify, long flip)
 {
 	struct fx *x = calloc(1, sizeof(*x));
 	char path[] = "/tmp/test_zstd.XXXXXX";
@@ -752,7 +874,9 @@ static struct fx *fx_new(size_t len, uint64_t cache_size, unsigned int workers)
 	assert_non_null(x);
 	x->len = len;
 	x->d = gen_text(len, 14);
-	frame(&b, x->d, len, 1, true, true, 0);
+	frame(&b, x->d, len, 1, fcs, true, 0);
+	if (flip >= 0)
+		b.p[flip < (long)b.len ? flip : (long)b.len / 2] ^= 0x55;
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	unlink(path);
@@ -762,11 +886,16 @@ static struct fx *fx_new(size_t len, uint64_t cache_size, unsigned int workers)
 	assert_non_null(x->env.mount);
 	assert_int_equal(bfs_cache_new(&x->env.cache, cache_size), 0);
 	assert_int_equal(bfs_workq_new(&x->env.workq, workers, 64, NULL), 0);
-	x->env.verify = true;
+	x->env.verify = verify;
 	assert_int_equal(bfs_file_open(&x->f, fd, NULL, -1, &bfs_codec_zstd, "test", &x->env, NULL),
 			 0);
 	assert_int_equal(bfs_file_size(x->f), len);
 	return x;
+}
+
+static struct fx *fx_new(size_t len, uint64_t cache_size, unsigned int workers)
+{
+	return fx_frame(len, cache_size, workers, true, true, -1);
 }
 
 static void fx_free(struct fx *x)
@@ -859,16 +988,39 @@ static void test_file_concurrent_readers_and_ahead(void **state)
 
 static void test_file_damaged_chain(void **state)
 {
-	struct fx *x = fx_new(34 * MiB, 64 * MiB, 1);
+	struct fx *x = fx_frame(34 * MiB, 64 * MiB, 1, false, true, -1);
 	uint8_t buf[4096];
 
 	(void)state;
+	assert_int_equal(count_flag(&x->f->idx, BFS_BLK_OPEN), 0);	/* walked */
 	/* a span whose decoder fails: it and the spans after it fail, EIO, the rest reads */
 	x->f->idx.blk[20].coff++;	/* as a lying index would say */
 	x->f->idx.blk[20].clen--;
 	assert_int_equal(read_cmp(x, 19 * MiB, 4096), 0);
 	assert_true(bfs_file_read(x->f, buf, sizeof(buf), 20 * MiB) < 0);
 	assert_true(bfs_file_read(x->f, buf, sizeof(buf), 25 * MiB) < 0);
+	assert_int_equal(read_cmp(x, 3 * MiB, 4096), 0);
+	fx_free(x);
+}
+
+/*
+ * The read path over the open spans of a frame with a flipped byte: with
+ * verify nothing of it is served (EIO, a second read too); without, the
+ * spans before the flip read exact.
+ */
+static void test_file_damaged_open(void **state)
+{
+	uint8_t buf[4096];
+	struct fx *x;
+
+	(void)state;
+	x = fx_frame(34 * MiB, 64 * MiB, 1, true, true, LONG_MAX);
+	assert_int_equal(count_flag(&x->f->idx, BFS_BLK_OPEN), 34);
+	assert_true(bfs_file_read(x->f, buf, sizeof(buf), 3 * MiB) < 0);
+	assert_true(bfs_file_read(x->f, buf, sizeof(buf), 0) < 0);
+	fx_free(x);
+	x = fx_frame(34 * MiB, 64 * MiB, 1, true, false, LONG_MAX);
+	assert_int_equal(read_cmp(x, 0, 4096), 0);
 	assert_int_equal(read_cmp(x, 3 * MiB, 4096), 0);
 	fx_free(x);
 }
@@ -883,16 +1035,20 @@ int main(void)
 		cmocka_unit_test(test_odd_fcs_is_claimed),
 		cmocka_unit_test(test_seek_table),
 		cmocka_unit_test(test_seek_table_lies),
-		cmocka_unit_test(test_chain_in_order_and_resume),
+		cmocka_unit_test(test_chain_walked),
+		cmocka_unit_test(test_chain_open),
+		cmocka_unit_test(test_chain_open_damaged),
 		cmocka_unit_test(test_chain_without_fcs),
 		cmocka_unit_test(test_truncated_big_frame),
 		cmocka_unit_test(test_flipped_bits_and_garbage),
 		cmocka_unit_test(test_large_window_and_dictionary),
 		cmocka_unit_test(test_truncated_everywhere),
 		cmocka_unit_test(test_cache_round_trip),
+		cmocka_unit_test(test_cache_round_trip_open),
 		cmocka_unit_test(test_file_sequential_is_linear),
 		cmocka_unit_test(test_file_concurrent_readers_and_ahead),
 		cmocka_unit_test(test_file_damaged_chain),
+		cmocka_unit_test(test_file_damaged_open),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
