@@ -152,6 +152,7 @@ struct dec {
 	uint64_t mem;		/* what liblzma says it uses */
 	size_t at;		/* parked: the span it is ready to decode */
 	uint64_t tick;		/* parked: when, for eviction */
+	uint64_t in_at;		/* open chains: the file offset of its next input byte */
 };
 
 static void filters_free(lzma_filter *f)
@@ -296,6 +297,9 @@ struct xz_pool {
 	pthread_mutex_t lock;		/* a leaf lock: nothing is taken under it */
 	struct dec *slot[POOL_SLOTS];	/* protected by lock */
 	uint64_t tick;			/* protected by lock */
+	int *proof;			/* open chains: per block, at a chain's first span: 0
+					 * unknown, 1 proven, else the -errno it failed with;
+					 * NULL without open chains; protected by lock */
 };
 
 static void pool_free(void *p)
@@ -305,19 +309,25 @@ static void pool_free(void *p)
 	for (size_t i = 0; i < POOL_SLOTS; i++)
 		dec_free(pool->slot[i]);
 	pthread_mutex_destroy(&pool->lock);
+	free(pool->proof);
 	free(pool);
 }
 
 static int pool_attach(struct bfs_index *idx)
 {
 	struct xz_pool *pool = calloc(1, sizeof(*pool));
+	bool open = false;
 
-	if (!pool)
+	for (size_t k = 0; k < idx->n && !open; k++)
+		open = idx->blk[k].flags & BFS_BLK_OPEN;
+	if (!pool || (open && !(pool->proof = calloc(idx->n, sizeof(*pool->proof))))) {
+		free(pool);
 		return -ENOMEM;
+	}
 	bfs_mutex_init(&pool->lock);
 	idx->priv = pool;
 	idx->priv_free = pool_free;
-	idx->priv_bytes = sizeof(*pool);
+	idx->priv_bytes = sizeof(*pool) + (open ? idx->n * sizeof(*pool->proof) : 0);
 	return 0;
 }
 
@@ -594,11 +604,308 @@ static int chain_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
 	return 0;
 }
 
+/* ---- open chains ---- */
+
+/*
+ * The input of an open chain (BFS_BLK_OPEN: its block's sizes came from
+ * the xz index, and no walk said where each span's input starts): the
+ * whole block from @src, or through @io in pieces of WALK_CHUNK.
+ */
+struct feed {
+	const uint8_t *src;	/* the block's bytes, or NULL */
+	struct bfs_io *io;
+	uint8_t *buf;		/* WALK_CHUNK bytes, with @io */
+	uint64_t coff, end;	/* the block: [coff, end) of the file */
+	uint64_t at;		/* the file offset of buf's (or src's) first byte in use */
+};
+
+/* Give @d input from file offset @pos on. Return: 0; -EBADMSG past the block's end; -errno. */
+static int feed_at(struct feed *f, struct dec *d, uint64_t pos, const char **why)
+{
+	size_t n;
+	int rc;
+
+	if (pos >= f->end) {
+		*why = "truncated xz block";
+		return -EBADMSG;
+	}
+	f->at = pos;
+	if (f->src) {
+		d->strm.next_in = f->src + (pos - f->coff);
+		d->strm.avail_in = f->end - pos;
+		return 0;
+	}
+	n = f->end - pos < WALK_CHUNK ? (size_t)(f->end - pos) : WALK_CHUNK;
+	rc = bfs_io_read(f->io, f->buf, n, pos);
+	if (rc < 0) {
+		*why = "read failed";
+		return rc;
+	}
+	d->strm.next_in = f->buf;
+	d->strm.avail_in = n;
+	return 0;
+}
+
+/* Where @d's next input byte lies in the file. */
+static uint64_t fed_to(const struct feed *f, const struct dec *d)
+{
+	const uint8_t *base = f->src ? f->src + (f->at - f->coff) : f->buf;
+
+	return f->at + (uint64_t)(d->strm.next_in - base);
+}
+
+/* Point @d at file offset @pos with no input yet: feed_run() refills when it needs to. */
+static void feed_none(struct feed *f, struct dec *d, uint64_t pos)
+{
+	f->at = pos;
+	d->strm.next_in = f->src ? f->src + (pos - f->coff) : f->buf;
+	d->strm.avail_in = 0;
+}
+
+/*
+ * Decode @n bytes into @out, or drop them (@out NULL), refilling the input
+ * when the decoder has used it up. Return: the last lzma_ret (LZMA_OK
+ * when all @n came), with *@done bytes; *@err the -errno of a refill that
+ * failed, else 0.
+ */
+static lzma_ret feed_run(struct feed *f, struct dec *d, uint8_t *out, uint64_t n,
+			 uint64_t *done, int *err, const char **why)
+{
+	uint8_t scratch[4096];
+	lzma_ret lr = LZMA_OK;
+
+	*done = 0;
+	*err = 0;
+	while (*done < n) {
+		uint64_t left = n - *done;
+		size_t want = out ? (left > SIZE_MAX ? SIZE_MAX : (size_t)left) :
+			      (left < sizeof(scratch) ? (size_t)left : sizeof(scratch)), got;
+
+		lr = dec_run(d, out ? out + *done : scratch, want, &got);
+		*done += got;
+		if (lr != LZMA_OK)
+			break;
+		if (got < want && (*err = feed_at(f, d, fed_to(f, d), why)) < 0)
+			return LZMA_BUF_ERROR;	/* (the input was used up) */
+	}
+	return lr;
+}
+
+/*
+ * After all of the block's output: its end marker, padding and check.
+ * Return: LZMA_STREAM_END when they are all there and right; another
+ * lzma_ret when not (LZMA_DATA_ERROR also for output past the size).
+ */
+static lzma_ret feed_end(struct feed *f, struct dec *d, int *err, const char **why)
+{
+	lzma_ret lr;
+	uint8_t none;
+	size_t got;
+
+	*err = 0;
+	for (;;) {
+		lr = dec_run(d, &none, 1, &got);
+		if (got > 0)
+			return LZMA_DATA_ERROR;
+		if (lr != LZMA_OK)
+			return lr;
+		if ((*err = feed_at(f, d, fed_to(f, d), why)) < 0)
+			return LZMA_BUF_ERROR;
+	}
+}
+
+/* A decoder for the block @f holds, whose output is @usize, fed from after its header. */
+static int feed_start(struct feed *f, unsigned int check, uint64_t usize, bool verify,
+		      struct dec **out, const char **why)
+{
+	uint8_t hdr[LZMA_BLOCK_HEADER_SIZE_MAX];
+	size_t hn = f->end - f->coff < sizeof(hdr) ? (size_t)(f->end - f->coff) : sizeof(hdr);
+	int rc = 0;
+
+	if (f->src)
+		memcpy(hdr, f->src, hn);
+	else
+		rc = bfs_io_read(f->io, hdr, hn, f->coff);
+	if (rc < 0) {
+		*why = "read failed";
+		return rc;
+	}
+	rc = dec_start(hdr, hn, check, usize, verify, out, why);
+	if (rc < 0)
+		return rc;
+	(*out)->in_at = f->coff + (*out)->block.header_size;
+	return 0;
+}
+
+/*
+ * Decode the open chain that starts at span @k0 whole, with its check,
+ * and drop the output: what the walk of a block does at the first stat.
+ * Return: 0, -EBADMSG or -EILSEQ (with *@why), -errno.
+ */
+static int prove(const struct bfs_index *idx, size_t k0, struct feed *f, const char **why)
+{
+	uint64_t usize = chain_usize(idx, k0), done;
+	struct dec *d;
+	lzma_ret lr;
+	int rc, err;
+
+	if (usize == UINT64_MAX) {
+		*why = "open xz chain without its last span";
+		return -EBADMSG;
+	}
+	rc = feed_start(f, idx->blk[k0].aux & AUX_CHECK, usize, true, &d, why);
+	if (rc < 0)
+		return rc;
+	feed_none(f, d, d->in_at);
+	lr = feed_run(f, d, NULL, usize, &done, &err, why);
+	if (err == 0 && lr == LZMA_OK)
+		lr = feed_end(f, d, &err, why);
+	rc = err;
+	if (rc == 0 && (lr != LZMA_STREAM_END || fed_to(f, d) != f->end)) {
+		rc = -EBADMSG;
+		*why = lr == LZMA_STREAM_END ? "xz block ends elsewhere than its index says" :
+		       lr == LZMA_DATA_ERROR ? "corrupt xz block" : "truncated xz block";
+		if (lr == LZMA_DATA_ERROR && d->strm.total_out == usize &&
+		    d->block.check != LZMA_CHECK_NONE) {
+			rc = -EILSEQ;
+			*why = "xz block check mismatch";
+		}
+	}
+	dec_free(d);
+	return rc;
+}
+
+/* Has the open chain at @k0 been proven (prove())? Prove it now if not; the answer is kept. */
+static int proven(const struct bfs_index *idx, struct xz_pool *pool, size_t k0, struct feed *f,
+		  const char **why)
+{
+	int known, rc;
+
+	bfs_mutex_lock(&pool->lock);
+	known = pool->proof ? pool->proof[k0] : 1;
+	bfs_mutex_unlock(&pool->lock);
+	if (known == 1)
+		return 0;
+	if (known < 0) {
+		*why = known == -EILSEQ ? "xz block check mismatch" :
+					  "xz block failed to decode when first read";
+		return known;
+	}
+	rc = prove(idx, k0, f, why);
+	if (rc == 0 || rc == -EBADMSG || rc == -EILSEQ) {
+		bfs_mutex_lock(&pool->lock);
+		pool->proof[k0] = rc == 0 ? 1 : rc;
+		bfs_mutex_unlock(&pool->lock);
+	}
+	return rc;
+}
+
+/*
+ * Open span @k into @dst (room for @n of its usize bytes; the rest is
+ * decoded and dropped): with @verify its block proven first; continue the
+ * decoder parked at it (or start one at the block's header), feeding it
+ * from where it stands; park it at the next span.
+ */
+static int open_decode(const struct bfs_index *idx, size_t k, struct feed *f, uint8_t *dst,
+		       uint32_t n, bool verify, const char **why)
+{
+	const struct bfs_blk *b = &idx->blk[k];
+	struct xz_pool *pool = idx->priv;
+	size_t k0 = chain_first(idx, k);
+	uint64_t done, rest;
+	struct dec *d;
+	lzma_ret lr;
+	int rc, err;
+
+	if (!pool) {
+		*why = "chained block without its decoder pool";
+		return -EBADMSG;
+	}
+	if (verify) {
+		rc = proven(idx, pool, k0, f, why);
+		if (rc < 0)
+			return rc;
+	}
+	d = pool_take(pool, k);
+	if (!d && !(b->aux & AUX_FIRST)) {
+		*why = "no decoder parked at this span";
+		return -EAGAIN;
+	}
+	if (!d) {
+		rc = feed_start(f, b->aux & AUX_CHECK, chain_usize(idx, k), verify, &d, why);
+		if (rc < 0)
+			return rc;
+	}
+	feed_none(f, d, d->in_at);
+	lr = feed_run(f, d, dst, n, &done, &err, why);
+	if (err == 0 && lr == LZMA_OK && n < b->usize) {
+		lr = feed_run(f, d, NULL, b->usize - n, &rest, &err, why);
+		done += rest;
+	}
+	if (err == 0 && lr == LZMA_OK && (b->aux & AUX_LAST))
+		lr = feed_end(f, d, &err, why);
+	rc = err;
+	if (rc < 0)
+		goto out;
+	if (b->aux & AUX_LAST) {
+		if (lr != LZMA_STREAM_END || done != b->usize || fed_to(f, d) != f->end) {
+			rc = -EBADMSG;
+			*why = lr == LZMA_DATA_ERROR ? "corrupt xz block" :
+			       lr == LZMA_STREAM_END ? "xz block ends elsewhere than its index says" :
+						       "truncated xz block";
+			if (verify && lr == LZMA_DATA_ERROR && done == b->usize &&
+			    d->block.check != LZMA_CHECK_NONE) {
+				rc = -EILSEQ;
+				*why = "xz block check mismatch";
+			}
+		}
+		goto out;
+	}
+	if (lr != LZMA_OK || done != b->usize) {
+		*why = lr == LZMA_DATA_ERROR ? "corrupt xz block" :
+		       lr == LZMA_STREAM_END ? "xz block ends inside a span" : "truncated xz block";
+		rc = lr == LZMA_MEM_ERROR ? -ENOMEM : -EBADMSG;
+		goto out;
+	}
+	d->in_at = fed_to(f, d);
+	pool_park(pool, d, k + 1);
+	return 0;
+out:
+	dec_free(d);
+	return rc;
+}
+
+static int xz_decode_open(const struct bfs_index *idx, size_t k, struct bfs_io *io, uint8_t *dst,
+			  bool verify, const char **why)
+{
+	const struct bfs_blk *b = &idx->blk[k];
+	struct feed f = { .io = io, .coff = b->coff, .end = b->coff + b->clen };
+	int rc;
+
+	if (!(b->flags & BFS_BLK_OPEN)) {
+		*why = "xz span is not open";
+		return -EINVAL;
+	}
+	f.buf = malloc(WALK_CHUNK);
+	if (!f.buf) {
+		*why = "no memory for xz input";
+		return -ENOMEM;
+	}
+	rc = open_decode(idx, k, &f, dst, b->usize, verify, why);
+	free(f.buf);
+	return rc;
+}
+
 static int xz_decode_indexed(const struct bfs_index *idx, size_t k, const uint8_t *src,
 			     uint8_t *dst, uint32_t n, bool verify, const char **why)
 {
 	const struct bfs_blk *b = &idx->blk[k];
 
+	if (b->flags & BFS_BLK_OPEN) {
+		struct feed f = { .src = src, .coff = b->coff, .end = b->coff + b->clen };
+
+		return open_decode(idx, k, &f, dst, n, verify, why);
+	}
 	if (b->flags & BFS_BLK_CHAIN)
 		return chain_decode(idx, k, src, dst, n, verify, why);
 	return direct_decode(b, src, dst, n, verify, why);
@@ -883,8 +1190,35 @@ static int add_spans(struct scan *s, size_t nspans, uint64_t end, uint64_t usize
 }
 
 /*
+ * The block at @off, @total bytes that the xz index says hold @usize, as
+ * open spans (BFS_BLK_OPEN): each states the whole block, and a decoder
+ * finds its input as it goes (open_decode()). Return: 0 or -errno.
+ */
+static int open_spans(struct scan *s, uint64_t off, uint64_t total, uint64_t usize,
+		      unsigned int check)
+{
+	uint64_t n = (usize + span_len - 1) / span_len;
+
+	if (s->idx->n + n > s->idx->max_blocks)
+		return -EFBIG;
+	for (uint64_t i = 0; i < n; i++) {
+		bool last = i + 1 == n;
+		int rc = bfs_index_add(s->idx, off, (uint32_t)total,
+				       (uint32_t)(last ? usize - i * span_len : span_len),
+				       BFS_BLK_CHAIN | BFS_BLK_OPEN);
+
+		if (rc < 0)
+			return rc;
+		s->idx->blk[s->idx->n - 1].aux = check | (i == 0 ? AUX_FIRST : 0) |
+						 (last ? AUX_LAST : 0);
+	}
+	return 0;
+}
+
+/*
  * Index the block at @off: a direct entry when its output is known and at
- * most DIRECT_MAX, else a walk, and spans if it holds more. @total and
+ * most DIRECT_MAX; open spans when the index states a bigger one; else a
+ * walk, and spans if it holds more. @total and
  * @usize: from the index or the block header, 0 / UINT64_MAX if unknown.
  * Return: 0 with *@w (when walked: its end, size and unpadded size); 1
  * when the file is broken at this block (marked); -errno.
@@ -896,6 +1230,9 @@ static int add_block(struct scan *s, uint64_t off, uint64_t limit, unsigned int 
 	size_t good;
 	int rc;
 
+	if (total && usize != UINT64_MAX && usize > direct_max && total <= UINT32_MAX &&
+	    total <= limit - off)
+		return open_spans(s, off, total, usize, check);
 	if (total && usize != UINT64_MAX && usize <= direct_max) {
 		if (usize == 0)
 			return 0;	/* an empty block carries nothing */
@@ -1310,16 +1647,17 @@ static bool xz_check_entry(const struct bfs_blk *b)
 	if (!lzma_check_is_supported((lzma_check)(b->aux & AUX_CHECK)))
 		return false;
 	if (b->flags & BFS_BLK_CHAIN)
-		return b->flags == BFS_BLK_CHAIN && !(b->aux & ~(AUX_CHECK | AUX_FIRST | AUX_LAST)) &&
-		       b->usize > 0 && b->usize <= span_len;
+		return (b->flags & ~BFS_BLK_OPEN) == BFS_BLK_CHAIN &&
+		       !(b->aux & ~(AUX_CHECK | AUX_FIRST | AUX_LAST)) && b->usize > 0 &&
+		       b->usize <= span_len;
 	return !(b->flags & ~(BFS_BLK_GUESS | BFS_BLK_CLAIMED)) && !(b->aux & ~AUX_CHECK) &&
 	       b->usize > 0 && b->usize <= direct_max;
 }
 
 /*
- * Spans must chain as add_spans() makes them: a chain opens with
- * AUX_FIRST, each span starts where the one before ended with the same
- * check, every span but its last holds span_len bytes, and AUX_LAST
+ * Spans must chain as add_spans() and open_spans() make them: a chain
+ * opens with AUX_FIRST, each span starts where the one before ended (open
+ * spans: each states the same block) with the same check, every span but its last holds span_len bytes, and AUX_LAST
  * closes it before anything else follows. Then the pool and the
  * distrust of odd block sizes, as a scan ends.
  */
@@ -1340,8 +1678,10 @@ static int xz_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len)
 		}
 		chains = true;
 		if ((b->aux & AUX_FIRST) ? open :
-		    !open || b->coff != p->coff + p->clen || (b->aux & AUX_CHECK) != (p->aux & AUX_CHECK) ||
-		    p->usize != span_len)
+		    !open || (b->flags ^ p->flags) & BFS_BLK_OPEN ||
+		    ((b->flags & BFS_BLK_OPEN) ? b->coff != p->coff || b->clen != p->clen :
+						 b->coff != p->coff + p->clen) ||
+		    (b->aux & AUX_CHECK) != (p->aux & AUX_CHECK) || p->usize != span_len)
 			return 1;
 		open = !(b->aux & AUX_LAST);
 	}
@@ -1368,6 +1708,7 @@ const struct bfs_codec bfs_codec_xz = {
 	.measure = xz_measure,
 	.decode_indexed = xz_decode_indexed,
 	.resume = xz_resume,
+	.decode_open = xz_decode_open,
 	.check_entry = xz_check_entry,
 	.cache_load = xz_cache_load,
 };
