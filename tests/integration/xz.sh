@@ -193,6 +193,18 @@ umount_o
 # a flipped byte in the middle of the block: with verify (the default) the
 # block is decoded whole, its check tested, before any of it is served;
 # without, the spans before the flip are served exact
+# 4 GiB in 4096 blocks (zeros: quick to write): the first stat reads the
+# stream's footer, index and header, whatever the file's size
+head -c $((4 << 30)) /dev/zero | xz -0 -T2 -c >"$S/z4g.xz"
+mount_o "readpath=pread,index_cache=off"
+check_eq "z4g: size from the first stat" $((4 << 30)) "$(t stat -c %s "$M/z4g")"
+n=$(xattr stats z4g | awk '$1 == "backing_syscalls" { print $2 }')
+if ((n <= 4)); then ok "z4g: first stat in $n backing syscalls"; else
+	not_ok "z4g: first stat in $n backing syscalls"; fi
+check_eq "z4g: 4 KiB at 3 GiB" "$(head -c 4096 /dev/zero | md5sum)" \
+	"$(t dd if="$M/z4g" bs=4k skip=$((3 << 18)) count=1 2>/dev/null | md5sum)"
+umount_o
+rm -f "$S/z4g.xz"
 cp "$S/huge.xz" "$S/hugeflip.xz"
 printf '\x55' | dd of="$S/hugeflip.xz" bs=1 seek=$(($(stat -c %s "$S/huge.xz") / 2)) \
 	conv=notrunc 2>/dev/null
