@@ -100,8 +100,11 @@ static ssize_t ahead_read(struct bfs_io *io, void *buf, size_t len, uint64_t off
 			return n;
 		}
 		n = ahead_fill(a, off, off + len);
-		if (n <= 0 || off < a->off || off - a->off >= a->len)
-			return n < 0 ? n : 0;	/* the file ends before @off */
+		if (n <= 0)
+			return n;		/* 0: the file ends before @off */
+		if (off < a->off || off - a->off >= a->len)
+			/* a short fill (RWF_NOWAIT: part of it cached) that stops before @off */
+			return under_read(a->under, buf, len, off);
 	}
 	n = (ssize_t)(a->len - (off - a->off));
 	if ((size_t)n > len)
