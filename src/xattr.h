@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "blockfs/common.h"
+
 struct bfs_fs;
 struct bfs_inode;
 struct bfs_file;

@@ -28,6 +28,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "blockfs/common.h"
+
 struct bfs_codec;
 
 struct bfs_name_ops {
