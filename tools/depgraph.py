@@ -17,9 +17,15 @@ import re
 import sys
 
 
+def code(text):
+    """TEXT without its comments and string literals: names there are not calls."""
+    return re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"',
+                  lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+
+
 def scan(src, inc):
     files = sorted(f for f in os.listdir(src) if f.endswith(".c"))
-    text = {f: open(os.path.join(src, f)).read() for f in files}
+    text = {f: code(open(os.path.join(src, f)).read()) for f in files}
     defs = {}
     for f, s in text.items():
         for m in re.finditer(r"^[a-z_][\w \*]*?\b(bfs_\w+)\s*\(", s, re.M):
@@ -33,7 +39,8 @@ def scan(src, inc):
     for d in (inc, src):
         for h in os.listdir(d):
             if h.endswith(".h"):
-                s = open(os.path.join(d, h)).read()
+                s = re.sub(r"/\*.*?\*/|//[^\n]*", "", open(os.path.join(d, h)).read(),
+                           flags=re.S)
                 headers[h] = {os.path.basename(x) for x in
                               re.findall(r'#include "(?:blockfs/)?([\w.]+\.h)"', s)} - {"config.h"}
     return calls, headers
