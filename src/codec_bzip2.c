@@ -28,9 +28,13 @@
  * and decodes the bits in between as a stream of their own. That succeeds
  * only when the block ends exactly there with its CRC right; a candidate
  * magic inside the data makes the decoder read on past it, which tells it
- * from damage, and the next candidate is tried (up to MAX_TRIES). The
- * walk costs one decode of the file, on one core: about as long as
- * bzip2 -dc. The index cache keeps its result.
+ * from damage, and the next candidate is tried (up to MAX_TRIES). So that
+ * the walk does not take as long as bzip2 -dc, it looks ahead: it finds
+ * the candidate magics of the next blocks and decodes the spans between
+ * them at once on several threads (try_ahead()); a span that decodes
+ * whole with its CRC right is the block the one-by-one walk would find,
+ * and where one does not, that walk takes over. The index cache keeps
+ * the result.
  *
  * A block is one index entry: coff is the byte holding its first bit,
  * clen reaches to the byte holding the first bit of what follows it (the
@@ -62,8 +66,11 @@
 #include <bzlib.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
@@ -100,6 +107,14 @@
 #define SINK (1u << 20)
 /* Candidate ends tried for one block before it is called damaged. */
 #define MAX_TRIES 8
+/*
+ * The walk finds the candidate starts of up to BATCH blocks (BATCH_BYTES
+ * of input) ahead and decodes them at once on up to THREADS threads: a
+ * block's candidate end is the next candidate's start.
+ */
+#define BATCH 64
+#define BATCH_BYTES (16u << 20)
+#define THREADS 4
 
 #define AUX_SBIT(a) ((a) & 7u)
 #define AUX_LEVEL(a) (((a) >> 3) & 15u)
@@ -324,6 +339,17 @@ struct walk {
 	size_t synth_cap;
 	uint8_t *sink;
 	bool second[256];	/* can this byte follow the first of a magic? */
+	struct trial *ahead;	/* BATCH blocks tried ahead (try_ahead()) */
+	size_t nahead, next;	/* tried, and the next one to take */
+};
+
+/* A block tried ahead: its candidate bits [p, q) and what decoding them said. */
+struct trial {
+	uint64_t p, q;
+	uint64_t usize;
+	int rc;			/* try_block()'s */
+	bool past;
+	const char *why;
 };
 
 /* For every shift, the second byte under a magic starting in the first. */
@@ -443,25 +469,25 @@ static int find_magic(struct walk *w, uint64_t from, uint64_t limit, uint64_t *a
  * block that ends at @q, *@past telling whether the decoder read beyond
  * @q (so the block may end later); -ENOMEM.
  */
-static int try_block(struct walk *w, uint64_t p, uint64_t q, unsigned int level,
-		     uint64_t *usize, bool *past, const char **why)
+static int try_with(const struct walk *w, uint8_t **synth, size_t *synth_cap, uint8_t *sink,
+		    uint64_t p, uint64_t q, unsigned int level, uint64_t *usize, bool *past,
+		    const char **why)
 {
 	size_t len = stream_len(q - p);
 	uint64_t cut;
 	struct run r;
 	int rc;
 
-	if (len > w->synth_cap) {
-		uint8_t *ns = realloc(w->synth, len);
+	if (len > *synth_cap) {
+		uint8_t *ns = realloc(*synth, len);
 
 		if (!ns)
 			return -ENOMEM;
-		w->synth = ns;
-		w->synth_cap = len;
+		*synth = ns;
+		*synth_cap = len;
 	}
-	cut = build(w->synth, level, w->buf + (p / 8 - w->off), (unsigned int)(p % 8), q - p, 0,
-		    0);
-	rc = run(w->synth, len, NULL, usize_max(level), false, w->sink, &r, why);
+	cut = build(*synth, level, w->buf + (p / 8 - w->off), (unsigned int)(p % 8), q - p, 0, 0);
+	rc = run(*synth, len, NULL, usize_max(level), false, sink, &r, why);
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc == 0 && r.out > 0 && r.out <= UINT32_MAX) {
@@ -472,6 +498,93 @@ static int try_block(struct walk *w, uint64_t p, uint64_t q, unsigned int level,
 		*why = "bzip2 block of no bytes";
 	*past = r.in * 8 > cut;
 	return 1;
+}
+
+static int try_block(struct walk *w, uint64_t p, uint64_t q, unsigned int level,
+		     uint64_t *usize, bool *past, const char **why)
+{
+	return try_with(w, &w->synth, &w->synth_cap, w->sink, p, q, level, usize, past, why);
+}
+
+/* The blocks of a batch, tried by several threads; the window is read only meanwhile. */
+struct batch {
+	const struct walk *w;
+	unsigned int level;
+	atomic_size_t next;
+};
+
+static void *try_some(void *arg)
+{
+	struct batch *b = arg;
+	const struct walk *w = b->w;
+	uint8_t *synth = NULL, *sink = malloc(SINK);
+	size_t cap = 0, i;
+
+	while ((i = atomic_fetch_add(&b->next, 1)) < w->nahead) {
+		struct trial *t = &w->ahead[i];
+
+		t->why = "no memory for a bzip2 decoder";
+		t->rc = sink ? try_with(w, &synth, &cap, sink, t->p, t->q, b->level, &t->usize,
+					&t->past, &t->why) :
+			       -ENOMEM;
+	}
+	free(synth);
+	free(sink);
+	return NULL;
+}
+
+/*
+ * From the block whose magic is at file bit @p: find the candidate
+ * starts of the blocks after it (each the first magic past the one
+ * before, up to an end of stream, BATCH of them or BATCH_BYTES), and try
+ * each span between two as a block, in parallel. A span that decodes
+ * whole, its CRC right, is the block the sequential walk would find; one
+ * that does not is left to it (walk_block()). Return: 0 or -errno.
+ */
+static int try_ahead(struct walk *w, uint64_t p, unsigned int level)
+{
+	struct batch b = { .w = w, .level = level };
+	pthread_t th[THREADS - 1];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nth = 0, want;
+	int rc;
+
+	w->nahead = w->next = 0;
+	if (!w->ahead && !(w->ahead = malloc(BATCH * sizeof(*w->ahead))))
+		return -ENOMEM;
+	w->keep = p / 8;
+	while (w->nahead < BATCH && (p - w->keep * 8) / 8 < BATCH_BYTES) {
+		uint64_t q;
+
+		rc = find_magic(w, p + MIN_BLOCK_BITS, p + clen_max(level) * 8, &q);
+		if (rc < 0)
+			return rc;
+		if (rc > 0)
+			break;
+		w->ahead[w->nahead++] = (struct trial){ .p = p, .q = q };
+		if (peek48(w, q) == MAGIC_EOS)
+			break;
+		p = q;
+	}
+	if (w->nahead == 0)
+		return 0;
+	rc = window(w, w->ahead[w->nahead - 1].q / 8 + 1);
+	if (rc < 0)
+		return rc;
+	want = cpus > 1 ? (size_t)cpus : 1;
+	if (want > THREADS)
+		want = THREADS;
+	if (want > w->nahead)
+		want = w->nahead;
+	while (nth + 1 < want && pthread_create(&th[nth], NULL, try_some, &b) == 0)
+		nth++;
+	try_some(&b);
+	while (nth > 0)
+		pthread_join(th[--nth], NULL);
+	for (size_t i = 0; i < w->nahead; i++)
+		if (w->ahead[i].rc == -ENOMEM)
+			return -ENOMEM;
+	return 0;
 }
 
 /* The file is damaged at byte @at: the index ends there. Return: 1. */
@@ -544,9 +657,21 @@ static int walk_stream(struct walk *w, uint64_t start, unsigned int level, uint6
 		}
 		if (m != MAGIC_BLOCK)
 			return damage(w, bit / 8, "no bzip2 block where one must start");
-		rc = walk_block(w, bit, level, &q, &usize);
-		if (rc != 0)
-			return rc;
+		if (w->next >= w->nahead || w->ahead[w->next].p != bit) {
+			rc = try_ahead(w, bit, level);
+			if (rc < 0)
+				return rc;
+		}
+		if (w->next < w->nahead && w->ahead[w->next].p == bit &&
+		    w->ahead[w->next].rc == 0) {
+			q = w->ahead[w->next].q;
+			usize = w->ahead[w->next++].usize;
+		} else {
+			w->nahead = w->next = 0;	/* the sequential walk takes over here */
+			rc = walk_block(w, bit, level, &q, &usize);
+			if (rc != 0)
+				return rc;
+		}
 		aux = make_aux((unsigned int)(bit % 8), level, (unsigned int)(q % 8),
 			       (unsigned int)(peek48(w, q - q % 8) >> (48 - q % 8)));
 		rc = bfs_index_add(w->idx, bit / 8, (uint32_t)(q / 8 - bit / 8), (uint32_t)usize,
@@ -627,6 +752,7 @@ static int bz2_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 	free(w.buf);
 	free(w.synth);
 	free(w.sink);
+	free(w.ahead);
 	return rc;
 }
 
