@@ -110,6 +110,25 @@ def through_mount(src, shown, cache, cat=True):
     return dt, c, st
 
 
+def files(mib):
+    """Write the text and each writer's file of it, once: (their directory,
+    the text's path, {writer: the directory of its file})."""
+    top = os.path.join(REPO, "bench", "data", "codecs", "%dM" % mib)
+    os.makedirs(top, exist_ok=True)
+    plain = os.path.join(top, "text")
+    text(plain, mib)
+    dirs = {}
+    for n, (backing, writer, _) in WRITERS.items():
+        d = os.path.join(top, n)
+        os.makedirs(d, exist_ok=True)
+        out = os.path.join(d, backing)
+        if not os.path.exists(out):
+            write(writer, plain, out + ".tmp")
+            os.rename(out + ".tmp", out)
+        dirs[n] = d
+    return top, plain, dirs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=128)
@@ -121,19 +140,8 @@ def main():
     a = ap.parse_args()
     global OPTS
     OPTS = "," + a.opts if a.opts else ""
-    top = os.path.join(REPO, "bench", "data", "codecs", "%dM" % a.mib)
-    os.makedirs(top, exist_ok=True)
-    plain = os.path.join(top, "text")
-    text(plain, a.mib)
+    top, plain, _ = files(a.mib)
     names = a.only.split(",") if a.only else list(WRITERS)
-    for n in names:
-        backing, writer, _ = WRITERS[n]
-        d = os.path.join(top, n)
-        os.makedirs(d, exist_ok=True)
-        out = os.path.join(d, backing)
-        if not os.path.exists(out):
-            write(writer, plain, out + ".tmp")
-            os.rename(out + ".tmp", out)
     # the floor: the text itself, shown unchanged, through the same mount (against cat of it)
     d = os.path.join(top, "plain")
     os.makedirs(d, exist_ok=True)

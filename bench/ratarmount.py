@@ -116,19 +116,8 @@ def main():
                            else shutil.which("ratarmount"))
     if not rat:
         raise SystemExit("no ratarmount: give --ratarmount PATH")
-    top = os.path.join(REPO, "bench", "data", "codecs", "%dM" % a.mib)
-    os.makedirs(top, exist_ok=True)
-    plain = os.path.join(top, "text")
-    bc.text(plain, a.mib)
-    files = {}
-    for n, (backing, writer, _) in bc.WRITERS.items():
-        d = os.path.join(top, n)
-        os.makedirs(d, exist_ok=True)
-        out = os.path.join(d, backing)
-        if not os.path.exists(out):
-            bc.write(writer, plain, out + ".tmp")
-            os.rename(out + ".tmp", out)
-        files[n] = (d, backing)
+    top, plain, dirs = bc.files(a.mib)
+    files = {n: (d, bc.WRITERS[n][0]) for n, d in dirs.items()}
     d = os.path.join(top, "zstd-seekable")
     out = os.path.join(d, "seek.zst")
     os.makedirs(d, exist_ok=True)
