@@ -29,9 +29,9 @@
 #include "fs_i.h"
 
 /*
- * A snapshot: the entries of one backing directory as getdents returned
- * them, sorted by name, names packed in one buffer (about 30 bytes an
- * entry with its name), and per entry what probing found. It is valid
+ * A snapshot: the entries of one backing directory in the order getdents
+ * returned them, names packed in one buffer (about 30 bytes an entry with
+ * its name), and per entry what probing found. It is valid
  * while the directory's identity, mtime and ctime are those it was read
  * under: adding, removing or renaming an entry changes the directory's
  * mtime. A decoded size a lookup learned is remembered with the change
@@ -59,7 +59,8 @@ struct bfs_snap {
 	size_t n, bytes;		/* entries; memory held */
 	struct snent *e;
 	char *names;
-	uint32_t *slot;			/* names by hash: entry + 1, 0 empty (snap_index()) */
+	uint64_t *slot;			/* names by hash: hash << 32 | entry + 1, 0 empty
+					   (snap_index()); NULL: e is sorted by name */
 	size_t mask;			/* slots - 1 */
 	bool cached;			/* in the cache; protected by fs->snap_lock */
 	atomic_bool dirty;		/* learned something its memo does not say */
@@ -95,12 +96,13 @@ void bfs_snap_put(struct bfs_snap *s)
 
 /*
  * Finding a name. A listing asks two or three names per entry (the entry,
- * its stem, the stem with another suffix), a LOOKUP as many: by binary
- * search, with names of one long common prefix, that was a fifth of the
- * daemon's time in a `find` that a memo spared all probes. So names are
- * also found by hash, linear probing at load at most 1/2. A name more
- * than HASH_REACH slots from its home (a directory made to collide)
- * drops the table; the sorted array still answers, as before.
+ * its stem, the stem with another suffix), a LOOKUP as many, so names are
+ * found by hash, linear probing at load at most 1/2, each slot holding the
+ * name's hash beside its entry so that a probe compares strings only when
+ * the hashes agree. A name more than HASH_REACH slots from its home (a
+ * directory made to collide) drops the table, and the entries are sorted
+ * for a binary search instead. Only then: sorting 1,000 names of one long
+ * common prefix was an eighth of the daemon's time in a `find`.
  */
 #define HASH_REACH 32
 
@@ -113,30 +115,40 @@ static uint32_t name_hash(const char *name)
 	return h ^ h >> 15;
 }
 
-/* Hash the names of @s, sorted; without memory, or past the reach, it has no table. */
+static int snent_cmp(const void *a, const void *b, void *names)
+{
+	return strcmp((const char *)names + ((const struct snent *)a)->name,
+		      (const char *)names + ((const struct snent *)b)->name);
+}
+
+/* Hash the names of @s; without memory, or past the reach, sort them instead. */
 static void snap_index(struct bfs_snap *s)
 {
 	size_t size = 16;
-	uint32_t *slot;
+	uint64_t *slot;
 
 	while (size < 2 * s->n)
 		size *= 2;
 	slot = calloc(size, sizeof(*slot));
 	if (!slot)
-		return;
+		goto out_sort;
 	for (size_t i = 0; i < s->n; i++) {
-		size_t h = name_hash(ename(s, &s->e[i])), k = 0;
+		uint32_t h = name_hash(ename(s, &s->e[i]));
+		size_t k = 0;
 
 		while (slot[(h + k) & (size - 1)])
 			if (++k == HASH_REACH) {
 				free(slot);
-				return;
+				goto out_sort;
 			}
-		slot[(h + k) & (size - 1)] = (uint32_t)i + 1;
+		slot[(h + k) & (size - 1)] = (uint64_t)h << 32 | ((uint32_t)i + 1);
 	}
 	s->slot = slot;
 	s->mask = size - 1;
 	s->bytes += size * sizeof(*slot);
+	return;
+out_sort:
+	qsort_r(s->e, s->n, sizeof(*s->e), snent_cmp, s->names);
 }
 
 static struct snent *snap_find(const struct bfs_snap *s, const char *name)
@@ -144,15 +156,16 @@ static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 	size_t lo = 0, hi = s->n;
 
 	if (s->slot) {
-		size_t h = name_hash(name);
+		uint32_t h = name_hash(name);
 
 		for (size_t k = 0; k < HASH_REACH; k++) {
-			uint32_t v = s->slot[(h + k) & s->mask];
+			uint64_t v = s->slot[(h + k) & s->mask];
 
 			if (v == 0)
 				break;
-			if (strcmp(name, ename(s, &s->e[v - 1])) == 0)
-				return &s->e[v - 1];
+			if ((uint32_t)(v >> 32) == h &&
+			    strcmp(name, ename(s, &s->e[(uint32_t)v - 1])) == 0)
+				return &s->e[(uint32_t)v - 1];
 		}
 		return NULL;	/* every name lies within the reach of its home */
 	}
@@ -168,12 +181,6 @@ static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 			lo = mid + 1;
 	}
 	return NULL;
-}
-
-static int snent_cmp(const void *a, const void *b, void *names)
-{
-	return strcmp((const char *)names + ((const struct snent *)a)->name,
-		      (const char *)names + ((const struct snent *)b)->name);
 }
 
 /* Read the directory open as O_PATH @dirfd into a new snapshot. */
@@ -256,7 +263,6 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 			ncap = nlen;
 		}
 	}
-	qsort_r(s->e, s->n, sizeof(*s->e), snent_cmp, s->names);
 	s->bytes = sizeof(*s) + cap * sizeof(*s->e) + ncap;
 	snap_index(s);
 	*out = s;
@@ -316,7 +322,12 @@ static bool racy(const struct stat *dst)
 
 /* --- memos in the index cache ----------------------------------------------- */
 
-/* The directory version and names @s was read under, as its memo is keyed. */
+/*
+ * The directory version and names @s was read under, as its memo is keyed.
+ * The names are hashed in the snapshot's order, which is the order of the
+ * memo's entries: a memo of the same names read in another order is not
+ * taken up.
+ */
 static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s,
 		     struct bfs_dirmemo_key *k)
 {
@@ -560,16 +571,51 @@ ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec)
 	return codec ? (ino_t)((uint64_t)ino ^ DECODED_INO_BIT) : ino;
 }
 
+/*
+ * Shown names that differ from their backing names are kept in chunks
+ * that never move (entries point into them), a few a listing, instead of
+ * one allocation a name.
+ */
+struct bfs_dir_names {
+	struct bfs_dir_names *next;
+	size_t used;
+	char buf[4096 - 2 * sizeof(void *)];
+};
+
 void bfs_dir_free(struct bfs_dir *d)
 {
 	if (!d)
 		return;
-	for (size_t i = 0; i < d->n; i++)
-		if (d->ent[i].name != d->ent[i].backing)
-			free((char *)d->ent[i].name);
+	while (d->names) {
+		struct bfs_dir_names *next = d->names->next;
+
+		free(d->names);
+		d->names = next;
+	}
 	free(d->ent);
 	bfs_snap_put(d->snap);
 	free(d);
+}
+
+/* A copy of @name, @len bytes and a NUL, that lives as long as @d. */
+static const char *dir_name_copy(struct bfs_dir *d, const char *name, size_t len)
+{
+	struct bfs_dir_names *c = d->names;
+	char *p;
+
+	if (!c || sizeof(c->buf) - c->used < len + 1) {
+		c = malloc(sizeof(*c));
+		if (!c)
+			return NULL;
+		c->next = d->names;
+		c->used = 0;
+		d->names = c;
+	}
+	p = c->buf + c->used;
+	memcpy(p, name, len);
+	p[len] = '\0';
+	c->used += len + 1;
+	return p;
 }
 
 /* Append entry @e of @s, shown as @name with @codec, to @d (room for it is made). */
@@ -577,9 +623,11 @@ static int add_dirent(struct bfs_dir *d, const char *name, const struct bfs_snap
 		      const struct snent *e, const struct bfs_codec *codec)
 {
 	struct bfs_dirent *de = &d->ent[d->n];
+	size_t len = strlen(name);
 
 	de->backing = ename(s, e);	/* the snapshot outlives the listing */
-	de->name = strcmp(name, de->backing) == 0 ? de->backing : strdup(name);
+	de->name = strcmp(name, de->backing) == 0 ? de->backing
+						     : dir_name_copy(d, name, len);
 	de->codec = codec;
 	de->ino = bfs_inode_shown_ino(e->ino, codec);	/* as stat says */
 	de->type = e->type;
@@ -608,8 +656,8 @@ static int list_next(struct bfs_dir *d, struct bfs_snap_ctx *c)
 		d->ent = ne;
 		d->cap = cap;
 	}
-	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		snprintf(shown, sizeof(shown), "%s", name);
+	if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0')))
+		memcpy(shown, name, strlen(name) + 1);
 	else if (!bfs_name_shown(&bfs_snap_name_ops, c, name, shown, &codec, keep))
 		goto out_next;	/* a sidecar of a file shown decoded */
 	rc = add_dirent(d, shown, d->snap, e, codec);

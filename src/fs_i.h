@@ -231,7 +231,7 @@ static inline pthread_mutex_t *bfs_ilock(struct bfs_fs *fs, const struct bfs_ino
 
 /* A directory listing as shown: one snapshot per opendir. */
 struct bfs_dirent {
-	const char *name;		/* shown name: @backing, or a copy of its own */
+	const char *name;		/* shown name: @backing, or a copy in the listing's */
 	const char *backing;		/* backing name, in the listing's snapshot */
 	const struct bfs_codec *codec;
 	ino_t ino;
@@ -247,12 +247,13 @@ struct bfs_dir {
 	struct bfs_open open;		/* listed by bfs_handle_opendir() */
 	struct bfs_dirent *ent;		/* the entries shown so far */
 	size_t n, cap;
+	struct bfs_dir_names *names;	/* copies of the shown names that differ (dir.c) */
 	struct bfs_snap *snap;		/* what it is made from; one reference */
 	size_t next;			/* snapshot entries gone through */
 };
 
 /*
- * A backing directory's entries as read, sorted, with the decoded sizes
+ * A backing directory's entries as read, with the decoded sizes
  * lookups found: kept while the directory's
  * mtime and ctime stay as they were, in a cache of at most
  * BFS_SNAP_BUDGET bytes, so that lookups and listings after a timeout do
