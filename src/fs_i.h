@@ -195,6 +195,7 @@ struct bfs_fs {
 	struct bfs_snap **snaps;	/* BFS_SNAP_BUCKETS chains by directory identity */
 	struct bfs_snap *snap_mru, *snap_lru;	/* every cached snapshot, newest first */
 	size_t snap_bytes;		/* their size, bounded by BFS_SNAP_BUDGET */
+	atomic_uint snap_ahead;		/* snapshots read ahead, not asked for yet (dir.c) */
 	pthread_mutex_t ilocks[BFS_ILOCKS];	/* the inode locks */
 	pthread_mutex_t idle_lock;	/* a leaf: protects the ring of idle inodes */
 	struct bfs_inode *idle[BFS_IDLE_KEEP];	/* the last inodes whose versions went idle */
@@ -521,6 +522,13 @@ struct bfs_snap_ctx {
 BFS_MUST_CHECK int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t i,
 			      const struct bfs_dirent **out);
 extern const struct bfs_name_ops bfs_snap_name_ops;
+
+/*
+ * Entry @name of @c's snapshot, a directory, was looked up: queue reads of
+ * the snapshots of the next few directories of the listing on the
+ * read-ahead workers (a walk lists them next). Never waits; a hint.
+ */
+void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name);
 
 /* --- walkahead.c: walks side by side for a listing with attributes ------------ */
 
