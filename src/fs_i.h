@@ -526,7 +526,7 @@ extern const struct bfs_name_ops bfs_snap_name_ops;
 /*
  * Entry @name of @c's snapshot, a directory, was looked up: queue reads of
  * the snapshots of the next few directories of the listing on the
- * read-ahead workers (a walk lists them next). Never waits; a hint.
+ * workers (a walk lists them next). Never waits; a hint.
  */
 void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name);
 
