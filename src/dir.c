@@ -25,13 +25,14 @@
 #include "blockfs/index_cache.h"
 #include "blockfs/names.h"
 #include "blockfs/stats.h"
+#include "blockfs/workq.h"
 #include "blockfs/xxh32.h"
 #include "fs_i.h"
 
 /*
- * A snapshot: the entries of one backing directory as getdents returned
- * them, sorted by name, names packed in one buffer (about 30 bytes an
- * entry with its name), and per entry what probing found. It is valid
+ * A snapshot: the entries of one backing directory in the order getdents
+ * returned them, names packed in one buffer (about 30 bytes an entry with
+ * its name), and per entry what probing found. It is valid
  * while the directory's identity, mtime and ctime are those it was read
  * under: adding, removing or renaming an entry changes the directory's
  * mtime. A decoded size a lookup learned is remembered with the change
@@ -44,6 +45,7 @@ struct snent {
 	uint32_t name;			/* offset in names */
 	unsigned char type;		/* DT_* */
 	atomic_bool probed;		/* stamp is known: a lookup or a memo gave it */
+	atomic_bool queued;		/* a directory whose snapshot was queued to be read ahead */
 	ino_t ino;
 	atomic_uint_fast64_t stamp;	/* bfs_backing_stamp() of the file looked up */
 	uint64_t size;			/* its decoded size under stamp, or NO_SIZE */
@@ -59,10 +61,12 @@ struct bfs_snap {
 	size_t n, bytes;		/* entries; memory held */
 	struct snent *e;
 	char *names;
-	uint32_t *slot;			/* names by hash: entry + 1, 0 empty (snap_index()) */
+	uint64_t *slot;			/* names by hash: hash << 32 | entry + 1, 0 empty
+					   (snap_index()); NULL: e is sorted by name */
 	size_t mask;			/* slots - 1 */
 	bool cached;			/* in the cache; protected by fs->snap_lock */
 	atomic_bool dirty;		/* learned something its memo does not say */
+	atomic_bool ahead;		/* read ahead, cached, and not asked for since (snap_ahead) */
 	pthread_mutex_t pair_lock;	/* each entry's stamp and size change together */
 	struct bfs_snap *hnext, *prev, *next;	/* chain and LRU; protected by fs->snap_lock */
 };
@@ -95,12 +99,13 @@ void bfs_snap_put(struct bfs_snap *s)
 
 /*
  * Finding a name. A listing asks two or three names per entry (the entry,
- * its stem, the stem with another suffix), a LOOKUP as many: by binary
- * search, with names of one long common prefix, that was a fifth of the
- * daemon's time in a `find` that a memo spared all probes. So names are
- * also found by hash, linear probing at load at most 1/2. A name more
- * than HASH_REACH slots from its home (a directory made to collide)
- * drops the table; the sorted array still answers, as before.
+ * its stem, the stem with another suffix), a LOOKUP as many, so names are
+ * found by hash, linear probing at load at most 1/2, each slot holding the
+ * name's hash beside its entry so that a probe compares strings only when
+ * the hashes agree. A name more than HASH_REACH slots from its home (a
+ * directory made to collide) drops the table, and the entries are sorted
+ * for a binary search instead. Only then: sorting 1,000 names of one long
+ * common prefix was an eighth of the daemon's time in a `find`.
  */
 #define HASH_REACH 32
 
@@ -113,30 +118,40 @@ static uint32_t name_hash(const char *name)
 	return h ^ h >> 15;
 }
 
-/* Hash the names of @s, sorted; without memory, or past the reach, it has no table. */
+static int snent_cmp(const void *a, const void *b, void *names)
+{
+	return strcmp((const char *)names + ((const struct snent *)a)->name,
+		      (const char *)names + ((const struct snent *)b)->name);
+}
+
+/* Hash the names of @s; without memory, or past the reach, sort them instead. */
 static void snap_index(struct bfs_snap *s)
 {
 	size_t size = 16;
-	uint32_t *slot;
+	uint64_t *slot;
 
 	while (size < 2 * s->n)
 		size *= 2;
 	slot = calloc(size, sizeof(*slot));
 	if (!slot)
-		return;
+		goto out_sort;
 	for (size_t i = 0; i < s->n; i++) {
-		size_t h = name_hash(ename(s, &s->e[i])), k = 0;
+		uint32_t h = name_hash(ename(s, &s->e[i]));
+		size_t k = 0;
 
 		while (slot[(h + k) & (size - 1)])
 			if (++k == HASH_REACH) {
 				free(slot);
-				return;
+				goto out_sort;
 			}
-		slot[(h + k) & (size - 1)] = (uint32_t)i + 1;
+		slot[(h + k) & (size - 1)] = (uint64_t)h << 32 | ((uint32_t)i + 1);
 	}
 	s->slot = slot;
 	s->mask = size - 1;
 	s->bytes += size * sizeof(*slot);
+	return;
+out_sort:
+	qsort_r(s->e, s->n, sizeof(*s->e), snent_cmp, s->names);
 }
 
 static struct snent *snap_find(const struct bfs_snap *s, const char *name)
@@ -144,15 +159,16 @@ static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 	size_t lo = 0, hi = s->n;
 
 	if (s->slot) {
-		size_t h = name_hash(name);
+		uint32_t h = name_hash(name);
 
 		for (size_t k = 0; k < HASH_REACH; k++) {
-			uint32_t v = s->slot[(h + k) & s->mask];
+			uint64_t v = s->slot[(h + k) & s->mask];
 
 			if (v == 0)
 				break;
-			if (strcmp(name, ename(s, &s->e[v - 1])) == 0)
-				return &s->e[v - 1];
+			if ((uint32_t)(v >> 32) == h &&
+			    strcmp(name, ename(s, &s->e[(uint32_t)v - 1])) == 0)
+				return &s->e[(uint32_t)v - 1];
 		}
 		return NULL;	/* every name lies within the reach of its home */
 	}
@@ -168,12 +184,6 @@ static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 			lo = mid + 1;
 	}
 	return NULL;
-}
-
-static int snent_cmp(const void *a, const void *b, void *names)
-{
-	return strcmp((const char *)names + ((const struct snent *)a)->name,
-		      (const char *)names + ((const struct snent *)b)->name);
 }
 
 /* Read the directory open as O_PATH @dirfd into a new snapshot. */
@@ -256,7 +266,6 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 			ncap = nlen;
 		}
 	}
-	qsort_r(s->e, s->n, sizeof(*s->e), snent_cmp, s->names);
 	s->bytes = sizeof(*s) + cap * sizeof(*s->e) + ncap;
 	snap_index(s);
 	*out = s;
@@ -292,6 +301,8 @@ static void snap_unlink(struct bfs_fs *fs, struct bfs_snap *s)
 	*(s->next ? &s->next->prev : &fs->snap_lru) = s->prev;
 	fs->snap_bytes -= s->bytes;
 	s->cached = false;
+	if (atomic_exchange(&s->ahead, false))	/* read ahead for nothing */
+		atomic_fetch_sub(&fs->snap_ahead, 1);
 	bfs_snap_put(s);
 }
 
@@ -316,7 +327,12 @@ static bool racy(const struct stat *dst)
 
 /* --- memos in the index cache ----------------------------------------------- */
 
-/* The directory version and names @s was read under, as its memo is keyed. */
+/*
+ * The directory version and names @s was read under, as its memo is keyed.
+ * The names are hashed in the snapshot's order, which is the order of the
+ * memo's entries: a memo of the same names read in another order is not
+ * taken up.
+ */
 static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s,
 		     struct bfs_dirmemo_key *k)
 {
@@ -399,7 +415,13 @@ void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
 	free(m);
 }
 
-int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
+/*
+ * bfs_snap_get(), for a reader (@ahead false) or for reading ahead: then
+ * true when the snapshot was read and cached here, marked s->ahead and
+ * counted in fs->snap_ahead until a reader asks for it or it leaves the
+ * cache.
+ */
+static int snap_get(struct bfs_fs *fs, int dirfd, bool *ahead, struct bfs_snap **out)
 {
 	struct bfs_snap *s, *old = NULL;
 	struct stat dst;
@@ -422,6 +444,12 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
 			break;
 	if (s && same_time(&s->mtime, &dst.st_mtim) && same_time(&s->ctime, &dst.st_ctim)) {
 		atomic_fetch_add(&s->refs, 1);
+		if (ahead) {
+			*ahead = false;		/* read already */
+		} else if (atomic_exchange(&s->ahead, false)) {
+			atomic_fetch_sub(&fs->snap_ahead, 1);	/* read ahead, and now asked for */
+			BFS_COUNT(fs->env.mount, dirs_ahead_used, 1);
+		}
 		if (s->prev) {		/* the most recently used now */
 			s->prev->next = s->next;
 			*(s->next ? &s->next->prev : &fs->snap_lru) = s->prev;
@@ -440,6 +468,8 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
 		return rc;
 	/* Probes of the entries that kept their inode still hold: files are stamped anyway. */
 	if (racy(&dst) || s->bytes > BFS_SNAP_BUDGET / 4) {
+		if (ahead)
+			*ahead = false;		/* not kept: read for nothing */
 		*out = s;
 		return 0;
 	}
@@ -448,6 +478,13 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
 	for (old = fs->snaps[b]; old; old = old->hnext)
 		if (old->ino == s->ino && old->dev == s->dev)
 			break;
+	/* Read ahead while a reader read it too: the reader has what it wanted. */
+	if (ahead && old && same_time(&old->mtime, &s->mtime) && same_time(&old->ctime, &s->ctime))
+		*ahead = false;
+	if (ahead && *ahead) {
+		atomic_init(&s->ahead, true);
+		BFS_COUNT(fs->env.mount, dirs_ahead, 1);
+	}
 	if (old)
 		snap_unlink(fs, old);	/* outdated, or another thread's read of the same */
 	atomic_fetch_add(&s->refs, 1);	/* the cache's */
@@ -463,6 +500,118 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
 	bfs_mutex_unlock(&fs->snap_lock);
 	*out = s;
 	return 0;
+}
+
+int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
+{
+	return snap_get(fs, dirfd, NULL, out);
+}
+
+/*
+ * Reading ahead. A walk (find, du, a backup) looks each subdirectory up
+ * and then lists it, one after another in the order its parent was
+ * listed, and the listing waits for the backing getdents: half of the
+ * daemon's time in a `find` of 100,000 files once names cost nothing
+ * else. So a lookup of a directory queues the snapshots of the next
+ * SNAP_AHEAD directories of its parent's listing on the workers, which
+ * read them while the walker is busy with this one. At most SNAP_AHEAD
+ * snapshots read ahead and not yet asked for are cached at a time
+ * (fs->snap_ahead), so a walk in another order (ls -R sorts) wastes at
+ * most that many reads, and the cache holds the walk's own (16 of 1,000
+ * entries are 1 MiB of the 8 MiB budget). The workers, not the
+ * read-ahead queue at nice 19: a walk waits for these reads as soon as
+ * it gets to them, and with 4 ahead at nice 19 `find` of 100,000 files
+ * took 1.55x the plain tree's time against 1.10x with 16 on the workers
+ * (9 paired rounds; 8 on the workers: 1.19-1.42x).
+ */
+#define SNAP_AHEAD 16
+
+struct ahead_job {
+	struct bfs_work work;
+	struct bfs_fs *fs;
+	struct bfs_snap *parent;	/* one reference: the name lives in it */
+	const struct snent *e;
+	int dirfd;			/* the parent directory: a duplicate, owned */
+};
+
+static void ahead_run(struct bfs_work *w)
+{
+	struct ahead_job *j = (struct ahead_job *)w;
+	struct bfs_fs *fs = j->fs;
+	struct bfs_snap *s;
+	bool ahead = false;
+	int fd;
+
+	fd = bfs_backing_openat(fs, j->dirfd, ename(j->parent, j->e),
+				O_PATH | O_DIRECTORY | O_NOFOLLOW);
+	if (fd >= 0) {
+		ahead = true;
+		if (snap_get(fs, fd, &ahead, &s) == 0)
+			bfs_snap_put(s);
+		else
+			ahead = false;
+		close(fd);
+	}
+	if (!ahead)
+		atomic_fetch_sub(&fs->snap_ahead, 1);
+	close(j->dirfd);
+	bfs_snap_put(j->parent);
+	free(j);
+}
+
+/* Is a snapshot of directory @dev, @ino cached (of any version)? */
+static bool snap_cached(struct bfs_fs *fs, dev_t dev, ino_t ino)
+{
+	struct bfs_snap *s;
+
+	bfs_mutex_lock(&fs->snap_lock);
+	for (s = fs->snaps[snap_bucket(dev, ino)]; s; s = s->hnext)
+		if (s->ino == ino && s->dev == dev)
+			break;
+	bfs_mutex_unlock(&fs->snap_lock);
+	return s != NULL;
+}
+
+void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name)
+{
+	struct bfs_fs *fs = c->fs;
+	struct bfs_snap *s = c->snap;
+	const struct snent *e = snap_find(s, name);
+	size_t seen = 0;
+
+	if (!e || !bfs_workq_threads(fs->env.workq))
+		return;
+	for (size_t i = (size_t)(e - s->e) + 1; i < s->n && seen < SNAP_AHEAD; i++) {
+		struct snent *x = &s->e[i];
+		struct ahead_job *j;
+
+		if (x->type != DT_DIR)
+			continue;
+		seen++;
+		if (atomic_exchange(&x->queued, true))
+			continue;
+		if (atomic_fetch_add(&fs->snap_ahead, 1) >= SNAP_AHEAD ||
+		    snap_cached(fs, s->dev, x->ino))
+			goto out_unqueue;
+		j = malloc(sizeof(*j));
+		if (!j)
+			goto out_unqueue;
+		*j = (struct ahead_job){ .work.fn = ahead_run, .fs = fs, .e = x,
+					 .dirfd = fcntl(c->dirfd, F_DUPFD_CLOEXEC, 0) };
+		if (j->dirfd >= 0) {
+			j->parent = bfs_snap_hold(s);
+			if (bfs_workq_try(fs->env.workq, &j->work))
+				continue;
+			bfs_snap_put(s);
+			close(j->dirfd);
+		}
+		free(j);
+out_unqueue:
+		atomic_fetch_sub(&fs->snap_ahead, 1);
+		atomic_store(&x->queued, false);	/* a later lookup may try again */
+		if (atomic_load(&fs->snap_ahead) >= SNAP_AHEAD)
+			return;
+	}
 }
 
 void bfs_snap_cache_free(struct bfs_fs *fs)
@@ -560,16 +709,51 @@ ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec)
 	return codec ? (ino_t)((uint64_t)ino ^ DECODED_INO_BIT) : ino;
 }
 
+/*
+ * Shown names that differ from their backing names are kept in chunks
+ * that never move (entries point into them), a few a listing, instead of
+ * one allocation a name.
+ */
+struct bfs_dir_names {
+	struct bfs_dir_names *next;
+	size_t used;
+	char buf[4096 - 2 * sizeof(void *)];
+};
+
 void bfs_dir_free(struct bfs_dir *d)
 {
 	if (!d)
 		return;
-	for (size_t i = 0; i < d->n; i++)
-		if (d->ent[i].name != d->ent[i].backing)
-			free((char *)d->ent[i].name);
+	while (d->names) {
+		struct bfs_dir_names *next = d->names->next;
+
+		free(d->names);
+		d->names = next;
+	}
 	free(d->ent);
 	bfs_snap_put(d->snap);
 	free(d);
+}
+
+/* A copy of @name, @len bytes and a NUL, that lives as long as @d. */
+static const char *dir_name_copy(struct bfs_dir *d, const char *name, size_t len)
+{
+	struct bfs_dir_names *c = d->names;
+	char *p;
+
+	if (!c || sizeof(c->buf) - c->used < len + 1) {
+		c = malloc(sizeof(*c));
+		if (!c)
+			return NULL;
+		c->next = d->names;
+		c->used = 0;
+		d->names = c;
+	}
+	p = c->buf + c->used;
+	memcpy(p, name, len);
+	p[len] = '\0';
+	c->used += len + 1;
+	return p;
 }
 
 /* Append entry @e of @s, shown as @name with @codec, to @d (room for it is made). */
@@ -577,9 +761,11 @@ static int add_dirent(struct bfs_dir *d, const char *name, const struct bfs_snap
 		      const struct snent *e, const struct bfs_codec *codec)
 {
 	struct bfs_dirent *de = &d->ent[d->n];
+	size_t len = strlen(name);
 
 	de->backing = ename(s, e);	/* the snapshot outlives the listing */
-	de->name = strcmp(name, de->backing) == 0 ? de->backing : strdup(name);
+	de->name = strcmp(name, de->backing) == 0 ? de->backing
+						     : dir_name_copy(d, name, len);
 	de->codec = codec;
 	de->ino = bfs_inode_shown_ino(e->ino, codec);	/* as stat says */
 	de->type = e->type;
@@ -608,8 +794,8 @@ static int list_next(struct bfs_dir *d, struct bfs_snap_ctx *c)
 		d->ent = ne;
 		d->cap = cap;
 	}
-	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		snprintf(shown, sizeof(shown), "%s", name);
+	if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0')))
+		memcpy(shown, name, strlen(name) + 1);
 	else if (!bfs_name_shown(&bfs_snap_name_ops, c, name, shown, &codec, keep))
 		goto out_next;	/* a sidecar of a file shown decoded */
 	rc = add_dirent(d, shown, d->snap, e, codec);

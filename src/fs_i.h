@@ -195,6 +195,7 @@ struct bfs_fs {
 	struct bfs_snap **snaps;	/* BFS_SNAP_BUCKETS chains by directory identity */
 	struct bfs_snap *snap_mru, *snap_lru;	/* every cached snapshot, newest first */
 	size_t snap_bytes;		/* their size, bounded by BFS_SNAP_BUDGET */
+	atomic_uint snap_ahead;		/* snapshots read ahead, not asked for yet (dir.c) */
 	pthread_mutex_t ilocks[BFS_ILOCKS];	/* the inode locks */
 	pthread_mutex_t idle_lock;	/* a leaf: protects the ring of idle inodes */
 	struct bfs_inode *idle[BFS_IDLE_KEEP];	/* the last inodes whose versions went idle */
@@ -231,7 +232,7 @@ static inline pthread_mutex_t *bfs_ilock(struct bfs_fs *fs, const struct bfs_ino
 
 /* A directory listing as shown: one snapshot per opendir. */
 struct bfs_dirent {
-	const char *name;		/* shown name: @backing, or a copy of its own */
+	const char *name;		/* shown name: @backing, or a copy in the listing's */
 	const char *backing;		/* backing name, in the listing's snapshot */
 	const struct bfs_codec *codec;
 	ino_t ino;
@@ -247,12 +248,13 @@ struct bfs_dir {
 	struct bfs_open open;		/* listed by bfs_handle_opendir() */
 	struct bfs_dirent *ent;		/* the entries shown so far */
 	size_t n, cap;
+	struct bfs_dir_names *names;	/* copies of the shown names that differ (dir.c) */
 	struct bfs_snap *snap;		/* what it is made from; one reference */
 	size_t next;			/* snapshot entries gone through */
 };
 
 /*
- * A backing directory's entries as read, sorted, with the decoded sizes
+ * A backing directory's entries as read, with the decoded sizes
  * lookups found: kept while the directory's
  * mtime and ctime stay as they were, in a cache of at most
  * BFS_SNAP_BUDGET bytes, so that lookups and listings after a timeout do
@@ -520,6 +522,13 @@ struct bfs_snap_ctx {
 BFS_MUST_CHECK int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t i,
 			      const struct bfs_dirent **out);
 extern const struct bfs_name_ops bfs_snap_name_ops;
+
+/*
+ * Entry @name of @c's snapshot, a directory, was looked up: queue reads of
+ * the snapshots of the next few directories of the listing on the
+ * workers (a walk lists them next). Never waits; a hint.
+ */
+void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name);
 
 /* --- walkahead.c: walks side by side for a listing with attributes ------------ */
 

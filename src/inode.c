@@ -417,6 +417,8 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 		if (rc != -EAGAIN)
 			break;
 	}
+	if (rc == 0 && sc.snap && S_ISDIR(st->st_mode))
+		bfs_snap_ahead(&sc, backing);	/* a walk lists it next, then its siblings */
 	bfs_snap_put(sc.snap);
 	bfs_inode_fd_put(fs, dir);
 	return rc == -EAGAIN ? -ESTALE : rc;

@@ -78,31 +78,33 @@ int bfs_ops_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t 
 }
 
 /*
- * -o readdirplus=auto: how many entries of a listing's first reply get
- * attributes. The kernel asks for them in that reply whatever the reader
- * wants; they cost a backing probe, an inode here and one in the kernel
- * for each entry, which find(1), wanting names only, pays for nothing
- * (0.8 s against 0.05 s for squashfuse_ll over 100,000 files), while a
- * reader that opens what it lists (grep -r, find | xargs cat) saves a
- * LOOKUP per file (bench/results/issue12/readdirplus-auto.md). So the
- * mount weighs what the regular files it listed lately were used for:
- * when at least half were looked up or opened, a first reply carries as
- * many entries as fit, else -o readdirplus's (BFS_READDIRPLUS_HEAD).
- * Directories do not count: find looks up each one it descends into.
- * Both counts are halved once RDP_WINDOW files were listed, so the mount
- * follows a change of reader within a few directories.
+ * -o readdirplus=auto: whether a listing's first reply gives attributes.
+ * The kernel asks for them in that reply whatever the reader wants; they
+ * cost a backing probe, an inode here and one in the kernel for each
+ * entry, which find(1), wanting names only, pays for nothing (0.8 s
+ * against 0.05 s for squashfuse_ll over 100,000 files), while a reader
+ * that opens what it lists (grep -r, find | xargs cat) saves a LOOKUP per
+ * file (bench/results/issue12/readdirplus-auto.md). So the mount weighs
+ * what the regular files it listed lately were used for: when at least
+ * half were looked up or opened, a first reply carries attributes for as
+ * many entries as fit, else names alone (node id 0: the kernel makes no
+ * dentry, as for a READDIR reply). Directories do not count: find looks
+ * up each one it descends into. Both counts are halved once RDP_WINDOW
+ * files were listed, so the mount follows a change of reader within a few
+ * directories.
  */
 #define RDP_WINDOW 4096u
 
-static size_t plus_head(struct bfs_fs *fs)
+/* Does readdirplus=auto give names alone, the files listed lately being left unused? */
+static bool names_suffice(struct bfs_fs *fs)
 {
 	unsigned int listed, used;
 
 	if (!fs->opts->readdirplus_auto)
-		return fs->opts->readdirplus;
+		return false;
 	listed = atomic_load_explicit(&fs->rdp_listed, memory_order_relaxed);
 	used = atomic_load_explicit(&fs->rdp_used, memory_order_relaxed);
-	return listed > 0 && used >= listed / 2 ? BFS_READDIRPLUS_ON : fs->opts->readdirplus;
+	return !(listed > 0 && used >= listed / 2);
 }
 
 /* @n regular files (or other non-directories) were listed. */
@@ -157,9 +159,10 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	 * READDIRPLUS in the kernel's AUTO mode: it asks for attributes with
 	 * the names for a listing's first chunk, and for later chunks only
 	 * once an entry of the listing has been looked up (ls -l). The first
-	 * reply is cut at plus_head() entries (readdir_common), so that a
-	 * find that wants only names does not pay a backing stat, an inode
-	 * and a dentry for each file of a big directory (README, Trees).
+	 * reply gives names alone while names seem to suffice, or is cut at
+	 * -o readdirplus=N entries (readdir_common), so that a find that
+	 * wants only names does not pay a backing stat, an inode and a
+	 * dentry for each file of a big directory (README, Trees).
 	 */
 	if (fs->opts->readdirplus == 0)
 		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
@@ -472,17 +475,20 @@ static bool is_dot(const char *name)
 	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
 }
 
-/* One entry of readdirplus; 0 when it did not fit (and was undone). */
+/*
+ * One entry of readdirplus, with its attributes unless @bare; 0 when it
+ * did not fit (and was undone).
+ */
 static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
 		       struct bfs_snap_ctx *c, const struct bfs_dirent *de, char *p, size_t rem,
-		       off_t next)
+		       off_t next, bool bare)
 {
 	struct fuse_entry_param e = { .attr_timeout = fs->opts->attr_timeout,
 				      .entry_timeout = fs->opts->entry_timeout };
 	struct bfs_inode *in = NULL;
 	size_t len;
 
-	if (is_dot(de->name)) {
+	if (bare || is_dot(de->name)) {
 		/* Node id 0: the kernel makes no dentry, only a name. */
 		e.attr.st_ino = de->ino;
 		e.attr.st_mode = (mode_t)de->type << 12;
@@ -514,6 +520,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	struct bfs_walk_ahead *ahead = NULL;
 	size_t rem = size, head = SIZE_MAX;
 	unsigned int files = 0;
+	bool bare = false;
 	int rc = 0;
 
 	if (!buf) {
@@ -527,12 +534,15 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		return;
 	}
 	/*
-	 * The kernel's guess at a listing's start (bfs_op_init): a short
-	 * reply, though never an empty one, which would end the listing.
+	 * The kernel's guess at a listing's start (bfs_op_init): names alone,
+	 * or a short reply, though never an empty one, which would end the
+	 * listing.
 	 */
-	if (plus && off == 0)
-		head = plus_head(fs);
-	if (plus)
+	if (plus && off == 0 && names_suffice(fs))
+		bare = true;
+	else if (plus && off == 0 && !fs->opts->readdirplus_auto)
+		head = fs->opts->readdirplus;
+	if (plus && !bare)
 		ahead = bfs_walk_ahead(fs, dir, d, &c, (size_t)off,
 				       head < BFS_WALK_AHEAD_MAX ? head : BFS_WALK_AHEAD_MAX);
 	for (size_t i = (size_t)off; (i < head || p == buf) && (rc = bfs_dir_at(d, &c, i, &de)) == 0;
@@ -540,7 +550,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		size_t len;
 
 		if (plus) {
-			len = add_plus(req, fs, dir, &c, de, p, rem, (off_t)i + 1);
+			len = add_plus(req, fs, dir, &c, de, p, rem, (off_t)i + 1, bare);
 			if (len == SIZE_MAX)
 				continue;
 		} else {

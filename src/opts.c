@@ -83,7 +83,7 @@ static const struct {
 					  "reply and once its entries are looked up (on); never "
 					  "(off); as on, with at most N entries in the first "
 					  "reply; as on while the files listed are opened or "
-					  "looked up, else as 16 (auto)" },
+					  "looked up, else names alone (auto)" },
 	{ "loop", "blockfs|libfuse", "how requests are read: one thread at a time, which "
 				     "answers quick ones itself, or libfuse's loop (blockfs)" },
 	{ "busy_poll", "USEC", "loop=blockfs: how long the reader polls for the next request "
@@ -275,7 +275,7 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 		}
 		o->max_inodes = (size_t)n;
 	}
-	o->readdirplus = BFS_READDIRPLUS_HEAD;
+	o->readdirplus = BFS_READDIRPLUS_ON;
 	o->readdirplus_auto = !o->readdirplus_s || strcmp(o->readdirplus_s, "auto") == 0;
 	if (o->readdirplus_auto) {
 		/* the default */

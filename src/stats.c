@@ -73,6 +73,8 @@ int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache 
 		{ "lookup_opens", LOAD(m, lookup_opens), true },
 		{ "walked_ahead", LOAD(m, walked_ahead), true },
 		{ "dir_memos", LOAD(m, dir_memos), true },
+		{ "dirs_read_ahead", LOAD(m, dirs_ahead), true },
+		{ "dirs_ahead_used", LOAD(m, dirs_ahead_used), true },
 		{ "dirs_forgotten", LOAD(m, forgotten_dirs), true },
 		{ "inodes", cache ? cache->inodes : 0, true },
 		{ "cache_bytes", cache ? cache->bytes : 0, true },

@@ -48,7 +48,6 @@ struct fuse_args;
 #define BFS_MIN_MAX_INODES 1024u	/* fewer would forget what readers are in */
 /* Entries of a listing's first READDIRPLUS reply given with attributes (ops.c). */
 #define BFS_READDIRPLUS_ON SIZE_MAX
-#define BFS_READDIRPLUS_HEAD 16u	/* readdirplus=auto's, while names seem to suffice */
 #define BFS_MAX_TIMEOUT 4294967295.0	/* what the kernel's 64-bit seconds and libfuse take easily */
 /*
  * Microseconds the FUSE loop's reader polls before it sleeps (loop.c): on
@@ -100,9 +99,8 @@ struct bfs_opts {
 				   READDIRPLUS; BFS_READDIRPLUS_ON: as many as fit */
 	bool libfuse_loop;	/* loop=libfuse: libfuse's session loops, not loop.c's */
 	unsigned int busy_poll_us; /* the reader polls /dev/fuse this long before it sleeps */
-	bool readdirplus_auto;	/* readdirplus=auto: BFS_READDIRPLUS_ON or readdirplus
-				   (BFS_READDIRPLUS_HEAD), by what the entries listed are
-				   used for (ops.c) */
+	bool readdirplus_auto;	/* readdirplus=auto: BFS_READDIRPLUS_ON or names alone, by
+				   what the entries listed are used for (ops.c) */
 };
 
 /**

@@ -287,8 +287,8 @@ static void test_readdirplus(void **state)
 		const char *arg;
 		size_t want;
 		bool is_auto;
-	} good[] = { { NULL, BFS_READDIRPLUS_HEAD, true },
-		     { "readdirplus=auto", BFS_READDIRPLUS_HEAD, true },
+	} good[] = { { NULL, BFS_READDIRPLUS_ON, true },
+		     { "readdirplus=auto", BFS_READDIRPLUS_ON, true },
 		     { "readdirplus=on", BFS_READDIRPLUS_ON, false }, { "readdirplus=off", 0, false },
 		     { "readdirplus=1", 1, false }, { "readdirplus=16", 16, false },
 		     { "readdirplus=4294967295", 4294967295u, false } };
