@@ -5,7 +5,7 @@
  * files of DIR (at most 1000 of them, all in the page cache after the
  * first pass): a stat by name, an open and close by name, an fstat and a
  * 2 KiB preadv2. Issue 12 asked whether the daemon's per-file syscalls
- * are what separates it from squashfuse_ll (bench/results/issue12/
+ * are what separates it from squashfuse_ll (bench/results/trees/2026-11-24-b744701/
  * deferred-read.md); this prints the microseconds each one takes.
  */
 #include <dirent.h>
