@@ -30,9 +30,9 @@ outside=$(grep -n -i -e '\.\./shared' -e 'SPEC\.md' -e 'STYLE\.md' -e 'issue *[0
 check_eq "README, doc/ and the results index cite no tracker numbers" "" "$outside"
 dead=
 for f in "${DOCS[@]}"; do
-	for l in $(grep -o '](\([^)#:]*\))' "$f" | sed 's/^](//; s/)$//'); do
+	while read -r l; do
 		[ -e "$(dirname "$f")/$l" ] || dead+="$f: $l "
-	done
+	done < <(grep -o '](\([^)#:]*\))' "$f" | sed 's/^](//; s/)$//')
 done
 check_eq "every relative link in README and doc/ leads to a file" "" "$dead"
 
