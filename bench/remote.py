@@ -34,7 +34,7 @@ report gives medians and ranges over the rounds, with the blockfs
 daemon's CPU time (user + system, from its start to the end of its
 cat) and the reader's (the timed commands and their shell), and the
 daemon's backing reads (user.blockfs.stats backing_syscalls). The whole
-of the table is printed and written to bench/results/remote/NAME.md
+of the table is printed and written to bench/results/remote/DATE-COMMIT/NAME.md
 (and .json). Data: --size-mib of Debian's linux-source tarball
 (benchdata.linux_text) under bench/data/remote/, or generated log-like
 text where that package is not installed (the report says which).
@@ -58,7 +58,10 @@ import benchdata
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "bench", "data", "remote")
-RESULTS = os.path.join(REPO, "bench", "results", "remote")
+RESULTS = os.path.join(REPO, "bench", "results", "remote", "%s-%s" % (
+    time.strftime("%Y-%m-%d"),
+    sp.run(["git", "-C", REPO, "rev-parse", "--short=7", "HEAD"],
+                   capture_output=True, text=True).stdout.strip() or "nogit"))
 PROXY = os.path.join(REPO, "tests", "integration", "delay_proxy.py")
 SSHD = "/usr/sbin/sshd"
 

@@ -80,7 +80,7 @@ struct loop {
  * before the reader gets back to /dev/fuse (beside a CPU load, all the
  * time), and handing those over only wakes threads: counting them as well
  * cost find | xargs cat beside a busy loop 0.88 of libfuse's loop's time
- * instead of 0.75; this rule costs 0.80 (bench/results/issue12/fuse-loop.md).
+ * instead of 0.75; this rule costs 0.80 (bench/results/trees/2026-11-24-b744701/fuse-loop.md).
  */
 #define QUEUED_RUN 4
 
@@ -116,7 +116,7 @@ static const struct fuse_in_header *header(const struct fuse_buf *buf)
  * no better: 100,000 small files, 5 paired rounds, time over libfuse's
  * loop, quiet / beside a busy loop: find 1.01 / 1.13 against 0.88 / 0.95,
  * find | xargs cat 0.63 / 0.78 against 0.68 / 0.74, ls -lR 0.57 / 0.86
- * against 0.59 / 0.92 (bench/results/issue12/fuse-loop.md). On a remote
+ * against 0.59 / 0.92 (bench/results/trees/2026-11-24-b744701/fuse-loop.md). On a remote
  * SOURCE an open or a stat of a backing file may wait as long as a read,
  * and nothing tells beforehand: every request but a FORGET hands over.
  */
@@ -209,7 +209,7 @@ static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
  * process before, since a RELEASE carries pid 0 and one program's close
  * and next open would otherwise look like two programs. Busy find | xargs
  * cat over 100,000 files handed over 25,445 times when they did, 318 when
- * they do not; its time hardly moved (bench/results/issue12/release-pid.md).
+ * they do not; its time hardly moved (bench/results/trees/2026-11-24-b744701/release-pid.md).
  */
 static bool queueing(struct worker *w, const struct fuse_buf *buf, bool queued)
 {

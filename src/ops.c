@@ -84,10 +84,10 @@ int bfs_ops_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t 
  * entry, which find(1), wanting names only, pays for nothing (0.8 s
  * against 0.05 s for squashfuse_ll over 100,000 files), while a reader
  * that opens what it lists (grep -r, find | xargs cat) saves a LOOKUP per
- * file (bench/results/issue12/readdirplus-auto.md). So the mount weighs
- * what the regular files it listed lately were used for: when at least
- * half were looked up or opened, a first reply carries attributes for as
- * many entries as fit, else names alone (node id 0: the kernel makes no
+ * file (doc/decisions/0005-readdirplus.md). So the mount weighs what the
+ * regular files it listed lately were used for: when at least half were
+ * looked up or opened, a first reply carries attributes for as many
+ * entries as fit, else names alone (node id 0: the kernel makes no
  * dentry, as for a READDIR reply). Directories do not count: find looks
  * up each one it descends into. Both counts are halved once RDP_WINDOW
  * files were listed, so the mount follows a change of reader within a few
@@ -302,7 +302,7 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	/*
 	 * An unchanged file whose version was dropped opens without one: the
 	 * kernel's pages of it are good, and a warm grep -r needs nothing else
-	 * (bench/results/issue12/kernel-grep.md).
+	 * (bench/results/trees/2026-11-24-b744701/kernel-grep.md).
 	 */
 	rc = bfs_inode_open(fs, inode_of(req, ino), &f, &changed, &stamp);
 	if (rc == 1) {

@@ -17,7 +17,7 @@
  * checksum (XXH32 of the whole content) is serial: the writing thread
  * hashes each chunk as it writes it, and on 2 cores that time is taken
  * from the compressing threads: packing 512 MiB of text takes about 1.18x
- * as long as without it (bench/pack_speed.py, bench/results/pack/). It is
+ * as long as without it (bench/pack_speed.py, bench/results/pack/2026-11-24-4eee41e/). It is
  * there because lz4 1.9.4's -t rejects ("Stream followed by
  * undecodable data") a frame with block checksums but no content checksum
  * when a skippable frame (the seek table) follows; --no-checksum leaves

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # The documentation stands alone and says what is installed:
-# - README and the man pages point to nothing outside the repository;
+# - README, doc/ and the man pages point to nothing outside the repository,
+#   cite no tracker numbers, and every relative link in them leads to a file;
 # - README names every man page, and every page in man/ is installed;
 # - README's table of installed files is what "meson install" installs
 #   (into a DESTDIR, nothing on the machine changes);
@@ -24,6 +25,16 @@ PAGES=(blockfs.8 blockfs.5 blockfs-pack.1 blockfs-stat.1)
 
 outside=$(grep -n -e '\.\./shared' -e 'SPEC\.md' -e 'STYLE\.md' "$README" "$ROOT"/man/*.in)
 check_eq "README and man pages point to nothing outside the repository" "" "$outside"
+DOCS=("$README" "$ROOT"/doc/*.md "$ROOT"/doc/decisions/*.md "$ROOT"/bench/results/README.md)
+outside=$(grep -n -i -e '\.\./shared' -e 'SPEC\.md' -e 'STYLE\.md' -e 'issue *[0-9]' -e 'bench/results/issue' "${DOCS[@]}")
+check_eq "README, doc/ and the results index cite no tracker numbers" "" "$outside"
+dead=
+for f in "${DOCS[@]}"; do
+	while read -r l; do
+		[ -e "$(dirname "$f")/$l" ] || dead+="$f: $l "
+	done < <(grep -o '](\([^)#:]*\))' "$f" | sed 's/^](//; s/)$//')
+done
+check_eq "every relative link in README and doc/ leads to a file" "" "$dead"
 
 named=ok
 for p in "${PAGES[@]}"; do
