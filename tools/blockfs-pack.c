@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * blockfs-pack: make files that blockfs serves best, from plain files and
- * trees (seekable LZ4 frames, or BGZF with a .gzi), check such files (-t)
+ * trees (seekable LZ4 frames, BGZF with a .gzi, the zstd seekable format,
+ * multi-block xz), check such files (-t)
  * and index existing ones (--index). This file owns the command line:
  * the options, which input goes to which output (FILE..., -o, -r's tree
  * walk and hard links) and what -u keeps. pack_output.c writes each
@@ -27,7 +28,9 @@
 #include <unistd.h>
 
 #include <lz4.h>
+#include <lzma.h>
 #include <zlib.h>
+#include <zstd.h>
 #if HAVE_LIBDEFLATE
 #include <libdeflate.h>
 #endif
@@ -47,7 +50,7 @@ enum { OPT_INDEX = 256, OPT_NO_CHECKSUM, OPT_INDEX_CACHE, OPT_GZIP_SPAN };
 struct ctx {
 	struct pk_opts o;
 	struct pk_writer w;	/* its pool, progress line and stop */
-	const char *ext;	/* ".lz4" or ".gz" */
+	const char *ext;	/* pk_codec_ext() */
 	const char *out;	/* -o */
 	int failures;
 	uint64_t skipped, current;	/* devices and sockets; outputs -u kept */
@@ -94,7 +97,8 @@ static bool current(struct ctx *c, const char *out, const struct stat *ist)
 
 static const char *packed_suffix(const char *name)
 {
-	static const char *const sfx[] = { ".lz4", ".gz", ".bgz", ".tlz4", ".tgz" };
+	static const char *const sfx[] = { ".lz4", ".gz", ".bgz", ".tlz4", ".tgz", ".zst",
+					   ".tzst", ".xz", ".txz", ".bz2", ".tbz2" };
 	size_t len = strlen(name);
 
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(sfx); i++) {
@@ -484,25 +488,58 @@ static int pack_tree(struct ctx *c, const char *src, const char *dst)
 
 /* ---- command line ---- */
 
+/* The output suffix of @codec. */
+static const char *pk_codec_ext(enum pk_codec codec)
+{
+	switch (codec) {
+	case PK_GZIP:
+		return ".gz";
+	case PK_ZSTD:
+		return ".zst";
+	case PK_XZ:
+		return ".xz";
+	default:
+		return ".lz4";
+	}
+}
+
+/* Per codec: its name, its levels, its block sizes. */
+static const struct codec_row {
+	const char *name;
+	long lo, hi, def;		/* -l */
+	uint32_t bmax, bdef;		/* -B: PK_BLOCK_MIN to bmax */
+} codec_rows[] = {
+	[PK_LZ4] = { "lz4", 1, 12, 1, PK_BLOCK_MAX, PK_LZ4_DEFAULT_BLOCK },
+	[PK_LZ4HC] = { "lz4hc", 3, 12, 9, PK_BLOCK_MAX, PK_LZ4_DEFAULT_BLOCK },
+	[PK_GZIP] = { "gzip", 0, 9, 6, PK_BGZF_BLOCK, PK_BGZF_BLOCK },
+	[PK_ZSTD] = { "zstd", 1, 19, 3, PK_ZSTD_BLOCK_MAX, PK_FRAME_DEFAULT_BLOCK },
+	[PK_XZ] = { "xz", 0, 9, 6, PK_XZ_BLOCK_MAX, PK_FRAME_DEFAULT_BLOCK },
+};
+
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: blockfs-pack [OPTIONS] FILE...       pack each FILE to FILE.lz4 (or FILE.gz); '-' = stdin to stdout\n"
+		"usage: blockfs-pack [OPTIONS] FILE...       pack each FILE to FILE.lz4 (.gz, .zst, .xz); '-' = stdin to stdout\n"
 		"       blockfs-pack [OPTIONS] -r SRC DST    pack the tree SRC into a new tree DST\n"
 		"       blockfs-pack -t FILE...              check packed files\n"
 		"       blockfs-pack --index FILE...         add a seek table (.lz4) or write the .gzi (BGZF)\n"
 		"       blockfs-pack --index --index-cache DIR [--gzip-span SIZE] FILE...\n"
-		"                                            keep each FILE's index (.lz4, BGZF, plain .gz)\n"
-		"                                            in DIR for mounts with -o index_cache=DIR\n"
+		"                                            keep the index a mount would make of each\n"
+		"                                            FILE (any format blockfs decodes) in DIR for\n"
+		"                                            mounts with -o index_cache=DIR\n"
 		"\n"
-		"  -c, --codec lz4|lz4hc|gzip   format (gzip means BGZF); default lz4\n"
+		"  -c, --codec FORMAT           lz4, lz4hc, gzip (BGZF), zstd (the zstd seekable format)\n"
+		"                               or xz (multi-block); default lz4\n"
 		"  -l, --level N                lz4 1-12 (3+ is HC; default 1), lz4hc 3-12 (default 9),\n"
-		"                               gzip 0-9 (default 6)\n"
+		"                               gzip 0-9 (default 6), zstd 1-19 (default 3),\n"
+		"                               xz 0-9 (default 6)\n"
 		"  -B, --block-size SIZE        decompressed bytes per block, K/M suffixes: lz4 4K-4M\n"
-		"                               (default 256K), gzip 4K-65280 (default 65280)\n"
+		"                               (default 256K), gzip 4K-65280 (default 65280),\n"
+		"                               zstd 4K-32M, xz 4K-64M (default 1M)\n"
 		"  -j, --threads N              compression threads (default: online CPUs)\n"
 		"  -o, --output OUT             output of a single FILE ('-': standard output)\n"
-		"      --no-checksum            no LZ4 block checksums (on by default)\n"
+		"      --no-checksum            no LZ4 block checksums (on by default; zstd and xz\n"
+		"                               always have theirs)\n"
 		"  -f, --force                  overwrite existing outputs\n"
 		"  -u, --update                 keep outputs that are complete, valid and not older\n"
 		"                               than their input; make the others again (resumes an\n"
@@ -567,8 +604,12 @@ int main(int argc, char **argv)
 				c.o.codec = PK_LZ4HC;
 			else if (strcmp(optarg, "gzip") == 0 || strcmp(optarg, "bgzf") == 0)
 				c.o.codec = PK_GZIP;
+			else if (strcmp(optarg, "zstd") == 0)
+				c.o.codec = PK_ZSTD;
+			else if (strcmp(optarg, "xz") == 0)
+				c.o.codec = PK_XZ;
 			else {
-				pk_err("-c %s: unknown codec (lz4, lz4hc or gzip)", optarg);
+				pk_err("-c %s: unknown codec (lz4, lz4hc, gzip, zstd or xz)", optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -622,8 +663,9 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case 'V':
-			printf("blockfs-pack %s\nliblz4 %s\nzlib %s\n", BFS_VERSION,
-			       LZ4_versionString(), zlibVersion());
+			printf("blockfs-pack %s\nliblz4 %s\nzlib %s\nlibzstd %s\nliblzma %s\n",
+			       BFS_VERSION, LZ4_versionString(), zlibVersion(), ZSTD_versionString(),
+			       lzma_version_string());
 #if HAVE_LIBDEFLATE
 			printf("libdeflate %s\n", LIBDEFLATE_VERSION_STRING);
 #endif
@@ -636,35 +678,35 @@ int main(int argc, char **argv)
 
 	/* Levels and block size, checked per codec. */
 	{
-		long lo = c.o.codec == PK_LZ4 ? 1 : c.o.codec == PK_LZ4HC ? 3 : 0;
-		long hi = c.o.codec == PK_GZIP ? 9 : 12;
+		const struct codec_row *row = &codec_rows[c.o.codec];
 
-		c.o.level = c.o.codec == PK_LZ4 ? 1 : c.o.codec == PK_LZ4HC ? 9 : 6;
+		c.o.level = (int)row->def;
 		if (level_s) {
-			if (parse_uint(level_s, lo, hi, &v) < 0) {
-				pk_err("-l %s: %s levels are %ld to %ld", level_s,
-				       c.o.codec == PK_GZIP ? "gzip" :
-				       c.o.codec == PK_LZ4HC ? "lz4hc" : "lz4", lo, hi);
+			if (parse_uint(level_s, row->lo, row->hi, &v) < 0) {
+				pk_err("-l %s: %s levels are %ld to %ld", level_s, row->name, row->lo,
+				       row->hi);
 				return EXIT_USAGE;
 			}
 			c.o.level = (int)v;
 		}
-	}
-	c.o.block = c.o.codec == PK_GZIP ? PK_BGZF_BLOCK : PK_LZ4_DEFAULT_BLOCK;
-	if (block_s) {
-		uint32_t hi = c.o.codec == PK_GZIP ? PK_BGZF_BLOCK : PK_BLOCK_MAX;
-		uint64_t b;
+		c.o.block = row->bdef;
+		if (block_s) {
+			uint64_t b;
 
-		if (bfs_parse_size(block_s, &b) < 0 || b < PK_BLOCK_MIN || b > hi) {
-			pk_err("-B %s: the block size is %uK to %u%s for %s", block_s,
-			       PK_BLOCK_MIN >> 10, c.o.codec == PK_GZIP ? hi : hi >> 20,
-			       c.o.codec == PK_GZIP ? " (a BGZF member holds at most 65280 bytes)" :
-			       "M", c.o.codec == PK_GZIP ? "gzip" : "lz4");
-			return EXIT_USAGE;
+			if (bfs_parse_size(block_s, &b) < 0 || b < PK_BLOCK_MIN || b > row->bmax) {
+				if (c.o.codec == PK_GZIP)
+					pk_err("-B %s: the block size is %uK to %u for gzip (a BGZF "
+					       "member holds at most 65280 bytes)", block_s,
+					       PK_BLOCK_MIN >> 10, row->bmax);
+				else
+					pk_err("-B %s: the block size is %uK to %uM for %s", block_s,
+					       PK_BLOCK_MIN >> 10, row->bmax >> 20, row->name);
+				return EXIT_USAGE;
+			}
+			c.o.block = (uint32_t)b;
 		}
-		c.o.block = (uint32_t)b;
 	}
-	c.ext = c.o.codec == PK_GZIP ? ".gz" : ".lz4";
+	c.ext = pk_codec_ext(c.o.codec);
 
 	if (recursive + test + index > 1) {
 		pk_err("-r, -t and --index do not go together");

@@ -4,7 +4,8 @@
  * (blockfs-pack.c), the output side that writes one stream to its file
  * with temporary names, renames, interrupt clean-up and messages
  * (pack_output.c), the compression pipeline that turns one input stream
- * into an LZ4 frame with a seek table or into BGZF with its .gzi
+ * into an LZ4 frame with a seek table, BGZF with its .gzi, zstd frames
+ * with a seek table (the zstd seekable format) or a multi-block xz stream
  * (pack_stream.c), and the checks behind -t and --index (pack_check.c).
  * Nothing here is installed.
  */
@@ -19,7 +20,7 @@
 
 #include "blockfs/common.h"
 
-enum pk_codec { PK_LZ4, PK_LZ4HC, PK_GZIP };
+enum pk_codec { PK_LZ4, PK_LZ4HC, PK_GZIP, PK_ZSTD, PK_XZ };
 
 struct bfs_icache;
 
@@ -29,11 +30,21 @@ struct bfs_icache;
 /* SAM/BAM spec 4.1: bgzip puts at most 0xff00 input bytes in a member */
 #define PK_BGZF_BLOCK		0xff00u
 #define PK_LZ4_DEFAULT_BLOCK	(256u << 10)
+/*
+ * zstd and xz: a random read decodes the whole frame or block it falls
+ * in, so the block size is what one small read can cost; 1 MiB keeps
+ * that near a millisecond (zstd) and tens of milliseconds (xz). blockfs
+ * serves a zstd frame of up to 32 MiB as one block, and an xz block of
+ * up to 64 MiB; bigger ones are decoded as a chain, span after span.
+ */
+#define PK_FRAME_DEFAULT_BLOCK	(1u << 20)
+#define PK_ZSTD_BLOCK_MAX	(32u << 20)
+#define PK_XZ_BLOCK_MAX		(64u << 20)
 
 struct pk_opts {
 	enum pk_codec codec;
 	int level;		/* checked for the codec */
-	uint32_t block;		/* decompressed bytes per block (BGZF: per member) */
+	uint32_t block;		/* decompressed bytes per block (BGZF: per member; zstd: per frame) */
 	unsigned int threads;	/* compression workers */
 	bool csum;		/* LZ4 block checksums */
 	bool force, quiet;
@@ -48,7 +59,7 @@ struct pk_result {
 	uint64_t out_bytes;	/* written, table included */
 	uint64_t blocks;	/* data blocks (BGZF: data members) */
 	uint64_t stored;	/* blocks kept raw because they would not shrink */
-	bool indexed;		/* a seek table (LZ4) or .gzi (BGZF) was written */
+	bool indexed;		/* a seek table (LZ4, zstd) or .gzi (BGZF) was written; xz: its index */
 };
 
 /* Called from the writing thread after each chunk: bytes of input done so far. */

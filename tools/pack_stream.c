@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The compression pipeline of blockfs-pack: one input stream in, one
- * LZ4 frame plus seek table, or BGZF members plus .gzi, out.
+ * LZ4 frame plus seek table, BGZF members plus .gzi, zstd frames plus
+ * seek table, or one multi-block xz stream, out.
  *
  * The calling thread reads input into a ring of chunks, hands each chunk
  * to the workers, and writes finished chunks in order; workers compress
@@ -30,6 +31,27 @@
  * deflate stored block, written directly. Deflate is libdeflate's when
  * the build found it (as htslib's bgzip uses it: about twice zlib's speed
  * at a slightly better ratio), else zlib's.
+ *
+ * zstd is written in the zstd seekable format (zstd's
+ * contrib/seekable_format/zstd_seekable_compression_format.md): one
+ * independent frame per block, each with its content size and content
+ * checksum, compressed by the workers like LZ4 blocks, then the seek
+ * table, a skippable frame:
+ *
+ *   | 184D2A5E | size, LE32 | entry * frames | frames, LE32 | 0x80 | 8F92EAB1 |
+ *   entry := | compressed size, LE32 | decompressed size, LE32 | checksum, LE32 |
+ *
+ * where the checksum is the low 32 bits of XXH64 (seed 0) of the frame's
+ * output, computed by the worker that compressed it. zstd -d skips the
+ * table as it skips any skippable frame.
+ *
+ * xz goes through liblzma's own multithreaded encoder (one xz stream,
+ * blocks of --block-size input, their sizes in the block headers and in
+ * the index at the end), which has its own threads: the pool's workers
+ * are not started for it. Each block is compressed alone, so the LZMA2
+ * dictionary is cut to the block size: a bigger one cannot be used, and
+ * would cost each encoder thread its memory (preset 9: 64 MiB
+ * dictionary, about 670 MiB per thread).
  */
 #include "config.h"
 
@@ -42,11 +64,15 @@
 
 #include <lz4.h>
 #include <lz4hc.h>
+#include <lzma.h>
 #include <zlib.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 #if HAVE_LIBDEFLATE
 #include <libdeflate.h>
 #endif
 
+#include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/seektable.h"
 #include "blockfs/xxh32.h"
@@ -79,7 +105,17 @@ static const uint8_t bgzf_eof[28] = {
 	0x1b, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 
+/* zstd_seekable_compression_format.md */
+#define ZSEEK_SKIP_MAGIC	0x184D2A5Eu
+#define ZSEEK_FOOTER_MAGIC	0x8F92EAB1u
+#define ZSEEK_CSUM_FLAG		0x80u
+#define ZSEEK_HDR_LEN		8		/* magic, frame size */
+#define ZSEEK_ENTRY_LEN		12
+#define ZSEEK_FOOTER_LEN	9
+
 #define CHUNK_TARGET		(1u << 20)
+/* xz: input read and output written per lzma_code() round */
+#define XZ_IO_CHUNK		(1u << 20)
 
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_DONE };
 
@@ -88,6 +124,7 @@ struct slot {
 	size_t inlen, outlen;
 	uint32_t nblk, nstored;
 	uint32_t *clen, *usize;		/* per block of the chunk */
+	uint32_t *csum;			/* zstd: XXH64's low 32 bits per block */
 	int state;			/* protected by pool->lock */
 	int err;
 };
@@ -113,6 +150,7 @@ struct pk_pool {
 
 struct worker {
 	void *lz4;			/* LZ4 or LZ4HC state */
+	ZSTD_CCtx *zc;
 #if HAVE_LIBDEFLATE
 	struct libdeflate_compressor *ld;
 #else
@@ -212,6 +250,18 @@ static int bgzf_member(struct pk_pool *p, struct worker *w, const uint8_t *src, 
 	return 0;
 }
 
+/* One zstd frame, with content size and checksum, for @n bytes at @src. */
+static int zstd_frame(struct pk_pool *p, struct worker *w, const uint8_t *src, uint32_t n,
+		      uint8_t *dst, uint32_t *len)
+{
+	size_t c = ZSTD_compress2(w->zc, dst, p->blkcap, src, n);
+
+	if (ZSTD_isError(c))
+		return ZSTD_getErrorCode(c) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO;
+	*len = (uint32_t)c;	/* at most ZSTD_compressBound(32 MiB) */
+	return 0;
+}
+
 static void compress_slot(struct pk_pool *p, struct worker *w, struct slot *s)
 {
 	size_t pos = 0;
@@ -228,6 +278,12 @@ static void compress_slot(struct pk_pool *p, struct worker *w, struct slot *s)
 			s->err = bgzf_member(p, w, s->in + at, n, s->out + pos, &stored, &len);
 			if (s->err)
 				return;
+		} else if (p->o.codec == PK_ZSTD) {
+			s->err = zstd_frame(p, w, s->in + at, n, s->out + pos, &len);
+			if (s->err)
+				return;
+			s->csum[s->nblk] = bfs_zstd_xxh64_low(s->in + at, n);
+			stored = false;		/* zstd stores raw blocks itself */
 		} else {
 			len = lz4_block(p, w, s->in + at, n, s->out + pos, &stored);
 		}
@@ -258,6 +314,14 @@ static void *worker_main(void *arg)
 			w.zinit = err == 0;
 #endif
 		}
+	} else if (p->o.codec == PK_ZSTD) {
+		w.zc = ZSTD_createCCtx();
+		if (!w.zc ||
+		    ZSTD_isError(ZSTD_CCtx_setParameter(w.zc, ZSTD_c_compressionLevel,
+							p->o.level)) ||
+		    ZSTD_isError(ZSTD_CCtx_setParameter(w.zc, ZSTD_c_checksumFlag, 1)) ||
+		    ZSTD_isError(ZSTD_CCtx_setParameter(w.zc, ZSTD_c_contentSizeFlag, 1)))
+			err = -ENOMEM;
 	} else {
 		bool hc = p->o.codec == PK_LZ4HC || p->o.level >= 3;
 
@@ -294,6 +358,7 @@ static void *worker_main(void *arg)
 		deflateEnd(&w.z);
 #endif
 	free(w.lz4);
+	ZSTD_freeCCtx(w.zc);
 	return NULL;
 }
 
@@ -319,10 +384,16 @@ int pk_pool_new(struct pk_pool **out, const struct pk_opts *o)
 	p->o = *o;
 	if (p->o.threads == 0)
 		p->o.threads = 1;
+	if (o->codec == PK_XZ) {
+		*out = p;	/* liblzma's encoder brings its own threads */
+		return 0;
+	}
 	p->per_chunk = CHUNK_TARGET / o->block ? CHUNK_TARGET / o->block : 1;
 	p->chunk = (size_t)p->per_chunk * o->block;
 	if (o->codec == PK_GZIP) {
 		p->blkcap = BGZF_MEMBER_MAX;
+	} else if (o->codec == PK_ZSTD) {
+		p->blkcap = ZSTD_compressBound(o->block);
 	} else {
 		p->bmax = lz4_bmax(o->block);
 		p->blkcap = LZ4_BLK_HDR + o->block + LZ4_BLK_CSUM;
@@ -341,7 +412,8 @@ int pk_pool_new(struct pk_pool **out, const struct pk_opts *o)
 		s->out = malloc(p->outcap);
 		s->clen = calloc(p->per_chunk, sizeof(*s->clen));
 		s->usize = calloc(p->per_chunk, sizeof(*s->usize));
-		if (!s->in || !s->out || !s->clen || !s->usize)
+		s->csum = calloc(p->per_chunk, sizeof(*s->csum));
+		if (!s->in || !s->out || !s->clen || !s->usize || !s->csum)
 			goto out_free;
 	}
 	pthread_mutex_init(&p->lock, NULL);
@@ -387,6 +459,7 @@ void pk_pool_free(struct pk_pool *p)
 		free(p->slots[i].out);
 		free(p->slots[i].clen);
 		free(p->slots[i].usize);
+		free(p->slots[i].csum);
 	}
 	free(p->slots);
 	free(p->queue);
@@ -432,35 +505,62 @@ static int write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-/* The growing .gzi: count, then (compressed, uncompressed) offset pairs. */
-struct gzi {
+/*
+ * A growing table of fixed-size records after a header of @hdr bytes that
+ * is filled in at the end: the .gzi (count, then (compressed,
+ * uncompressed) offset pairs), or the zstd seek table (skippable frame
+ * header, then entries; the footer is added at the end).
+ */
+struct table {
 	uint8_t *buf;
 	size_t len, cap;
 	uint64_t n;
 	bool overflow;
 };
 
-static void gzi_add(struct gzi *g, uint64_t coff, uint64_t uoff)
+/* Room for @len more bytes; false (and sticky overflow) when out of memory. */
+static bool table_room(struct table *t, size_t hdr, size_t len)
 {
-	if (g->overflow)
-		return;
-	if (g->len + 16 > g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 4096;
-		uint8_t *nb = realloc(g->buf, cap);
+	if (t->overflow)
+		return false;
+	if (t->len == 0)
+		t->len = hdr;
+	if (t->len + len > t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 4096;
+		uint8_t *nb;
 
+		while (cap < t->len + len)
+			cap *= 2;
+		nb = realloc(t->buf, cap);
 		if (!nb) {
-			g->overflow = true;
-			return;
+			t->overflow = true;
+			return false;
 		}
-		g->buf = nb;
-		g->cap = cap;
+		t->buf = nb;
+		t->cap = cap;
 	}
-	if (g->len == 0)
-		g->len = 8;		/* the count, filled in at the end */
+	return true;
+}
+
+static void gzi_add(struct table *g, uint64_t coff, uint64_t uoff)
+{
+	if (!table_room(g, 8, 16))
+		return;
 	bfs_put_le64(g->buf + g->len, coff);
 	bfs_put_le64(g->buf + g->len + 8, uoff);
 	g->len += 16;
 	g->n++;
+}
+
+static void zseek_add(struct table *t, uint32_t clen, uint32_t usize, uint32_t csum)
+{
+	if (!table_room(t, ZSEEK_HDR_LEN, ZSEEK_ENTRY_LEN))
+		return;
+	bfs_put_le32(t->buf + t->len, clen);
+	bfs_put_le32(t->buf + t->len + 4, usize);
+	bfs_put_le32(t->buf + t->len + 8, csum);
+	t->len += ZSEEK_ENTRY_LEN;
+	t->n++;
 }
 
 struct run {
@@ -469,7 +569,7 @@ struct run {
 	uint64_t coff, uoff;
 	struct bfs_seektable_writer st;
 	struct bfs_xxh32 content;	/* LZ4 with checksums: XXH32 of every input byte */
-	struct gzi gzi;
+	struct table gzi;		/* BGZF: the .gzi; zstd: the seek table */
 	struct pk_result *res;
 };
 
@@ -481,12 +581,14 @@ static int emit(struct run *r, struct slot *s)
 
 	if (rc < 0)
 		return rc;
-	if (p->o.codec != PK_GZIP && p->o.csum)
+	if ((p->o.codec == PK_LZ4 || p->o.codec == PK_LZ4HC) && p->o.csum)
 		bfs_xxh32_update(&r->content, s->in, s->inlen);
 	for (uint32_t i = 0; i < s->nblk; i++) {
 		if (p->o.codec == PK_GZIP) {
 			if (r->res->blocks > 0)
 				gzi_add(&r->gzi, r->coff, r->uoff);
+		} else if (p->o.codec == PK_ZSTD) {
+			zseek_add(&r->gzi, s->clen[i], s->usize[i], s->csum[i]);
 		} else if (r->res->blocks < BFS_INDEX_MAX_BLOCKS) {
 			struct bfs_seektable_entry e = { .coff = r->coff, .clen = s->clen[i],
 						  .usize = s->usize[i], .bmax = p->bmax,
@@ -550,6 +652,48 @@ static int lz4_tail(struct run *r)
 	return 0;
 }
 
+/*
+ * After the last frame, the seek table; for an empty input first one
+ * empty frame, so that the file is a zstd file to every reader (a file
+ * of skippable frames only is not one to blockfs's probe).
+ */
+static int zstd_tail(struct run *r)
+{
+	struct table *t = &r->gzi;
+	int rc;
+
+	if (r->res->blocks == 0) {
+		uint8_t f[32];
+		size_t c = ZSTD_compress(f, sizeof(f), "", 0, r->p->o.level);
+
+		if (ZSTD_isError(c))
+			return -EIO;
+		rc = write_full(r->out, f, c);
+		if (rc < 0)
+			return rc;
+		zseek_add(t, (uint32_t)c, 0, bfs_zstd_xxh64_low("", 0));
+		r->coff += c;
+		r->res->blocks = 1;
+		r->res->out_bytes = r->coff;
+	}
+	/* Past the index's limit blockfs would refuse the table: write none. */
+	if (r->res->blocks > BFS_INDEX_MAX_BLOCKS || !table_room(t, ZSEEK_HDR_LEN, ZSEEK_FOOTER_LEN))
+		return 0;
+	bfs_put_le32(t->buf + t->len, (uint32_t)t->n);
+	t->buf[t->len + 4] = ZSEEK_CSUM_FLAG;
+	bfs_put_le32(t->buf + t->len + 5, ZSEEK_FOOTER_MAGIC);
+	t->len += ZSEEK_FOOTER_LEN;
+	bfs_put_le32(t->buf, ZSEEK_SKIP_MAGIC);
+	bfs_put_le32(t->buf + 4, (uint32_t)(t->len - ZSEEK_HDR_LEN));
+	rc = write_full(r->out, t->buf, t->len);
+	if (rc < 0)
+		return rc;
+	r->coff += t->len;
+	r->res->out_bytes = r->coff;
+	r->res->indexed = true;
+	return 0;
+}
+
 static int bgzf_tail(struct run *r, int gzi)
 {
 	int rc = write_full(r->out, bgzf_eof, sizeof(bgzf_eof));
@@ -575,6 +719,93 @@ static int bgzf_tail(struct run *r, int gzi)
 	return 0;
 }
 
+/* ---- xz ---- */
+
+static int xz_errno(lzma_ret ret)
+{
+	return ret == LZMA_MEM_ERROR || ret == LZMA_MEMLIMIT_ERROR ? -ENOMEM : -EIO;
+}
+
+/* All of @in through liblzma's multithreaded encoder into @out. */
+static int xz_run(struct pk_pool *p, int in, int out, struct pk_result *res, pk_tick_fn *tick,
+		  void *ctx, const char **side)
+{
+	lzma_options_lzma lz;
+	lzma_filter filters[] = {
+		{ .id = LZMA_FILTER_LZMA2, .options = &lz },
+		{ .id = LZMA_VLI_UNKNOWN, .options = NULL },
+	};
+	lzma_mt mt = {
+		.threads = p->o.threads,
+		.block_size = p->o.block,
+		.filters = filters,
+		.check = LZMA_CHECK_CRC64,
+	};
+	lzma_stream z = LZMA_STREAM_INIT;
+	uint8_t *ibuf = malloc(XZ_IO_CHUNK), *obuf = malloc(XZ_IO_CHUNK);
+	lzma_action action = LZMA_RUN;
+	lzma_ret ret;
+	int rc = 0;
+
+	memset(res, 0, sizeof(*res));
+	*side = "write";
+	if (!ibuf || !obuf || lzma_lzma_preset(&lz, (uint32_t)p->o.level)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (lz.dict_size > p->o.block)
+		lz.dict_size = p->o.block < LZMA_DICT_SIZE_MIN ? LZMA_DICT_SIZE_MIN : p->o.block;
+	ret = lzma_stream_encoder_mt(&z, &mt);
+	if (ret != LZMA_OK) {
+		rc = xz_errno(ret);
+		goto out;
+	}
+	z.next_out = obuf;
+	z.avail_out = XZ_IO_CHUNK;
+	for (;;) {
+		if (z.avail_in == 0 && action == LZMA_RUN) {
+			size_t got;
+
+			rc = read_full(in, ibuf, XZ_IO_CHUNK, &got);
+			if (rc < 0) {
+				*side = "read";
+				goto out_end;
+			}
+			if (got < XZ_IO_CHUNK)
+				action = LZMA_FINISH;
+			z.next_in = ibuf;
+			z.avail_in = got;
+			res->in_bytes += got;
+		}
+		ret = lzma_code(&z, action);
+		if (ret != LZMA_OK && ret != LZMA_STREAM_END) {
+			rc = xz_errno(ret);
+			goto out_end;
+		}
+		if (z.avail_out == 0 || ret == LZMA_STREAM_END) {
+			rc = write_full(out, obuf, XZ_IO_CHUNK - z.avail_out);
+			if (rc < 0)
+				goto out_end;
+			z.next_out = obuf;
+			z.avail_out = XZ_IO_CHUNK;
+			if (tick)
+				tick(ctx, z.total_in);
+		}
+		if (ret == LZMA_STREAM_END)
+			break;
+	}
+	res->out_bytes = z.total_out;
+	/* the encoder cuts a block every block_size bytes of input, exactly */
+	res->blocks = (res->in_bytes + p->o.block - 1) / p->o.block;
+	res->indexed = true;
+out_end:
+	lzma_end(&z);
+out:
+	free(ibuf);
+	free(obuf);
+	return rc;
+}
+
 /* Wait until slot number @n (counting from the run's start) is done, and free it. */
 static struct slot *take_done(struct pk_pool *p, uint64_t n)
 {
@@ -596,10 +827,12 @@ int pk_pool_run(struct pk_pool *p, int in, int out, int gzi, struct pk_result *r
 	bool eof = false;
 	int rc = 0;
 
+	if (p->o.codec == PK_XZ)
+		return xz_run(p, in, out, res, tick, ctx, side);
 	memset(res, 0, sizeof(*res));
 	bfs_xxh32_init(&r.content, 0);
 	*side = "write";
-	if (p->o.codec != PK_GZIP) {
+	if (p->o.codec == PK_LZ4 || p->o.codec == PK_LZ4HC) {
 		rc = lz4_head(&r);
 		if (rc < 0)
 			goto out;
@@ -644,7 +877,12 @@ int pk_pool_run(struct pk_pool *p, int in, int out, int gzi, struct pk_result *r
 		if (tick)
 			tick(ctx, r.uoff);
 	}
-	rc = p->o.codec == PK_GZIP ? bgzf_tail(&r, gzi) : lz4_tail(&r);
+	if (p->o.codec == PK_GZIP)
+		rc = bgzf_tail(&r, gzi);
+	else if (p->o.codec == PK_ZSTD)
+		rc = zstd_tail(&r);
+	else
+		rc = lz4_tail(&r);
 	goto out;
 
 drain:
