@@ -171,7 +171,7 @@ check_fails "a missing input is named" "nothing-here: No such file or directory"
 	"$PACK" "$STATE/nothing-here"
 check_fails "-B past the format's limit is refused" "block size" "$PACK" -B 8M "$GEN/text"
 check_fails "gzip -B past a BGZF member is refused" "65280" "$PACK" -c gzip -B 64K "$GEN/text"
-check_fails "an unknown codec is refused" "unknown codec" "$PACK" -c zstd "$GEN/text"
+check_fails "an unknown codec is refused" "unknown codec" "$PACK" -c brotli "$GEN/text"
 check_fails "-l out of range is refused" "levels are 3 to 12" "$PACK" -c lz4hc -l 2 "$GEN/text"
 
 # A full disk: clear message, non-zero exit, no output, input untouched.
