@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Extended attributes (SPEC §4): the user.blockfs.* table, read-only
+ * Extended attributes (man 8 blockfs, EXTENDED ATTRIBUTES): the user.blockfs.* table, read-only
  * facts and writable hints, and the backing file's own attributes, shown
  * read-only. Values and lists follow the xattr(7) size protocol: size 0
  * asks for the length, a short buffer is -ERANGE.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * blockfs-stat: what blockfs knows about mounted files, read through
- * getxattr(2) only (the user.blockfs.* attributes, SPEC §4), so it works
+ * getxattr(2) only (the user.blockfs.* attributes of man 8 blockfs), so it works
  * on any blockfs mount a user can read, with no access to the daemon.
  * For each PATH: format, sizes, ratio, blocks, cached bytes, where the
  * index came from and its memory (gzip: checkpoints, walk), effective

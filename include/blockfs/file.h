@@ -39,7 +39,7 @@ struct bfs_workq;
 struct bfs_icache;
 struct bfs_stash;
 
-/* A backing file this small is read whole to be indexed: one read (issue 12). */
+/* A backing file this small is read whole to be indexed: one read. */
 #define BFS_WHOLE_MAX (128u << 10)
 /*
  * ... and one this small is kept with its version (at most BFS_IDLE_KEEP

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Access hints (SPEC §4), in the spirit of madvise(2): what a reader of a
+ * Access hints (man 8 blockfs, EXTENDED ATTRIBUTES), in the spirit of madvise(2): what a reader of a
  * file is likely to do next, set per file or directory with setfattr.
  *
  * This module owns the store that keeps them for the life of the mount
