@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Access hints (man 8 blockfs, EXTENDED ATTRIBUTES), in the spirit of madvise(2): what a reader of a
- * file is likely to do next, set per file or directory with setfattr.
+ * Access hints (man 8 blockfs, EXTENDED ATTRIBUTES), in the spirit of
+ * madvise(2): what a reader of a file is likely to do next, set per file
+ * or directory with setfattr.
  *
  * This module owns the store that keeps them for the life of the mount
  * and the inheritance rule (their values and names are vocab.h's). It
