@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Mount options (man 8 blockfs, OPTIONS): parsed from -o with fuse_opt,
- * then checked once by bfs_opts_check(), which turns strings into values and refuses
- * anything else with a message that names the option.
+ * then checked once by bfs_opts_check(), which turns strings into values
+ * and refuses anything else with a message that names the option.
  */
 #ifndef BLOCKFS_OPTS_H
 #define BLOCKFS_OPTS_H
