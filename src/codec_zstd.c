@@ -970,6 +970,39 @@ out_free:
 }
 
 /*
+ * The decoder used all of @in, which began at file offset *@at: give it
+ * the frame's next input (*@at moves past the old), out of @src (the
+ * whole frame, which starts at file offset @coff) or read through @io
+ * into @buf (@cap bytes). Return: 0; -EBADMSG at the frame's end @end
+ * (it holds less than its header says); the read's -errno.
+ */
+static int refill(ZSTD_inBuffer *in, uint64_t *at, uint64_t coff, uint64_t end,
+		  const uint8_t *src, struct bfs_io *io, uint8_t *buf, size_t cap,
+		  const char **why)
+{
+	size_t n;
+	int rc;
+
+	*at += in->size;
+	if (*at >= end) {
+		*why = "zstd frame holds fewer bytes than its header says";
+		return -EBADMSG;
+	}
+	if (src) {
+		*in = (ZSTD_inBuffer){ .src = src + (*at - coff), .size = end - *at };
+		return 0;
+	}
+	n = end - *at < cap ? (size_t)(end - *at) : cap;
+	rc = bfs_io_read(io, buf, n, *at);
+	if (rc < 0) {
+		*why = "read failed";
+		return rc;
+	}
+	*in = (ZSTD_inBuffer){ .src = buf, .size = n };
+	return 0;
+}
+
+/*
  * Decode the open frame whose first span is @k0 whole, as the walk of a
  * frame without a content size does at the first stat, and drop the
  * output: its checksum and its size against the header's. Input from
@@ -1002,24 +1035,9 @@ static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, str
 		size_t before;
 
 		if (in.pos == in.size) {
-			at += in.size;
-			if (at >= end) {
-				*why = "zstd frame holds fewer bytes than its header says";
-				rc = -EBADMSG;
+			rc = refill(&in, &at, b->coff, end, src, io, buf, CHUNK, why);
+			if (rc < 0)
 				goto out;
-			}
-			if (src) {
-				in = (ZSTD_inBuffer){ .src = src + (at - b->coff), .size = end - at };
-			} else {
-				size_t n = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
-
-				rc = bfs_io_read(io, buf, n, at);
-				if (rc < 0) {
-					*why = "read failed";
-					goto out;
-				}
-				in = (ZSTD_inBuffer){ .src = buf, .size = n };
-			}
 		}
 		before = in.pos;
 		r = ZSTD_decompressStream(d, &o, &in);
@@ -1144,24 +1162,9 @@ static int open_decode(const struct bfs_index *idx, size_t k, const uint8_t *src
 		size_t before;
 
 		if (in.pos == in.size) {
-			at += in.size;
-			if (at >= end) {
-				*why = "zstd frame holds fewer bytes than its header says";
-				rc = -EBADMSG;
+			rc = refill(&in, &at, b->coff, end, src, io, buf, OPEN_READ, why);
+			if (rc < 0)
 				goto out;
-			}
-			if (src) {
-				in = (ZSTD_inBuffer){ .src = src + (at - b->coff), .size = end - at };
-			} else {
-				size_t n = end - at < OPEN_READ ? (size_t)(end - at) : OPEN_READ;
-
-				rc = bfs_io_read(io, buf, n, at);
-				if (rc < 0) {
-					*why = "read failed";
-					goto out;
-				}
-				in = (ZSTD_inBuffer){ .src = buf, .size = n };
-			}
 		}
 		before = in.pos + out.pos;
 		r = ZSTD_decompressStream(p->d, &out, &in);
