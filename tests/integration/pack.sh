@@ -172,6 +172,10 @@ check_fails "a missing input is named" "nothing-here: No such file or directory"
 check_fails "-B past the format's limit is refused" "block size" "$PACK" -B 8M "$GEN/text"
 check_fails "gzip -B past a BGZF member is refused" "65280" "$PACK" -c gzip -B 64K "$GEN/text"
 check_fails "an unknown codec is refused" "unknown codec" "$PACK" -c brotli "$GEN/text"
+check_fails "zstd -l out of range is refused" "zstd levels are 1 to 19" \
+	"$PACK" -c zstd -l 20 "$GEN/text"
+check_fails "xz -l out of range is refused" "xz levels are 0 to 9" "$PACK" -c xz -l 10 "$GEN/text"
+check_fails "zstd -B past 32M is refused" "4K to 32M for zstd" "$PACK" -c zstd -B 33M "$GEN/text"
 check_fails "-l out of range is refused" "levels are 3 to 12" "$PACK" -c lz4hc -l 2 "$GEN/text"
 
 # A full disk: clear message, non-zero exit, no output, input untouched.
@@ -555,6 +559,52 @@ if [[ -n "$STAT" ]]; then
 			"$("$STAT" "$MNT/text" | awk '$1 == "ratio" { print $2 }')"
 		bfs_umount || not_ok "unmount of the ratio tree"
 	fi
+fi
+
+
+# ------------------------------------------------------------ zstd and xz
+
+# Several frames / blocks of text, read back by the stock tools and through
+# a mount: whole, and at seeded random offsets.
+mkdir -p "$STATE/zx"
+seq 1 400000 | sed 's/$/ some words of text to compress/' >"$STATE/zx/text"
+check "-c zstd -B 256K packs" "$PACK" -q -c zstd -B 256K "$STATE/zx/text"
+check "zstd -t accepts it" zstd -q -t "$STATE/zx/text.zst"
+check "zstd -dc gives the input back" sh -c "zstd -q -dc '$STATE/zx/text.zst' | cmp - '$STATE/zx/text'"
+nfr=$(tail -c 9 "$STATE/zx/text.zst" | od -An -tu4 -N4 | tr -d ' ')
+want=$(( ($(stat -c %s "$STATE/zx/text") + 262143) / 262144 ))
+check_eq "the seek table footer counts one frame per 256K" "$want" "$nfr"
+check "-c xz -B 512K packs" "$PACK" -q -c xz -B 512K "$STATE/zx/text"
+check "xz -t accepts it" xz -t "$STATE/zx/text.xz"
+check "xz -dc gives the input back" sh -c "xz -dc '$STATE/zx/text.xz' | cmp - '$STATE/zx/text'"
+check_eq "xz -l counts one block per 512K" \
+	"$(( ($(stat -c %s "$STATE/zx/text") + 524287) / 524288 ))" \
+	"$(xz --robot -l "$STATE/zx/text.xz" | awk '$1 == "file" { print $3 }')"
+mkdir -p "$STATE/zxm"
+mv "$STATE/zx/text.zst" "$STATE/zxm/z.zst"
+mv "$STATE/zx/text.xz" "$STATE/zxm/x.xz"
+: | "$PACK" -q -c zstd -o "$STATE/zxm/empty.zst" -
+check "an empty input makes a zstd file zstd -t accepts" zstd -q -t "$STATE/zxm/empty.zst"
+if bfs_mount "$STATE/zxm" "$MNT" "$STATE/daemon-zx.log" "readpath=pread"; then
+	check_eq "blockfs indexes the zstd output from its seek table" "seektable" \
+		"$(getfattr --only-values -n user.blockfs.index_source "$MNT/z" 2>/dev/null)"
+	for f in z x; do
+		check "$f: read whole through the mount" cmp "$MNT/$f" "$STATE/zx/text"
+		size=$(stat -c %s "$STATE/zx/text")
+		bad=0
+		for i in 1 2 3 4 5 6; do
+			off=$(( (i * 7919 * 104729 + 12345) % (size - 5000) ))
+			cmp <(dd if="$MNT/$f" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) \
+			    <(dd if="$STATE/zx/text" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) ||
+				bad=1
+		done
+		check_eq "$f: 6 reads at seeded offsets match the input" 0 "$bad"
+	done
+	check_eq "the empty zstd output is shown empty" 0 "$(stat -c %s "$MNT/empty")"
+	bfs_umount || not_ok "unmount of the zstd/xz tree"
+else
+	not_ok "mount of the zstd/xz tree"
+	show_log
 fi
 
 bfs_end
