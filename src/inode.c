@@ -41,13 +41,29 @@
 struct sysdir {
 	struct bfs_fs *fs;
 	int fd;
+	int err;	/* a stat's failure other than "no such name", or 0 */
 };
+
+/*
+ * fstatat of @name in the directory. A failure that does not say the name
+ * is absent (ENOTCONN from a network filesystem whose daemon died, EIO,
+ * EACCES) is kept in @d->err: the lookup then fails with it, rather than
+ * answer ENOENT for a file that may well be there.
+ */
+static bool sys_stat(struct sysdir *d, const char *name, struct stat *st)
+{
+	if (fstatat(d->fd, name, st, AT_SYMLINK_NOFOLLOW) == 0)
+		return true;
+	if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG && !d->err)
+		d->err = -errno;
+	return false;
+}
 
 static bool sys_exists(void *ctx, const char *name)
 {
 	struct stat st;
 
-	return fstatat(((struct sysdir *)ctx)->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return sys_stat(ctx, name, &st);
 }
 
 /* Names come from suffixes alone: is @name a regular file? */
@@ -55,8 +71,7 @@ static bool sys_is_file(void *ctx, const char *name)
 {
 	struct stat st;
 
-	return fstatat(((struct sysdir *)ctx)->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       S_ISREG(st.st_mode);
+	return sys_stat(ctx, name, &st) && S_ISREG(st.st_mode);
 }
 
 static const struct bfs_name_ops sys_name_ops = { .exists = sys_exists, .is_file = sys_is_file };
@@ -411,6 +426,10 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 		else
 			rc = bfs_name_resolve(&sys_name_ops, &d, name, backing, &codec,
 					      fs->opts->keep_compressed);
+		if (d.err) {
+			rc = d.err;	/* an answer made of failed stats is no answer */
+			break;
+		}
 		if (rc == 0)
 			rc = lookup_backing(fs, dir, dfd, sc.snap ? &sc : NULL, backing, codec, out,
 					    st);
@@ -690,6 +709,21 @@ int bfs_inode_walking(struct bfs_fs *fs, const struct bfs_inode *in, char *buf, 
 	return n;
 }
 
+/* A version of @in read through @fd (bfs_file_open()), its sidecar and walk too. */
+static int build(struct bfs_fs *fs, struct bfs_inode *in, int fd, const struct stat *fd_st,
+		 const struct stat *now, struct bfs_file **out)
+{
+	int side = in->codec ? open_sidecar(fs, in, now) : -1, rc;
+	struct bfs_walking *w = in->codec ? walk_begin(fs, in, (uint64_t)now->st_size) : NULL;
+
+	rc = bfs_file_open(out, fd, fd_st, side, in->codec, in->rpath ? in->rpath : "?", &fs->env,
+			   w ? &w->done : NULL);
+	walk_end(fs, w);
+	if (side >= 0)
+		close(side);
+	return rc;
+}
+
 /*
  * Current version given the backing file's stat @now; inode lock held,
  * @opath: @in's pinned descriptor. A new version comes back with its
@@ -731,20 +765,23 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	}
 	if (!whole && fd < 0)
 		return -errno;
-	if (in->codec)
-		side = open_sidecar(fs, in, now);
-	if (whole)
+	if (whole) {
+		side = in->codec ? open_sidecar(fs, in, now) : -1;
 		rc = bfs_file_open_whole(&f, whole, now, side, in->codec,
 					 in->rpath ? in->rpath : "?", &fs->env);
-	else {
-		struct bfs_walking *w = in->codec ? walk_begin(fs, in, (uint64_t)now->st_size) : NULL;
-
-		rc = bfs_file_open(&f, fd, fd_st, side, in->codec, in->rpath ? in->rpath : "?",
-				   &fs->env, w ? &w->done : NULL);
-		walk_end(fs, w);
+		if (side >= 0)
+			close(side);
+	} else {
+		rc = build(fs, in, fd, fd_st, now, &f);
 	}
-	if (side >= 0)
-		close(side);
+	if (rc < 0 && fd_st && bfs_inode_fd_revive(fs, in, in->rpath, rc) == 0) {
+		/* the inode's descriptor, duplicated, had died (sshfs reconnected): once more */
+		close(fd);
+		fd = bfs_inode_rdfd(fs, in, opath, 0);
+		if (fd < 0)
+			return -errno;
+		rc = build(fs, in, fd, fd_st, now, &f);
+	}
 	if (rc < 0) {
 		if (fd >= 0)
 			close(fd);

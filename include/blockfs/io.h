@@ -7,7 +7,9 @@
 #ifndef BLOCKFS_IO_H
 #define BLOCKFS_IO_H
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -77,5 +79,17 @@ void bfs_io_ahead_destroy(struct bfs_io_ahead *a);
  * us); or -errno from the read path. Short reads are retried.
  */
 BFS_MUST_CHECK int bfs_io_read(struct bfs_io *io, void *buf, size_t len, uint64_t off);
+
+/*
+ * May a read that failed with @rc (-errno) succeed through a descriptor
+ * opened anew? EIO, ENOTCONN and ESTALE are what network filesystems
+ * answer for a handle that died while its file lives on (sshfs's handles
+ * of a connection it has since made again; NFS after a server restart).
+ * The caller still checks that the path names the same file.
+ */
+static inline bool bfs_io_handle_dead(int rc)
+{
+	return rc == -EIO || rc == -ENOTCONN || rc == -ESTALE;
+}
 
 #endif
