@@ -242,7 +242,8 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	 */
 	aio = &f->io;
 	if (codec && !whole && (uint64_t)f->st.st_size > BFS_WHOLE_MAX)
-		aio = bfs_io_ahead_init(&ahead, &f->io, walked);
+		aio = bfs_io_ahead_init(&ahead, &f->io, walked,
+					env->remote ? BFS_IO_AHEAD_REMOTE_THREADS : 0);
 	if (codec) {
 		/* The name said @codec's family; the bytes say which, if any. */
 		if (whole)
