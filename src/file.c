@@ -242,7 +242,8 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	 */
 	aio = &f->io;
 	if (codec && !whole && (uint64_t)f->st.st_size > BFS_WHOLE_MAX)
-		aio = bfs_io_ahead_init(&ahead, &f->io, walked);
+		aio = bfs_io_ahead_init(&ahead, &f->io, walked,
+					env->remote ? BFS_IO_AHEAD_REMOTE_THREADS : 0);
 	if (codec) {
 		/* The name said @codec's family; the bytes say which, if any. */
 		if (whole)
@@ -510,19 +511,73 @@ bool bfs_file_stale(const struct bfs_file *f, const struct stat *now)
 	       now->st_ctim.tv_nsec != f->st.st_ctim.tv_nsec;
 }
 
+/*
+ * A read of @f's backing file failed with @rc: a descriptor opened anew
+ * by name takes the old one's number (dup3), if that is still the file
+ * this version was built from (bfs_file_stale()), for a network
+ * filesystem's handle can die while the file lives on. A use is held.
+ * Return: 0 to read again; else @rc.
+ */
+static int revive(struct bfs_file *f, int rc)
+{
+	const struct bfs_file_env *env = f->env;
+	struct stat st;
+	int fd, done = -1;
+
+	if (!bfs_io_handle_dead(rc) || !env->reopen || f->head)
+		return rc;
+	fd = env->reopen(env->reopen_ctx, f->name);
+	if (fd < 0)
+		return rc;
+	if (fstat(fd, &st) == 0 && !bfs_file_stale(f, &st)) {
+		bfs_mutex_lock(&f->fd_lock);
+		if (f->fd >= 0)
+			done = dup3(fd, f->fd, O_CLOEXEC);
+		bfs_mutex_unlock(&f->fd_lock);
+	}
+	close(fd);
+	if (done < 0)
+		return rc;
+	bfs_info("%s: a backing read failed (%s): opened again by name", f->name,
+		 strerror(-rc));
+	return 0;
+}
+
 static int read_backing(struct bfs_file *f, void *buf, size_t len, uint64_t off)
 {
+	int rc;
+
 	if (f->head && off + len <= (uint64_t)f->st.st_size) {
 		memcpy(buf, f->head + off, len);	/* the bytes this version was built from */
 		return 0;
 	}
 	BFS_COUNT(f->ctr, syscalls, 1);
-	return bfs_io_read(&f->io, buf, len, off);
+	rc = bfs_io_read(&f->io, buf, len, off);
+	if (rc < 0 && revive(f, rc) == 0) {
+		BFS_COUNT(f->ctr, syscalls, 1);
+		rc = bfs_io_read(&f->io, buf, len, off);
+	}
+	return rc;
+}
+
+/*
+ * What a failed backing read met, for the log: a short read of a file now
+ * shorter than this version's is one that shrank; else the error itself
+ * (an EIO or ENOTCONN from a network filesystem's server, a disk's EIO).
+ */
+static const char *read_failure(struct bfs_file *f, int rc)
+{
+	struct stat st;
+
+	if (rc == -EIO && f->fd >= 0 && fstat(f->fd, &st) == 0 && st.st_size < f->st.st_size)
+		return "backing file shrank";
+	return strerror(-rc);	/* glibc's: a static string for any errno */
 }
 
 static ssize_t read_raw(struct bfs_file *f, struct bfs_readv *rv, size_t size, uint64_t off)
 {
 	size_t done = 0;
+	bool revived = false;
 
 	rv->own = malloc(size ? size : 1);
 	if (!rv->own)
@@ -532,6 +587,10 @@ static ssize_t read_raw(struct bfs_file *f, struct bfs_readv *rv, size_t size, u
 					    off + done);
 
 		BFS_COUNT(f->ctr, syscalls, 1);
+		if (n < 0 && !revived && revive(f, (int)n) == 0) {
+			revived = true;
+			continue;
+		}
 		if (n < 0)
 			return n;
 		if (n == 0)
@@ -844,8 +903,7 @@ static int chain_step(struct bfs_file *f, size_t k, uint8_t *dst)
 		if (rc == 0)
 			rc = read_backing(f, t->cbuf, b->clen, b->coff);
 		if (rc < 0)
-			return block_failed(f, k, rc,
-					    rc == -EIO ? "backing file shrank" : "read failed");
+			return block_failed(f, k, rc, read_failure(f, rc));
 		t0 = now_ns();
 		rc = bfs_codec_decode(f->codec, &f->idx, k, t->cbuf, dst, f->env->verify, &why);
 		BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
@@ -936,7 +994,7 @@ static int chain_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 		if (rc == 0)
 			rc = read_backing(f, t->cbuf, b->clen, b->coff);
 		if (rc < 0)
-			rc = block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
+			rc = block_failed(f, k, rc, read_failure(f, rc));
 		else
 			rc = decode_into(f, k, t->cbuf, out[k - d0]->data, b->usize);
 	}
@@ -977,7 +1035,7 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 		if (rc == 0)
 			rc = decode_all(f, d0, d1, out, t->cbuf, a->coff, false, t->quiet);
 		else
-			rc = block_failed(f, d0, rc, rc == -EIO ? "backing file shrank" : "read failed");
+			rc = block_failed(f, d0, rc, read_failure(f, rc));
 		shrink(t);
 		return rc;
 	}
@@ -988,7 +1046,7 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 		if (rc == 0)
 			rc = read_backing(f, t->cbuf, blk->clen, blk->coff);
 		if (rc < 0) {
-			rc = block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
+			rc = block_failed(f, k, rc, read_failure(f, rc));
 			break;
 		}
 		/* after grow(): realloc may have moved the buffer */
@@ -1151,7 +1209,7 @@ static int decode_prefix(struct bfs_file *f, size_t k, uint32_t n, uint8_t *dst)
 	if (rc == 0)
 		rc = decode_into(f, k, t->cbuf, dst, n);
 	else
-		rc = block_failed(f, k, rc, rc == -EIO ? "backing file shrank" : "read failed");
+		rc = block_failed(f, k, rc, read_failure(f, rc));
 	shrink(t);
 	return rc;
 }
@@ -1220,11 +1278,13 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 	if (size == 0 || off >= atomic_load(&idx->usize))
 		return 0;
 	rc = bfs_index_settle(idx, &f->io, f->codec, off + size - 1);
+	if (rc < 0 && revive(f, rc) == 0)
+		rc = bfs_index_settle(idx, &f->io, f->codec, off + size - 1);
 	if (rc < 0) {
 		/* one line per version: the blocks' own lines follow on later reads */
 		if (atomic_exchange(&f->last_bad, SETTLE_FAILED) != SETTLE_FAILED)
 			bfs_err("%s: cannot measure block sizes: %s", f->name,
-				rc == -EIO ? "backing file shrank" : strerror(-rc));
+				rc == -EIO ? read_failure(f, rc) : strerror(-rc));
 		goto out_err;
 	}
 	usize = atomic_load(&idx->usize);

@@ -69,6 +69,16 @@ struct bfs_file_env {
 	 */
 	int (*push)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
 	void *push_ctx;
+	/*
+	 * Open the backing file at @name (a version's name: its path below
+	 * SOURCE) anew for reading; or NULL (tools, tests): set by fs.c. A
+	 * backing read that fails with EIO, ENOTCONN or ESTALE tries it once,
+	 * since a network filesystem's handle can die while its file lives
+	 * on (sshfs's handles of a connection that is gone). Return: an
+	 * O_RDONLY descriptor, or -errno.
+	 */
+	int (*reopen)(void *ctx, const char *name);
+	void *reopen_ctx;
 };
 
 struct bfs_file {
