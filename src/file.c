@@ -223,6 +223,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		goto out_free;
 	}
 	atomic_init(&f->refs, 1);
+	atomic_init(&f->readers, 0);
 	atomic_init(&f->last_bad, SIZE_MAX);
 	atomic_init(&f->advice, env->advice);
 	atomic_init(&f->readpath, env->readpath);

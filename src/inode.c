@@ -871,7 +871,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 		 * knows (the ring's shared handles hold versions): the new file
 		 * is shown, and READs build a version of it (fs.c).
 		 */
-		if (in->file && atomic_load(&in->file->refs) > 1 && !kernel_open) {
+		if (in->file && atomic_load(&in->file->readers) > 0 && !kernel_open) {
 			size = bfs_file_size(in->file);
 			known = true;
 		} else if (in->stamp == stamp) {
@@ -888,7 +888,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	}
 	if (decoded && !known) {
 		bfs_mutex_lock(bfs_ilock(fs, in));
-		if (in->file && atomic_load(&in->file->refs) > 1 && !kernel_open) {
+		if (in->file && atomic_load(&in->file->readers) > 0 && !kernel_open) {
 			size = bfs_file_size(in->file);
 		} else {
 			rc = current_locked(fs, in, fd, st, &f, &changed);

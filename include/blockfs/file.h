@@ -83,6 +83,7 @@ struct bfs_file_env {
 
 struct bfs_file {
 	atomic_uint refs;
+	atomic_uint readers;		/* streams reading it (bfs_stream_new()): its open handles */
 	uint64_t id;			/* unique per version: a cache key */
 	int fd;				/* O_RDONLY backing descriptor, or -1 while closed */
 	struct bfs_io io;		/* reads it; fd and io.fd stay put while uses > 0 */
