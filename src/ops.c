@@ -171,7 +171,8 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	/*
 	 * The kernel offers its bdi's read-ahead and keeps the smaller of
 	 * that and this; main.c has raised the bdi to -o kernel_readahead
-	 * already, so ask for as much here or the reply lowers it again.
+	 * already (bfs_set_kernel_readahead()), so ask for as much here or
+	 * the reply lowers it again.
 	 */
 	if (fs->opts->kernel_readahead > conn->max_readahead)
 		conn->max_readahead = (unsigned int)fs->opts->kernel_readahead;

@@ -49,7 +49,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	{ "nonempty", offsetof(struct bfs_opts, nonempty), 1 },	/* libfuse 3 dropped it */
 	{ "keep_compressed", offsetof(struct bfs_opts, keep_compressed), 1 },
 	{ "kernel_open", offsetof(struct bfs_opts, kernel_open), 1 },
-	/* Taken here, so that only an explicit ask reaches libfuse (main.c); the last one wins. */
+	/* Taken here, so that only an explicit ask reaches libfuse (mount_helper.c); the last one wins. */
 	{ "suid", offsetof(struct bfs_opts, suid), 1 },
 	{ "nosuid", offsetof(struct bfs_opts, suid), 0 },
 	{ "dev", offsetof(struct bfs_opts, dev), 1 },
