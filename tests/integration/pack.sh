@@ -591,14 +591,14 @@ if bfs_mount "$STATE/zxm" "$MNT" "$STATE/daemon-zx.log" "readpath=pread"; then
 	for f in z x; do
 		check "$f: read whole through the mount" cmp "$MNT/$f" "$STATE/zx/text"
 		size=$(stat -c %s "$STATE/zx/text")
-		bad=0
+		wrong=0
 		for i in 1 2 3 4 5 6; do
 			off=$(( (i * 7919 * 104729 + 12345) % (size - 5000) ))
 			cmp <(dd if="$MNT/$f" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) \
 			    <(dd if="$STATE/zx/text" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) ||
-				bad=1
+				wrong=1
 		done
-		check_eq "$f: 6 reads at seeded offsets match the input" 0 "$bad"
+		check_eq "$f: 6 reads at seeded offsets match the input" 0 "$wrong"
 	done
 	check_eq "the empty zstd output is shown empty" 0 "$(stat -c %s "$MNT/empty")"
 	bfs_umount || not_ok "unmount of the zstd/xz tree"
