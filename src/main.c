@@ -44,8 +44,8 @@ static void usage(FILE *out)
 static void help(void)
 {
 	usage(stdout);
-	printf("\nShows the LZ4, BGZF (and with -o gzip=index, gzip) files below SOURCE\n"
-	       "decompressed, read-only.\n\n");
+	printf("\nShows the LZ4, gzip (BGZF and plain), zstd, xz and bzip2 files below\n"
+	       "SOURCE decompressed, read-only, under their names without the suffix.\n\n");
 	bfs_opts_help(stdout);
 	printf("\nFUSE options:\n");
 	fuse_cmdline_help();

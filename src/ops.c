@@ -177,7 +177,7 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	if (fs->opts->kernel_readahead > conn->max_readahead)
 		conn->max_readahead = (unsigned int)fs->opts->kernel_readahead;
 	/* libfuse ends the session unless this is the max_read it mounted with. */
-	if (fs->opts->max_read_s)
+	if (bfs_opts_given(fs->opts, "max_read"))
 		conn->max_read = fs->opts->max_read;
 }
 
