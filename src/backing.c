@@ -420,7 +420,7 @@ int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *s
  * read would? Elsewhere (NFS, CIFS, 9p, sshfs and other FUSE filesystems,
  * Ceph, ...) any access may wait for a network or another daemon, and the
  * FUSE loop hands every request over before it starts (loop.c), and
- * readpath=auto maps nothing (file.c: a server that goes away would turn
+ * readpath=auto maps nothing (read.c: a server that goes away would turn
  * reads of a mapping into SIGBUS, each caught as EIO). Unknown
  * types count as remote: a wrong guess there costs a thread wakeup per
  * request, one the other way a mount that waits behind a stuck server.

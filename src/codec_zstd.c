@@ -781,7 +781,7 @@ static void park(struct chains *c, struct parked *p)
 	p->owner = c;
 	p->bytes = ZSTD_sizeof_DCtx(p->d);
 	bfs_mutex_lock(&park_lock);
-	/* one at the same span (never, under file.c's chain lock), a free slot, or c's oldest */
+	/* one at the same span (never, under the version's chain lock, read.c), a free slot, or c's oldest */
 	for (i = 0; i < PARK_PER_FILE && slot == PARK_PER_FILE; i++)
 		if (c->slot[i] && c->slot[i]->k == p->k)
 			slot = i;

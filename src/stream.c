@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * A reader's stream (contract in stream.h): serve its READs through the
- * block fetch, then move its window of pushes. Above push.c and file.c,
+ * block fetch, then move its window of pushes. Above push.c and read.c,
  * below ops.c; the window's arithmetic is pure (bfs_window_*), the rest
  * is bookkeeping around it.
  */

@@ -12,6 +12,9 @@
  * the descriptor limit. Whoever may read the backing file holds a *use*
  * (bfs_file_use(), bfs_file_use_fd(), bfs_file_unuse()); the last use
  * closes the descriptor, and the next one opens it again.
+ *
+ * file.c builds versions and holds their descriptor and mapping; read.c
+ * is the read path through one (bfs_file_readv() and its kin).
  */
 #ifndef BLOCKFS_FILE_H
 #define BLOCKFS_FILE_H
