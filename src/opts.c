@@ -37,6 +37,7 @@ static const struct fuse_opt bfs_opt_spec[] = {
 	BFS_OPT("kernel_readahead=%s", kernel_readahead_s),
 	BFS_OPT("index_cache=%s", index_cache_s),
 	BFS_OPT("index_cache_size=%s", index_cache_size_s),
+	BFS_OPT("spill_size=%s", spill_size_s),
 	BFS_OPT("gzip=%s", gzip_s),
 	BFS_OPT("gzip_span=%s", gzip_span_s),
 	BFS_OPT("max_inodes=%s", max_inodes_s),
@@ -98,6 +99,9 @@ static const struct {
 				    "($XDG_CACHE_HOME/blockfs or ~/.cache/blockfs)" },
 	{ "index_cache_size", "SIZE", "bytes of entries kept there before the least "
 				      "recently used are dropped; 0: no bound (1G)" },
+	{ "spill_size", "SIZE", "decoded bytes of big zstd frames and xz blocks kept on disk "
+				"in the index_cache directory once their checksum is proven, "
+				"so they are decoded once; 0: none (1G)" },
 	{ "gzip", "index|raw", "plain gzip files: decoded through a checkpoint index "
 			       "made at first use, or shown unchanged (index)" },
 	{ "gzip_span", "SIZE", "gzip=index: output between checkpoints, 64K to 32M (1M)" },
@@ -392,6 +396,12 @@ int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen)
 			 "size such as 0, 64M or 1G", o->index_cache_size_s);
 		return -EINVAL;
 	}
+	o->spill_size = BFS_DEFAULT_SPILL_SIZE;
+	if (o->spill_size_s && bfs_parse_size(o->spill_size_s, &o->spill_size) < 0) {
+		snprintf(err, errlen, "bad value '%s' for option spill_size: expected a size "
+			 "such as 0, 256M or 4G", o->spill_size_s);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -412,6 +422,7 @@ void bfs_opts_release(struct bfs_opts *o)
 	free(o->max_read_s);
 	free(o->index_cache_s);
 	free(o->index_cache_size_s);
+	free(o->spill_size_s);
 	free(o->gzip_s);
 	free(o->gzip_span_s);
 	free(o->entry_timeout_s);

@@ -29,9 +29,6 @@
 
 struct bfs_spill;
 
-/* The default budget (-o spill_size): see man 8 blockfs. */
-#define BFS_DEFAULT_SPILL_SIZE (1ull << 30)
-
 /**
  * bfs_spill_configure() - spill into directory @dir, at most @limit bytes.
  * @limit 0 turns spilling off (@dir is then not opened). Called by main()
