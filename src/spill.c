@@ -223,6 +223,7 @@ int bfs_spill_write(struct bfs_spill *s, const void *p, size_t len)
 		return -EIO;
 	if (len > s->size - s->written) {
 		s->broken = true;
+		atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
 		return -EFBIG;
 	}
 	while (len > 0) {
@@ -232,6 +233,7 @@ int bfs_spill_write(struct bfs_spill *s, const void *p, size_t len)
 			continue;
 		if (n <= 0) {
 			s->broken = true;
+			atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
 			return n < 0 ? -errno : -ENOSPC;
 		}
 		b += n;
