@@ -106,8 +106,6 @@
 #define WALK_CHUNK (1u << 20)
 /* Output buffer of the scan's decodes, and of decoding the rest of a span after a prefix. */
 #define SCRATCH (256u << 10)
-/* Output per step of a proof whose output is spilled (spill.h). */
-#define SPILL_OUT (1u << 20)
 
 /* aux of an index entry */
 #define AUX_CHECK 0x0fu		/* the stream's check ID */
@@ -791,7 +789,6 @@ static int prove(const struct bfs_index *idx, size_t k0, struct feed *f,
 		 struct bfs_spill **spill, const char **why)
 {
 	uint64_t usize = chain_usize(idx, k0), done, left;
-	uint8_t *out = NULL;
 	struct dec *d;
 	lzma_ret lr = LZMA_OK;
 	int rc, err = 0;
@@ -803,21 +800,23 @@ static int prove(const struct bfs_index *idx, size_t k0, struct feed *f,
 	rc = feed_start(f, idx->blk[k0].aux & AUX_CHECK, usize, true, &d, why);
 	if (rc < 0)
 		return rc;
-	if (*spill && !(out = malloc(SPILL_OUT))) {
-		bfs_spill_drop(*spill);
-		*spill = NULL;
-	}
 	feed_none(f, d, d->in_at);
 	for (left = usize; left > 0 && lr == LZMA_OK && err == 0; left -= done) {
-		uint64_t n = out && left > SPILL_OUT ? SPILL_OUT : left;
+		size_t cap = 0;
+		uint8_t *out = *spill ? bfs_spill_next(*spill, &cap) : NULL;
+		uint64_t n = out && left > cap ? cap : left;
 
-		lr = feed_run(f, d, out, n, &done, &err, why);
-		if (*spill && done > 0 && bfs_spill_write(*spill, out, (size_t)done) < 0) {
+		if (*spill && !out) {
 			bfs_spill_drop(*spill);		/* the proof goes on without it */
 			*spill = NULL;
 		}
+		/* straight into the spill's buffer, handed over as it fills; else dropped */
+		lr = feed_run(f, d, out, n, &done, &err, why);
+		if (*spill && bfs_spill_add(*spill, (size_t)done) < 0) {
+			bfs_spill_drop(*spill);
+			*spill = NULL;
+		}
 	}
-	free(out);
 	if (err == 0 && lr == LZMA_OK)
 		lr = feed_end(f, d, &err, why);
 	rc = err;

@@ -166,8 +166,6 @@
 #define SCRATCH			(256u << 10)
 /* Input read at a time for an open span (BFS_BLK_OPEN). */
 #define OPEN_READ		(256u << 10)
-/* Output buffer of a proof whose output is spilled: bigger writes. */
-#define SPILL_OUT		(1u << 20)
 
 /* Parked decoders: per file, in all (bytes), and a thread's spare kept up to this size. */
 #define PARK_PER_FILE		4
@@ -1068,10 +1066,9 @@ static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, str
 	const struct bfs_blk *b = &idx->blk[k0];
 	uint64_t end = b->coff + b->clen, at = b->coff, want = frame_usize(idx, k0), got = 0;
 	ZSTD_DCtx *d = ZSTD_createDCtx();
-	size_t cap = *spill ? SPILL_OUT : SCRATCH;
-	uint8_t *out = malloc(cap), *buf = src ? NULL : malloc(CHUNK);
+	uint8_t *out = malloc(SCRATCH), *buf = src ? NULL : malloc(CHUNK);
 	ZSTD_inBuffer in = { 0 };
-	size_t r = 1;
+	size_t r = 1, fill = 0;		/* bytes in the spill's buffer */
 	int rc = 0;
 
 	if (!d || !out || (!src && !buf) || setup(d, true) < 0) {
@@ -1080,9 +1077,16 @@ static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, str
 		goto out;
 	}
 	while (r != 0) {
-		ZSTD_outBuffer o = { .dst = out, .size = cap };
-		size_t before;
+		ZSTD_outBuffer o = { .dst = out, .size = SCRATCH };
+		size_t before, from;
 
+		/* straight into the spill's buffer, handed over when full */
+		if (*spill && !(o.dst = bfs_spill_next(*spill, &o.size))) {
+			bfs_spill_drop(*spill);		/* the proof goes on without it */
+			*spill = NULL;
+			o = (ZSTD_outBuffer){ .dst = out, .size = SCRATCH };
+		}
+		o.pos = from = *spill ? fill : 0;
 		if (in.pos == in.size) {
 			rc = refill(&in, &at, b->coff, end, src, io, buf, CHUNK, why);
 			if (rc < 0)
@@ -1094,16 +1098,19 @@ static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, str
 			rc = zerr(r, why);
 			goto out;
 		}
-		got += o.pos;
-		if (got > want || (o.pos == 0 && in.pos == before && in.pos < in.size)) {
+		got += o.pos - from;
+		if (got > want || (o.pos == from && in.pos == before && in.pos < in.size)) {
 			*why = "zstd frame holds more bytes than its header says";
 			rc = -EBADMSG;
 			goto out;
 		}
-		if (*spill && o.pos > 0 && bfs_spill_write(*spill, out, o.pos) < 0) {
-			bfs_spill_drop(*spill);		/* the proof goes on without it */
+		fill = o.pos;
+		if (*spill && (fill == o.size || r == 0) && bfs_spill_add(*spill, fill) < 0) {
+			bfs_spill_drop(*spill);
 			*spill = NULL;
 		}
+		if (fill == o.size || r == 0)
+			fill = 0;
 	}
 	if (got != want || at + in.pos != end) {
 		*why = got != want ? "zstd frame holds fewer bytes than its header says" :

@@ -5,20 +5,29 @@
  * the bytes go through pwrite and pread outside it.
  *
  * A spill's life: WRITING (its room reserved; only the thread that began
- * it touches the file), SEALED (on the list; any thread reads it, each
- * read pinning the file with users), GONE (its room given back; the file
- * is closed by whoever sees it unused last). Closing the file is what
- * frees its blocks: it has no name.
+ * it and its writer touch the file), SEALED (on the list; any thread reads
+ * it, each read pinning the file with users), GONE (its room given back;
+ * the file is closed by whoever sees it unused last). Closing the file is
+ * what frees its blocks: it has no name.
+ *
+ * Writing: the prover decodes into one of NBUF buffers of BFS_SPILL_BUF
+ * bytes (bfs_spill_next()) and hands it over (bfs_spill_add()); a writer
+ * thread of the spill's own pwrites them in order, so that on a second
+ * core the writes cost the proof no time. When no thread can be started
+ * the prover writes them itself. The writer stops at the first failed
+ * write and drops what follows; bfs_spill_seal() waits for it.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,14 +39,29 @@ enum state {
 	GONE,
 };
 
+/* Buffers handed to a spill's writer at a time. */
+#define NBUF 4
+
 struct bfs_spill {
 	int fd;				/* -1 once closed; protected by lock once sealed */
 	uint64_t size;
-	uint64_t written;		/* the writer's alone */
-	bool broken;			/* a write failed; the writer's alone */
+	uint64_t added;			/* bytes handed over; the prover's alone */
+	bool broken;			/* a write failed or would pass the size; the prover's */
 	enum state state;		/* protected by lock */
 	unsigned int users;		/* reads in flight; protected by lock */
 	struct bfs_spill *prev, *next;	/* the list, most recently read first; protected by lock */
+
+	/* the writer: a ring of buffers, [head, head + queued) full, the one at tail filling */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	uint8_t *buf[NBUF];		/* allocated by begin; the prover's or the writer's */
+	size_t len[NBUF];		/* protected by qlock */
+	unsigned int head, tail, queued;	/* protected by qlock */
+	bool closing;			/* no more buffers come; protected by qlock */
+	int werr;			/* the first failed write's -errno; protected by qlock */
+	uint64_t written;		/* the writer's alone (the prover's without one) */
+	bool threaded;			/* a writer thread runs until closing (the prover's) */
+	pthread_t writer;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -156,6 +180,63 @@ static int make_file(int dfd)
 	return -EEXIST;
 }
 
+/*
+ * Write the buffer at the head of @s's ring, and take it off. The writer
+ * thread's (or, without one, the prover's): the buffer is no one else's
+ * until then. Return: 0, or the -errno of this or an earlier write.
+ */
+static int write_one(struct bfs_spill *s)
+{
+	unsigned int at;
+	size_t len, done = 0;
+	int rc;
+
+	bfs_mutex_lock(&s->qlock);
+	at = s->head;
+	len = s->len[at];
+	rc = s->werr;
+	bfs_mutex_unlock(&s->qlock);
+	while (rc == 0 && done < len) {
+		ssize_t n = pwrite(s->fd, s->buf[at] + done, len - done, (off_t)s->written);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -ENOSPC;
+			atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+			break;
+		}
+		done += (size_t)n;
+		s->written += (uint64_t)n;
+	}
+	bfs_mutex_lock(&s->qlock);
+	if (rc < 0 && !s->werr)
+		s->werr = rc;
+	s->head = (s->head + 1) % NBUF;
+	s->queued--;
+	pthread_cond_broadcast(&s->qcond);
+	bfs_mutex_unlock(&s->qlock);
+	return rc;
+}
+
+/* A spill's writer thread: its buffers in order, until closing and none is left. */
+static void *writer_main(void *arg)
+{
+	struct bfs_spill *s = arg;
+
+	for (;;) {
+		bfs_mutex_lock(&s->qlock);
+		while (s->queued == 0 && !s->closing)
+			pthread_cond_wait(&s->qcond, &s->qlock);
+		if (s->queued == 0) {
+			bfs_mutex_unlock(&s->qlock);
+			return NULL;
+		}
+		bfs_mutex_unlock(&s->qlock);
+		(void)write_one(s);
+	}
+}
+
 /* Victims closed per hold of the lock while making room. */
 #define CLOSE_BATCH 16
 
@@ -199,8 +280,13 @@ struct bfs_spill *bfs_spill_begin(uint64_t size)
 	s = calloc(1, sizeof(*s));
 	fd = dfd >= 0 ? make_file(dfd) : -EBADF;
 	close_fd(dfd);
+	for (size_t i = 0; s && i < NBUF; i++)
+		if (!(s->buf[i] = malloc(BFS_SPILL_BUF)))
+			fd = fd >= 0 ? (close(fd), -ENOMEM) : fd;
 	if (!s || fd < 0) {
 		close_fd(fd);
+		for (size_t i = 0; s && i < NBUF; i++)
+			free(s->buf[i]);
 		free(s);
 		bfs_mutex_lock(&lock);
 		used -= size;
@@ -212,40 +298,101 @@ struct bfs_spill *bfs_spill_begin(uint64_t size)
 	s->size = size;
 	s->state = WRITING;
 	s->prev = s->next = s;
+	bfs_mutex_init(&s->qlock);
+	pthread_cond_init(&s->qcond, NULL);
+	s->threaded = pthread_create(&s->writer, NULL, writer_main, s) == 0;
 	return s;
 }
 
-int bfs_spill_write(struct bfs_spill *s, const void *p, size_t len)
+uint8_t *bfs_spill_next(struct bfs_spill *s, size_t *len)
 {
-	const uint8_t *b = p;
+	uint8_t *b;
+
+	if (s->broken)
+		return NULL;
+	bfs_mutex_lock(&s->qlock);
+	while (s->queued == NBUF && !s->werr)
+		pthread_cond_wait(&s->qcond, &s->qlock);
+	b = s->werr ? NULL : s->buf[s->tail];
+	bfs_mutex_unlock(&s->qlock);
+	if (!b)
+		s->broken = true;
+	*len = BFS_SPILL_BUF;
+	return b;
+}
+
+int bfs_spill_add(struct bfs_spill *s, size_t len)
+{
+	int rc;
 
 	if (s->broken)
 		return -EIO;
-	if (len > s->size - s->written) {
+	if (len > s->size - s->added) {
 		s->broken = true;
 		atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
 		return -EFBIG;
 	}
-	while (len > 0) {
-		ssize_t n = pwrite(s->fd, b, len, (off_t)s->written);
+	if (len == 0)
+		return 0;
+	s->added += len;
+	bfs_mutex_lock(&s->qlock);
+	s->len[s->tail] = len;
+	s->tail = (s->tail + 1) % NBUF;
+	s->queued++;
+	pthread_cond_broadcast(&s->qcond);
+	rc = s->werr;
+	bfs_mutex_unlock(&s->qlock);
+	if (!s->threaded)
+		rc = write_one(s);
+	if (rc < 0)
+		s->broken = true;
+	return rc;
+}
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			s->broken = true;
-			atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
-			return n < 0 ? -errno : -ENOSPC;
-		}
-		b += n;
-		len -= (size_t)n;
-		s->written += (uint64_t)n;
+int bfs_spill_write(struct bfs_spill *s, const void *p, size_t len)
+{
+	const uint8_t *from = p;
+
+	while (len > 0) {
+		size_t cap, n;
+		uint8_t *b = bfs_spill_next(s, &cap);
+		int rc;
+
+		if (!b)
+			return -EIO;
+		n = len < cap ? len : cap;
+		memcpy(b, from, n);
+		rc = bfs_spill_add(s, n);
+		if (rc < 0)
+			return rc;
+		from += n;
+		len -= n;
 	}
-	return 0;
+	return s->broken ? -EIO : 0;
+}
+
+/* Stop the writer, once every buffer handed over is written. Return: its error, or 0. */
+static int finish(struct bfs_spill *s)
+{
+	int rc;
+
+	bfs_mutex_lock(&s->qlock);
+	s->closing = true;
+	pthread_cond_broadcast(&s->qcond);
+	bfs_mutex_unlock(&s->qlock);
+	if (s->threaded) {
+		pthread_join(s->writer, NULL);
+		s->threaded = false;
+	}
+	bfs_mutex_lock(&s->qlock);
+	rc = s->werr;
+	bfs_mutex_unlock(&s->qlock);
+	return rc;
 }
 
 int bfs_spill_seal(struct bfs_spill *s)
 {
-	if (s->broken || s->written != s->size)
+	if (finish(s) < 0 || s->broken || s->written != s->size)
 		return -EBADMSG;
 	bfs_mutex_lock(&lock);
 	if (s->state == WRITING) {
@@ -327,7 +474,12 @@ void bfs_spill_drop(struct bfs_spill *s)
 {
 	if (!s)
 		return;
+	(void)finish(s);
 	bfs_spill_forget(s);
+	for (size_t i = 0; i < NBUF; i++)
+		free(s->buf[i]);
+	pthread_cond_destroy(&s->qcond);
+	pthread_mutex_destroy(&s->qlock);
 	free(s);
 }
 

@@ -22,6 +22,7 @@
 #ifndef BLOCKFS_SPILL_H
 #define BLOCKFS_SPILL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,17 +52,34 @@ void bfs_spill_shutdown(void);
  */
 struct bfs_spill *bfs_spill_begin(uint64_t size);
 
+/* Bytes of one buffer bfs_spill_next() gives. */
+#define BFS_SPILL_BUF (1u << 20)
+
 /**
- * bfs_spill_write() - append @len bytes. Only the thread that began it.
- * Return: 0, or -errno (ENOSPC, EIO, more than the size): the spill is
- * then unusable, and the caller should bfs_spill_drop() it.
+ * bfs_spill_next() - where to put the spill's next bytes: a buffer of
+ * *@len (BFS_SPILL_BUF) bytes, to be handed over with bfs_spill_add(); a
+ * later call before that gives the same one. Waits while the spill's
+ * writer is behind. Only the thread that began the spill.
+ * Return: the buffer, or NULL when the spill failed (drop it).
  */
+uint8_t *bfs_spill_next(struct bfs_spill *s, size_t *len);
+
+/**
+ * bfs_spill_add() - the first @len bytes of the buffer bfs_spill_next()
+ * gave are the spill's next; they are written behind the caller's back.
+ * Return: 0, or -errno (a write failed: ENOSPC, EIO; more than the size):
+ * the spill is then unusable, and the caller should bfs_spill_drop() it.
+ */
+BFS_MUST_CHECK int bfs_spill_add(struct bfs_spill *s, size_t len);
+
+/* bfs_spill_next(), a copy of @len bytes from @p, bfs_spill_add(); as often as needed. */
 BFS_MUST_CHECK int bfs_spill_write(struct bfs_spill *s, const void *p, size_t len);
 
 /**
- * bfs_spill_seal() - every byte is written and proven: from now on readable.
- * Return: 0, or -EBADMSG when fewer than its size were written (the spill
- * is then unusable; drop it).
+ * bfs_spill_seal() - every byte is handed over and proven: once they are
+ * written (it waits for that), readable from now on.
+ * Return: 0, or -EBADMSG when fewer than its size were handed over or a
+ * write failed (the spill is then unusable; drop it).
  */
 BFS_MUST_CHECK int bfs_spill_seal(struct bfs_spill *s);
 
