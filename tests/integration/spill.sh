@@ -37,8 +37,10 @@ sys.stdout.buffer.write(out[:80 << 20])' >"$W/big"
 zstd -q -c "$W/big" >"$S/z.zst"
 xz -0 -T1 -c "$W/big" >"$S/x.xz"
 SIZE=$((80 << 20))
-cmp <(zstd -dc "$S/z.zst") "$W/big" && cmp <(xz -dc "$S/x.xz") "$W/big" ||
-	{ echo "Bail out! fixtures do not round-trip"; exit 1; }
+if ! cmp <(zstd -dc "$S/z.zst") "$W/big" || ! cmp <(xz -dc "$S/x.xz") "$W/big"; then
+	echo "Bail out! fixtures do not round-trip"
+	exit 1
+fi
 # a byte flipped in the middle of each: without their checksums, megabytes of wrong bytes
 for f in z.zst x.xz; do
 	cp "$S/$f" "$S/flip-$f"
