@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "blockfs/spill.h"
@@ -237,6 +238,21 @@ static void *writer_main(void *arg)
 	}
 }
 
+/*
+ * Does @dfd's file system have room for @size more bytes and still a
+ * twentieth of itself free? A spill must not fill the disk it shares with
+ * the index cache and everything else; one that fills it all the same
+ * (others write too) fails its writes and is dropped.
+ */
+static bool disk_room(int dfd, uint64_t size)
+{
+	struct statvfs v;
+
+	if (fstatvfs(dfd, &v) < 0)
+		return true;		/* unknown: the writes will say */
+	return (uint64_t)v.f_bavail * v.f_frsize >= size + (uint64_t)v.f_blocks * v.f_frsize / 20;
+}
+
 /* Victims closed per hold of the lock while making room. */
 #define CLOSE_BATCH 16
 
@@ -278,7 +294,7 @@ struct bfs_spill *bfs_spill_begin(uint64_t size)
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
-	fd = dfd >= 0 ? make_file(dfd) : -EBADF;
+	fd = dfd < 0 ? -EBADF : !disk_room(dfd, size) ? -ENOSPC : make_file(dfd);
 	close_fd(dfd);
 	for (size_t i = 0; s && i < NBUF; i++)
 		if (!(s->buf[i] = malloc(BFS_SPILL_BUF)))

@@ -9,8 +9,9 @@
 # readers at once too, with one proof per file and every block served
 # read from the spill (the root's spill_* counters). A budget smaller
 # than a file, one that holds only one of the two (the least recently
-# read is dropped), spill_size=0, and a spill directory too small for
-# the spill (writes fail: ENOSPC) all read exact, decoding instead. A
+# read is dropped), spill_size=0, a spill directory with no room, and
+# one that two spills at once overfill (writes fail: ENOSPC) all read
+# exact, decoding instead. A
 # flipped byte inside either file still fails with EIO, no byte served
 # and nothing spilled.
 #
@@ -153,7 +154,7 @@ check_eq "spill_size=0: nothing spilled" "0 0 0" \
 	"$(root spill_sealed) $(root spill_reads) $(root spill_failed)"
 umount_o
 
-# --- a spill directory too small: writes fail (ENOSPC), reads do not ----------------
+# --- a spill directory short of room: no spill, or writes that fail (ENOSPC) ----------
 F=$T/full
 mkdir -p "$F"
 if mount -t tmpfs -o size=8m,mode=0700 blockfs-spill-test "$F" 2>/dev/null; then
@@ -161,14 +162,29 @@ if mount -t tmpfs -o size=8m,mode=0700 blockfs-spill-test "$F" 2>/dev/null; then
 	mount_o "index_cache=$F"
 	exact z 11
 	exact x 12
-	check_eq "full directory: both spills failed, none kept" "2 0 0" \
+	check_eq "8 MiB directory: no room for either spill, none kept" "2 0 0" \
 		"$(root spill_failed) $(root spill_sealed) $(root spill_bytes)"
-	check "full directory: its space given back" test "$(df --output=used -k "$F" | tail -1)" -lt 1024
-	is "full directory: daemon alive" daemon_alive
+	is "8 MiB directory: daemon alive" daemon_alive
+	umount_o
+	# room for one spill when each begins: the two proofs at once write more than fits
+	mount -o remount,size=100m "$F"
+	mount_o "index_cache=$F"
+	t cat "$M/z" >/dev/null &
+	p=$!
+	t cat "$M/x" >/dev/null
+	wait "$p"
+	exact z 13
+	exact x 14
+	diag "100 MiB directory: spill_failed $(root spill_failed), spill_sealed $(root spill_sealed)"
+	check "100 MiB directory, two spills at once: not both kept" \
+		test "$(root spill_failed)" -ge 1 -a "$(root spill_sealed)" -le 1
+	check "... what failed gave its room back" \
+		test "$(df --output=used -k "$F" | tail -1)" -le $((SIZE / 1024 + 1024))
+	is "100 MiB directory: daemon alive" daemon_alive
 	umount_o
 	umount "$F"
 else
-	ok "full directory: skipped, no tmpfs could be mounted"
+	ok "short directories: skipped, no tmpfs could be mounted"
 fi
 
 # --- damage: still refused whole, nothing spilled ------------------------------------
@@ -181,7 +197,7 @@ for f in flip-z flip-x; do
 done
 check_eq "damage: both proofs failed, nothing spilled" "2 0 0" \
 	"$(root spill_proofs) $(root spill_sealed) $(root spill_bytes)"
-exact z 13
+exact z 15
 check_eq "beside them a good file spills as before" "3 1" \
 	"$(root spill_proofs) $(root spill_sealed)"
 is "damage: daemon alive" daemon_alive

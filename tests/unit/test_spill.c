@@ -17,6 +17,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +156,46 @@ static void test_write_past_size(void **state)
 	assert_int_equal(bfs_spill_seal(s), -EBADMSG);
 	assert_false(bfs_spill_live(s));
 	bfs_spill_drop(s);
+}
+
+/*
+ * A write that fails (here EFBIG past a file size limit, as ENOSPC or EIO
+ * would): the spill cannot be sealed, is counted as failed, and its room
+ * comes back when dropped.
+ */
+static void test_write_fails(void **state)
+{
+	struct bfs_spill_stats st0, st;
+	struct rlimit old, small;
+	struct bfs_spill *s;
+	uint8_t *b = calloc(1, 256 << 10);
+
+	(void)state;
+	assert_non_null(b);
+	assert_int_equal(bfs_spill_configure(dir, 16 << 20), 0);
+	bfs_spill_stats(&st0);
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	small = (struct rlimit){ 64 << 10, old.rlim_max };	/* the soft limit: it comes back */
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	s = bfs_spill_begin(4 << 20);
+	assert_non_null(s);
+	/* the writer finds out behind the caller: a later call or the seal says so */
+	for (int i = 0; i < 16; i++)
+		if (bfs_spill_write(s, b, 256 << 10) < 0)
+			break;
+	assert_int_equal(bfs_spill_seal(s), -EBADMSG);
+	assert_false(bfs_spill_live(s));
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.failed - st0.failed, 1);
+	assert_int_equal(st.sealed - st0.sealed, 0);
+	assert_int_equal(st.bytes, 4 << 20);	/* held until dropped */
+	bfs_spill_drop(s);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(entries(), 0);
+	free(b);
 }
 
 static void test_refused(void **state)
@@ -294,6 +336,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_write_past_size),
+		cmocka_unit_test(test_write_fails),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_least_recently_read_go),
 		cmocka_unit_test(test_readers_race_eviction),
