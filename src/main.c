@@ -29,6 +29,7 @@
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
 #include "blockfs/opts.h"
+#include "blockfs/spill.h"
 #include "fs_i.h"
 #include "loop.h"
 #include "mount_helper.h"
@@ -304,6 +305,27 @@ static int open_index_cache(const struct bfs_opts *o, struct bfs_icache **out)
 	return 0;
 }
 
+/*
+ * The spill (spill.h): unlinked files in the index cache's directory,
+ * local to the daemon's user and private; without an index cache in
+ * $TMPDIR, else /var/tmp (which, unlike /tmp, is seldom memory). A
+ * directory that cannot be opened leaves the mount without a spill: it
+ * is a shortcut, never needed.
+ */
+static void open_spill(const struct bfs_opts *o, const struct bfs_icache *icache)
+{
+	const char *tmp = getenv("TMPDIR"), *dir;
+	int rc;
+
+	if (o->spill_size == 0)
+		return;
+	dir = icache ? bfs_icache_dir(icache) : tmp && tmp[0] == '/' ? tmp : "/var/tmp";
+	rc = bfs_spill_configure(dir, o->spill_size);
+	if (rc < 0)
+		fprintf(stderr, "blockfs: no spill in '%s': %s (-o spill_size=0 says none is "
+			"wanted)\n", dir, strerror(-rc));
+}
+
 /* Add -o @key@value unless the command line has @key already (the user chose). */
 static int add_unless_given(struct fuse_args *args, const char *key, const char *value)
 {
@@ -456,6 +478,7 @@ int main(int argc, char **argv)
 	fs_up = true;
 	if (open_index_cache(&opts, &fs.env.icache) < 0)
 		goto out_session;
+	open_spill(&opts, fs.env.icache);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)
@@ -503,6 +526,7 @@ out_session:
 	fuse_session_destroy(se);
 	if (fs_up)
 		bfs_fs_destroy(&fs);
+	bfs_spill_shutdown();
 out_opts:
 	free(mnt);
 	free(cl.mountpoint);

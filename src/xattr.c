@@ -25,6 +25,7 @@
 #include "blockfs/file.h"
 #include "blockfs/mmap.h"
 #include "blockfs/hints.h"
+#include "blockfs/spill.h"
 #include "fs_i.h"
 #include "xattr.h"
 
@@ -143,10 +144,18 @@ static int get_cached(struct xctx *x, char *out)
 static int get_stats(struct xctx *x, char *out)
 {
 	bool root = x->in == &x->fs->root;
-	struct bfs_stats_cache cache = {
+	struct bfs_spill_stats sp = { 0 };
+	struct bfs_stats_cache cache;
+
+	if (root)
+		bfs_spill_stats(&sp);
+	cache = (struct bfs_stats_cache){
 		.bytes = root ? bfs_cache_bytes(x->fs->env.cache) : 0,
 		.limit = root ? bfs_cache_limit(x->fs->env.cache) : 0,
 		.inodes = root ? bfs_inode_count(x->fs) : 0,
+		.spill_bytes = sp.bytes, .spill_limit = sp.limit, .spill_proofs = sp.proofs,
+		.spill_sealed = sp.sealed, .spill_reads = sp.reads, .spill_dropped = sp.dropped,
+		.spill_failed = sp.failed,
 	};
 
 	return bfs_stats_format(root ? x->fs->env.mount : x->f->ctr, root ? &cache : NULL, out,

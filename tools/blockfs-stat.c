@@ -247,6 +247,7 @@ static bool is_bytes_key(const char *k)
 	size_t n = strlen(k);
 
 	return strcmp(k, "bytes") == 0 || strcmp(k, "cache_limit") == 0 ||
+	       strcmp(k, "spill_limit") == 0 ||
 	       (n > 6 && strcmp(k + n - 6, "_bytes") == 0);
 }
 

@@ -42,6 +42,13 @@ struct fuse_args;
  * a 1 TiB stock lz4 -B4 file's index (384 MiB) still fits.
  */
 #define BFS_DEFAULT_INDEX_CACHE_SIZE (1ull << 30)
+/*
+ * Bytes of decoded output of big zstd frames and xz blocks kept on disk
+ * beside the index cache (spill.h): as much as that cache may hold, so a
+ * default mount takes at most twice that there; a zstd or xz -T1 file of
+ * up to 1 GiB decompressed is then decoded once instead of twice.
+ */
+#define BFS_DEFAULT_SPILL_SIZE (1ull << 30)
 /* Inodes the daemon keeps before asking the kernel to forget directories (trim.c). */
 #define BFS_DEFAULT_MAX_INODES 131072u
 #define BFS_MIN_MAX_INODES 1024u	/* fewer would forget what readers are in */
@@ -90,6 +97,7 @@ struct bfs_opts {
 					   default place (bfs_icache_default_dir()) */
 	bool index_cache_off;	/* -o index_cache=off: none at all */
 	uint64_t index_cache_size; /* bytes of entries kept there; 0: no bound */
+	uint64_t spill_size;	/* bytes of proven output spilled to disk; 0: no spill */
 	bool gzip_index;	/* plain gzip shown decoded (gzip=index), not unchanged */
 	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
 	size_t max_inodes;	/* inodes kept before the kernel is asked to forget some; 0: no bound */

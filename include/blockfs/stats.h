@@ -55,10 +55,15 @@ void bfs_counters_put(struct bfs_counters *c);	/* NULL is a no-op */
 
 /* --- user.blockfs.stats --------------------------------------------------- */
 
-/* For the mount root: the cache's bytes and bound, and the inodes kept, added to its counters. */
+/*
+ * For the mount root: the cache's bytes and bound, the inodes kept, and
+ * the spill's counters (spill.h), added to its counters.
+ */
 struct bfs_stats_cache {
 	uint64_t bytes, limit;
 	uint64_t inodes;
+	uint64_t spill_bytes, spill_limit, spill_proofs, spill_sealed, spill_reads;
+	uint64_t spill_dropped, spill_failed;
 };
 
 /**
@@ -67,13 +72,15 @@ struct bfs_stats_cache {
  *         cache_limit); NULL for a file.
  * Keys, in order: reads bytes cache_hits cache_misses blocks_decompressed
  * decompress_ns blocks_prefetched prefetched_used backing_syscalls
- * checksum_failures errors cached_bytes [cache_bytes cache_limit].
+ * checksum_failures errors cached_bytes [the root's: ... cache_bytes
+ * cache_limit spill_bytes spill_limit spill_proofs spill_sealed
+ * spill_reads spill_dropped spill_failed].
  * Return: length written (no NUL counted), or -ERANGE when @len is short.
  */
 BFS_MUST_CHECK int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache *cache,
 		     char *buf, size_t len);
 
 /* A buffer this big holds any bfs_stats_format() output. */
-#define BFS_STATS_MAX 1024
+#define BFS_STATS_MAX 2048
 
 #endif

@@ -428,17 +428,17 @@ static void test_willneed(void **state)
 
 /*
  * gzip=index|raw, gzip_span (64K..32M), index_cache=DIR|off (the directory
- * is checked by main: a string here), index_cache_size
+ * is checked by main: a string here), index_cache_size, spill_size
  */
 static void test_gzip_and_index_cache(void **state)
 {
 	char *none[] = { "blockfs", "src", "mnt" };
 	char *on[] = { "blockfs", "-o", "gzip=index,gzip_span=4M,index_cache=/var/cache/x", "src",
 		       "mnt" };
-	char *off[] = { "blockfs", "-o", "gzip=raw,index_cache=off,index_cache_size=0", "src",
-			 "mnt" };
-	char *dot_off[] = { "blockfs", "-o", "index_cache=./off,index_cache_size=2G", "src",
-			    "mnt" };
+	char *off[] = { "blockfs", "-o", "gzip=raw,index_cache=off,index_cache_size=0,spill_size=0",
+			 "src", "mnt" };
+	char *dot_off[] = { "blockfs", "-o", "index_cache=./off,index_cache_size=2G,spill_size=64M",
+			    "src", "mnt" };
 	struct bfs_opts bad = { 0 };
 	struct fuse_args rest;
 	struct bfs_opts o;
@@ -451,6 +451,8 @@ static void test_gzip_and_index_cache(void **state)
 	assert_null(o.index_cache);		/* the default place */
 	assert_false(o.index_cache_off);
 	assert_int_equal(o.index_cache_size, 1u << 30);
+	assert_int_equal(o.spill_size, BFS_DEFAULT_SPILL_SIZE);
+	assert_int_equal(o.spill_size, 1u << 30);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, on), 0);
@@ -465,17 +467,22 @@ static void test_gzip_and_index_cache(void **state)
 	assert_null(o.index_cache);
 	assert_true(o.index_cache_off);
 	assert_int_equal(o.index_cache_size, 0);
+	assert_int_equal(o.spill_size, 0);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, dot_off), 0);
 	assert_string_equal(o.index_cache, "./off");	/* a directory called off */
 	assert_false(o.index_cache_off);
 	assert_int_equal(o.index_cache_size, 2ull << 30);
+	assert_int_equal(o.spill_size, 64u << 20);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	expect_refused("index_cache_size=");
 	expect_refused("index_cache_size=lots");
 	expect_refused("index_cache_size=-1");
+	expect_refused("spill_size=");
+	expect_refused("spill_size=big");
+	expect_refused("spill_size=-1");
 	expect_refused("gzip=yes");
 	expect_refused("gzip_span=63K");
 	expect_refused("gzip_span=33M");
