@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * blockfs-pack -t and --index. Both read a file the way blockfs does
- * (the core's codecs: walk, measure, decode with checksums), so what -t
- * accepts blockfs serves; -t also decodes the whole file with the
- * format's own library (LZ4F, zlib), so what it accepts lz4 -d and
- * gzip -d accept too, and compares the two decodings.
+ * (the core's codecs: walk, measure, decode with checksums; for zstd, xz
+ * and bzip2 the core's whole read path, bfs_file_read(), as a mount
+ * serves them), so what -t accepts blockfs serves; -t also decodes the
+ * whole file with the format's own library (LZ4F, zlib, libzstd,
+ * liblzma, libbz2), so what it accepts lz4 -d, gzip -d, zstd -d, xz -d
+ * and bzip2 -d accept too, and compares the two decodings.
  */
 #include "config.h"
 
@@ -18,14 +20,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bzlib.h>
 #include <lz4frame.h>
+#include <lzma.h>
 #include <zlib.h>
+#include <zstd.h>
 
+#include "blockfs/cache.h"
 #include "blockfs/codec.h"
+#include "blockfs/file.h"
 #include "blockfs/index.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
+#include "blockfs/log.h"
 #include "blockfs/seektable.h"
+#include "blockfs/stats.h"
 #include "blockfs/xxh32.h"
 #include "pack.h"
 
@@ -364,6 +373,314 @@ static int check_bgzf(const char *path, struct bfs_io *io)
 	return rc;
 }
 
+/* ---- zstd, xz, bzip2: a mount's read path against the format's library ---- */
+
+/* Decoded blocks kept while reading: the spans a chunk ends in, for the next one. */
+#define CORE_CACHE (64u << 20)
+
+/*
+ * Open the file behind @fd (not consumed) as a mount does (bfs_file_open():
+ * its seek table or a walk, measured; checksums verified as -o verify
+ * does) and read all of it through bfs_file_read(), in order, as cat of
+ * the shown file would. Return 0 with *@d, or 1 after saying what is
+ * wrong. *@blocks: the index's blocks (spans of chained ones included).
+ */
+static int core_decode(const char *path, int fd, const struct bfs_codec *c, struct digest *d,
+		       size_t *blocks)
+{
+	struct bfs_file_env env = { .verify = true };
+	struct bfs_file *f = NULL;
+	uint8_t *buf = malloc(STREAM_CHUNK);
+	uint64_t off = 0, size;
+	int dfd, rc;
+
+	digest_init(d);
+	env.mount = bfs_counters_new(NULL);
+	if (!buf || !env.mount || bfs_cache_new(&env.cache, CORE_CACHE) < 0) {
+		rc = bad(path, "out of memory");
+		goto out;
+	}
+	dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dfd < 0) {
+		rc = bad(path, "%s", strerror(errno));
+		goto out;
+	}
+	rc = bfs_file_open(&f, dfd, NULL, -1, c, path, &env, NULL);
+	if (rc < 0) {
+		close(dfd);
+		f = NULL;
+		if (rc == -ENOTSUP)
+			rc = bad(path, "blockfs cannot serve it: %s",
+				 "it uses a feature blockfs does not decode (a dictionary, or a "
+				 "window or filter beyond its limits)");
+		else
+			rc = bad(path, "blockfs cannot index it: %s", strerror(-rc));
+		goto out;
+	}
+	if (f->idx.broken) {
+		rc = bad(path, "damaged: %s; blockfs serves %" PRIu64 " bytes of it, reads past "
+			 "them fail", f->idx.why,
+			 f->idx.n ? f->idx.blk[f->idx.n - 1].uoff : 0);
+		goto out;
+	}
+	*blocks = f->idx.n;
+	size = bfs_file_size(f);
+	while (off < size) {
+		ssize_t n = bfs_file_read(f, buf, STREAM_CHUNK, off);
+
+		if (n <= 0) {
+			int err = n < 0 ? (int)-n : EIO;
+
+			rc = bad(path, "damaged: blockfs fails to read decoded byte %" PRIu64 ": %s%s%s",
+				 off, err == EILSEQ ? "checksum mismatch" :
+				 err == EBADMSG ? "corrupt data" : strerror(err),
+				 f->idx.why[0] ? ": " : "", f->idx.why);
+			goto out;
+		}
+		digest_add(d, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	rc = 0;
+out:
+	bfs_file_put(f);
+	bfs_cache_free(env.cache);
+	bfs_counters_put(env.mount);
+	free(buf);
+	return rc;
+}
+
+/* The whole file through libzstd, frame after frame (skippable ones skipped), as zstd -d. */
+static int zstd_lib_decode(const char *path, struct bfs_io *io, struct digest *d)
+{
+	ZSTD_DCtx *z = ZSTD_createDCtx();
+	uint8_t *in = malloc(STREAM_CHUNK), *out = malloc(STREAM_CHUNK);
+	uint64_t off = 0;
+	size_t r = 0;
+	int rc = 0;
+
+	digest_init(d);
+	if (!z || !in || !out) {
+		rc = bad(path, "out of memory");
+		goto out;
+	}
+	while (off < io->size) {
+		size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
+		ZSTD_inBuffer ib = { in, len, 0 };
+
+		rc = bfs_io_read(io, in, len, off);
+		if (rc < 0) {
+			rc = bad(path, "read error: %s", strerror(-rc));
+			goto out;
+		}
+		off += len;
+		while (ib.pos < ib.size) {
+			ZSTD_outBuffer ob = { out, STREAM_CHUNK, 0 };
+
+			r = ZSTD_decompressStream(z, &ob, &ib);
+			if (ZSTD_isError(r)) {
+				rc = bad(path, "libzstd refuses it: %s", ZSTD_getErrorName(r));
+				goto out;
+			}
+			digest_add(d, out, ob.pos);
+		}
+	}
+	/* What the decoder still holds once all the input is in. */
+	for (;;) {
+		ZSTD_inBuffer ib = { in, 0, 0 };
+		ZSTD_outBuffer ob = { out, STREAM_CHUNK, 0 };
+
+		if (r == 0)
+			break;
+		r = ZSTD_decompressStream(z, &ob, &ib);
+		if (ZSTD_isError(r)) {
+			rc = bad(path, "libzstd refuses it: %s", ZSTD_getErrorName(r));
+			goto out;
+		}
+		digest_add(d, out, ob.pos);
+		if (ob.pos == 0)
+			break;
+	}
+	if (r != 0)
+		rc = bad(path, "libzstd: the file ends inside a frame (truncated)");
+out:
+	ZSTD_freeDCtx(z);
+	free(in);
+	free(out);
+	return rc;
+}
+
+/* The whole file through liblzma, stream after stream, as xz -d. */
+static int xz_lib_decode(const char *path, struct bfs_io *io, struct digest *d)
+{
+	lzma_stream z = LZMA_STREAM_INIT;
+	uint8_t *in = malloc(STREAM_CHUNK), *out = malloc(STREAM_CHUNK);
+	uint64_t off = 0;
+	lzma_ret lr = LZMA_OK;
+	int rc = 0;
+
+	digest_init(d);
+	if (!in || !out || lzma_stream_decoder(&z, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK) {
+		rc = bad(path, "out of memory");
+		goto out;
+	}
+	while (lr == LZMA_OK) {
+		lzma_action act = LZMA_RUN;
+
+		if (z.avail_in == 0 && off < io->size) {
+			size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) :
+				     STREAM_CHUNK;
+
+			rc = bfs_io_read(io, in, len, off);
+			if (rc < 0) {
+				rc = bad(path, "read error: %s", strerror(-rc));
+				goto out;
+			}
+			off += len;
+			z.next_in = in;
+			z.avail_in = len;
+		}
+		if (off == io->size)
+			act = LZMA_FINISH;
+		z.next_out = out;
+		z.avail_out = STREAM_CHUNK;
+		lr = lzma_code(&z, act);
+		digest_add(d, out, STREAM_CHUNK - z.avail_out);
+	}
+	if (lr == LZMA_BUF_ERROR)
+		rc = bad(path, "liblzma: the file ends inside a stream (truncated)");
+	else if (lr != LZMA_STREAM_END)
+		rc = bad(path, "liblzma refuses it: %s", lr == LZMA_DATA_ERROR ? "corrupt data" :
+			 lr == LZMA_FORMAT_ERROR ? "not xz" : lr == LZMA_OPTIONS_ERROR ?
+			 "unsupported options" : lr == LZMA_MEM_ERROR ? "out of memory" :
+			 "error");
+out:
+	lzma_end(&z);
+	free(in);
+	free(out);
+	return rc;
+}
+
+/* Are @n bytes of @p all zero? */
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/*
+ * The whole file through libbz2, stream after stream, as bzip2 -d; zero
+ * bytes after the last stream are padding (tape blocks), anything else
+ * is not.
+ */
+static int bz2_lib_decode(const char *path, struct bfs_io *io, struct digest *d)
+{
+	bz_stream z = { 0 };
+	uint8_t *in = malloc(STREAM_CHUNK), *out = malloc(STREAM_CHUNK);
+	uint64_t off = 0;
+	bool open = false, padding = false;
+	unsigned int streams = 0;
+	int rc = 0, br;
+
+	digest_init(d);
+	if (!in || !out) {
+		rc = bad(path, "out of memory");
+		goto out;
+	}
+	for (;;) {
+		if (z.avail_in == 0) {
+			size_t len;
+
+			if (off == io->size)
+				break;
+			len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
+			rc = bfs_io_read(io, in, len, off);
+			if (rc < 0) {
+				rc = bad(path, "read error: %s", strerror(-rc));
+				goto out;
+			}
+			off += len;
+			z.next_in = (char *)in;
+			z.avail_in = (unsigned int)len;
+		}
+		if (!open && streams > 0 && z.next_in[0] == 0)
+			padding = true;
+		if (padding) {
+			if (!all_zero((const uint8_t *)z.next_in, z.avail_in)) {
+				rc = bad(path, "libbz2: bytes after the last stream are not a stream");
+				goto out;
+			}
+			z.avail_in = 0;
+			continue;
+		}
+		if (!open) {
+			if (BZ2_bzDecompressInit(&z, 0, 0) != BZ_OK) {
+				rc = bad(path, "out of memory");
+				goto out;
+			}
+			open = true;
+		}
+		z.next_out = (char *)out;
+		z.avail_out = STREAM_CHUNK;
+		br = BZ2_bzDecompress(&z);
+		if (br != BZ_OK && br != BZ_STREAM_END) {
+			rc = bad(path, "libbz2 refuses it: %s", br == BZ_DATA_ERROR ?
+				 "corrupt data (a block CRC does not match)" :
+				 br != BZ_DATA_ERROR_MAGIC ? "error" : streams ?
+				 "bytes after the last stream are not a stream" : "not a bzip2 stream");
+			goto out;
+		}
+		digest_add(d, out, STREAM_CHUNK - z.avail_out);
+		if (br == BZ_STREAM_END) {
+			unsigned int left = z.avail_in;
+			char *next = z.next_in;
+
+			BZ2_bzDecompressEnd(&z);
+			open = false;
+			streams++;
+			z.next_in = next;
+			z.avail_in = left;
+		}
+	}
+	if (open)
+		rc = bad(path, "libbz2: the file ends inside a stream (truncated)");
+out:
+	if (open)
+		BZ2_bzDecompressEnd(&z);
+	free(in);
+	free(out);
+	return rc;
+}
+
+/* -t of a zstd, xz or bzip2 file: blockfs's reading and the library's must agree. */
+static int check_core(const char *path, int fd, struct bfs_io *io, const struct bfs_codec *c,
+		      const struct pk_opts *o)
+{
+	struct digest dc, dl;
+	size_t blocks = 0;
+	int rc;
+
+	/* The core's own reasons go into the one line below: its log is for -vv. */
+	bfs_log_set_level(o->verbose > 1 ? LOG_DEBUG : LOG_EMERG);
+	rc = core_decode(path, fd, c, &dc, &blocks);
+	if (rc == 0 && c == &bfs_codec_zstd)
+		rc = zstd_lib_decode(path, io, &dl);
+	else if (rc == 0 && c == &bfs_codec_xz)
+		rc = xz_lib_decode(path, io, &dl);
+	else if (rc == 0)
+		rc = bz2_lib_decode(path, io, &dl);
+	if (rc == 0 && dc.len != dl.len)
+		rc = bad(path, "blockfs reads %" PRIu64 " bytes of it, the %s library %" PRIu64,
+			 dc.len, c->name, dl.len);
+	else if (rc == 0 && !digest_eq(&dc, &dl))
+		rc = bad(path, "blockfs and the %s library decode it differently", c->name);
+	if (rc == 0 && o->verbose)
+		fprintf(stderr, "%s: %s, %" PRIu64 " bytes, %zu blocks\n", path, c->name, dc.len,
+			blocks);
+	return rc;
+}
+
 static int open_checked(const char *path, int flags, struct bfs_io *io, uint8_t *head,
 			size_t *hlen)
 {
@@ -391,6 +708,7 @@ static int open_checked(const char *path, int flags, struct bfs_io *io, uint8_t 
 
 int pk_check_file(const char *path, const struct pk_opts *o)
 {
+	const struct bfs_codec *c;
 	uint8_t head[BFS_PROBE_LEN];
 	struct bfs_io io;
 	struct digest d;
@@ -404,6 +722,9 @@ int pk_check_file(const char *path, const struct pk_opts *o)
 		rc = check_lz4(path, &io);
 	} else if (bfs_codec_bgzf.probe(head, hlen)) {
 		rc = check_bgzf(path, &io);
+	} else if ((c = bfs_codec_sniff(&io)) == &bfs_codec_zstd || c == &bfs_codec_xz ||
+		   c == &bfs_codec_bzip2) {
+		rc = check_core(path, fd, &io, c, o);
 	} else if (hlen >= 4 && (bfs_le32(head) == LZ4_MAGIC || bfs_le32(head) == LZ4_LEGACY ||
 				 (bfs_le32(head) & 0xFFFFFFF0u) == 0x184D2A50u)) {
 		/* linked blocks, a dictionary, legacy: blockfs shows it unchanged */
@@ -411,7 +732,7 @@ int pk_check_file(const char *path, const struct pk_opts *o)
 	} else if (hlen >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
 		rc = zlib_decode(path, &io, &d);	/* plain gzip: shown unchanged */
 	} else {
-		rc = bad(path, "not an LZ4 or gzip file");
+		rc = bad(path, "not an LZ4, gzip, zstd, xz or bzip2 file blockfs can serve");
 	}
 	close(fd);
 	if (rc == 0 && o->verbose)
