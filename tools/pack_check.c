@@ -41,6 +41,8 @@
 #define LZ4_MAGIC	0x184D2204u
 #define LZ4_LEGACY	0x184C2102u
 #define STREAM_CHUNK	(1u << 20)
+/* the zstd seekable format's footer, its last 4 bytes (codec_zstd.c) */
+#define ZSEEK_FOOTER_MAGIC 0x8F92EAB1u
 
 /* SAM/BAM spec 4.1: the empty member that ends every BGZF file */
 static const uint8_t bgzf_eof[28] = {
@@ -742,63 +744,186 @@ int pk_check_file(const char *path, const struct pk_opts *o)
 
 /* ---- -u ---- */
 
-/* Decompressed size by a walk of @c's blocks (settled), or -errno / -EBADMSG if damaged. */
-static int walked_size(struct bfs_io *io, const struct bfs_codec *c, uint64_t *usize)
+/*
+ * Do blocks of @n sizes (@usize_at(k)) hold @block bytes each but the
+ * last, which holds 1 to @block? The layout blockfs-pack writes.
+ */
+static bool cut_at(size_t n, uint32_t (*usize_at)(const void *, size_t), const void *ctx,
+		   uint32_t block)
+{
+	for (size_t k = 0; k < n; k++) {
+		uint32_t u = usize_at(ctx, k);
+
+		if (k + 1 < n ? u != block : u == 0 || u > block)
+			return false;
+	}
+	return true;
+}
+
+static uint32_t table_usize(const void *ctx, size_t k)
+{
+	return ((const struct bfs_seektable *)ctx)->e[k].usize;
+}
+
+static uint32_t index_usize(const void *ctx, size_t k)
+{
+	const struct bfs_blk *b = &((const struct bfs_index *)ctx)->blk[k];
+
+	/* a chained span is part of a bigger unit: never the layout asked for */
+	return b->flags & (BFS_BLK_CHAIN | BFS_BLK_BAD) ? 0 : b->usize;
+}
+
+/* A walk of @c's blocks: settled, undamaged, cut at @block, @usize in all. */
+static bool walked_current(struct bfs_io *io, const struct bfs_codec *c, uint32_t block,
+			   uint64_t usize)
 {
 	struct bfs_index idx;
+	bool ok;
 	int rc;
 
 	bfs_index_init(&idx, io->size);
 	rc = c->scan(io, NULL, &idx);
 	if (rc == 0)
 		rc = bfs_index_settle(&idx, io, c, UINT64_MAX);
-	if (rc == 0 && idx.broken)
-		rc = -EBADMSG;
-	*usize = atomic_load(&idx.usize);
+	ok = rc == 0 && !idx.broken && atomic_load(&idx.usize) == usize &&
+	     cut_at(idx.n, index_usize, &idx, block);
 	bfs_index_destroy(&idx);
-	return rc;
+	return ok;
 }
 
-int pk_output_current(const char *path, enum pk_codec codec, uint64_t usize)
+/*
+ * The zstd seekable format: the footer's magic at the very end (written
+ * last, so a cut file has none), then the codec's own reading of the
+ * table: frames tiling the file, the first and last headers checked.
+ * Without a table the file is not what -c zstd writes, whatever it holds:
+ * no walk of it is needed to say so.
+ */
+static bool zstd_current(struct bfs_io *io, uint32_t block, uint64_t usize)
 {
-	const struct bfs_codec *c = codec == PK_GZIP ? &bfs_codec_bgzf : &bfs_codec_lz4;
-	uint8_t head[BFS_PROBE_LEN], tail[sizeof(bgzf_eof)];
+	struct bfs_index idx;
+	uint8_t tail[4];
+	bool ok;
+
+	if (io->size < sizeof(tail) || bfs_io_read(io, tail, sizeof(tail), io->size - 4) < 0 ||
+	    bfs_le32(tail) != ZSEEK_FOOTER_MAGIC)
+		return false;
+	bfs_index_init(&idx, io->size);
+	ok = bfs_codec_zstd.scan(io, NULL, &idx) == 0 && idx.source == BFS_SRC_SEEKTABLE &&
+	     !idx.broken && atomic_load(&idx.usize) == usize &&
+	     cut_at(idx.n, index_usize, &idx, block);
+	bfs_index_destroy(&idx);
+	return ok;
+}
+
+/*
+ * xz: one stream whose blocks are cut at @block, read from its index
+ * with liblzma's file-info decoder (the footers and indexes only, a few
+ * reads from the end): not the codec's scan, which decodes a big block
+ * whole to find its spans.
+ */
+static bool xz_current(struct bfs_io *io, uint32_t block, uint64_t usize)
+{
+	lzma_stream z = LZMA_STREAM_INIT;
+	lzma_index *xi = NULL;
+	uint8_t *buf = malloc(STREAM_CHUNK);
+	uint64_t off = 0;
+	lzma_ret lr;
+	bool ok = false;
+
+	if (!buf || lzma_file_info_decoder(&z, &xi, UINT64_MAX, io->size) != LZMA_OK)
+		goto out;
+	do {
+		if (z.avail_in == 0 && off < io->size) {
+			size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) :
+				     STREAM_CHUNK;
+
+			if (bfs_io_read(io, buf, len, off) < 0)
+				goto out;
+			z.next_in = buf;
+			z.avail_in = len;
+			off += len;
+		}
+		lr = lzma_code(&z, LZMA_RUN);
+		if (lr == LZMA_SEEK_NEEDED) {
+			off = z.seek_pos;
+			z.avail_in = 0;
+			lr = LZMA_OK;
+		}
+	} while (lr == LZMA_OK && (z.avail_in > 0 || off < io->size));
+	if (lr != LZMA_STREAM_END || !xi)
+		goto out;
+	if (lzma_index_stream_count(xi) == 1 && lzma_index_uncompressed_size(xi) == usize) {
+		lzma_vli n = lzma_index_block_count(xi), k = 0;
+		lzma_index_iter it;
+
+		ok = true;
+		lzma_index_iter_init(&it, xi);
+		while (ok && !lzma_index_iter_next(&it, LZMA_INDEX_ITER_BLOCK)) {
+			lzma_vli u = it.block.uncompressed_size;
+
+			ok = ++k < n ? u == block : u > 0 && u <= block;
+		}
+	}
+out:
+	if (xi)
+		lzma_index_end(xi, NULL);
+	lzma_end(&z);
+	free(buf);
+	return ok;
+}
+
+int pk_output_current(const char *path, const struct pk_opts *o, uint64_t usize)
+{
+	const struct bfs_codec *want = o->codec == PK_GZIP ? &bfs_codec_bgzf :
+				       o->codec == PK_ZSTD ? &bfs_codec_zstd :
+				       o->codec == PK_XZ ? &bfs_codec_xz : &bfs_codec_lz4;
+	uint8_t tail[sizeof(bgzf_eof)];
 	struct bfs_seektable t = { 0 };
+	const struct bfs_codec *c;
 	const char *why = NULL;
 	struct bfs_io io;
 	struct stat st;
-	uint64_t got = 0;
-	ssize_t n;
+	bool ok = false;
 	int fd, rc;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
 	if (fd < 0)
 		return 0;
-	rc = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 0 : -EINVAL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		goto out;
 	bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
-	n = rc == 0 ? pread(fd, head, sizeof(head), 0) : -1;
-	if (n < 0 || !c->probe(head, (size_t)n)) {
-		rc = -EINVAL;
-	} else if (codec == PK_GZIP) {
+	/* The codec a mount would take it for (bfs_codec_sniff()) must be the one asked for. */
+	c = bfs_codec_sniff(&io);
+	if (c != want)
+		goto out;
+	switch (o->codec) {
+	case PK_ZSTD:
+		ok = zstd_current(&io, o->block, usize);
+		break;
+	case PK_XZ:
+		ok = xz_current(&io, o->block, usize);
+		break;
+	case PK_GZIP:
 		/* written last: without it the file was cut short */
-		if (io.size < sizeof(tail) || bfs_io_read(&io, tail, sizeof(tail),
-							  io.size - sizeof(tail)) < 0 ||
-		    memcmp(tail, bgzf_eof, sizeof(tail)) != 0)
-			rc = -EINVAL;
-		else
-			rc = walked_size(&io, c, &got);
-	} else {
+		ok = io.size >= sizeof(tail) &&
+		     bfs_io_read(&io, tail, sizeof(tail), io.size - sizeof(tail)) == 0 &&
+		     memcmp(tail, bgzf_eof, sizeof(tail)) == 0 &&
+		     walked_current(&io, c, o->block, usize);
+		break;
+	default:
 		/* The seek table is written last and states the size; past the
 		 * index's limit blockfs-pack writes none, and the frames are walked. */
 		rc = bfs_seektable_load(&io, BFS_INDEX_MAX_BLOCKS, &t, &why);
 		if (rc == 0)
-			got = t.usize;
+			ok = t.usize == usize && cut_at(t.n, table_usize, &t, o->block);
 		else if (rc == 1)
-			rc = walked_size(&io, c, &got);
+			ok = walked_current(&io, c, o->block, usize);
 		free(t.e);
+		break;
 	}
+out:
 	close(fd);
-	return rc == 0 && got == usize;
+	return ok;
 }
 
 /* ---- --index ---- */
@@ -999,6 +1124,7 @@ static int index_cached(const char *path, int fd, struct bfs_io *io, const struc
 int pk_index_file(const char *path, const struct pk_opts *o)
 {
 	uint8_t head[BFS_PROBE_LEN];
+	const struct bfs_codec *c;
 	struct bfs_io io;
 	size_t hlen;
 	int fd, rc;
@@ -1006,20 +1132,27 @@ int pk_index_file(const char *path, const struct pk_opts *o)
 	fd = open_checked(path, O_RDONLY, &io, head, &hlen);
 	if (fd < 0)
 		return 1;
-	if (o->icache && bfs_codec_lz4.probe(head, hlen)) {
-		rc = index_cached(path, fd, &io, &bfs_codec_lz4, o);
-	} else if (o->icache && bfs_codec_bgzf.probe(head, hlen)) {
-		rc = index_cached(path, fd, &io, &bfs_codec_bgzf, o);
-	} else if (o->icache && bfs_codec_gzip.probe(head, hlen)) {
-		rc = index_cached(path, fd, &io, &bfs_codec_gzip, o);
-	} else if (bfs_codec_lz4.probe(head, hlen)) {
+	/* The codec a mount would pick, past any prelude (bfs_codec_sniff()). */
+	c = bfs_codec_sniff(&io);
+	if (o->icache && c && c->cache_load) {
+		rc = index_cached(path, fd, &io, c, o);
+	} else if (o->icache && c) {
+		rc = bad(path, "%s: blockfs keeps no index of this format in a cache", c->name);
+	} else if (c == &bfs_codec_lz4) {
 		close(fd);
 		fd = open_checked(path, O_RDWR, &io, head, &hlen);	/* only LZ4 is written to */
 		if (fd < 0)
 			return 1;
 		rc = index_lz4(path, fd, &io, o);
-	} else if (bfs_codec_bgzf.probe(head, hlen)) {
+	} else if (c == &bfs_codec_bgzf) {
 		rc = index_bgzf(path, &io, o);
+	} else if (c == &bfs_codec_zstd || c == &bfs_codec_xz || c == &bfs_codec_bzip2) {
+		rc = bad(path, "%s: nothing to add in place (blockfs reads %s); "
+			 "--index-cache DIR keeps the index a mount's walk makes, and "
+			 "blockfs-pack -c %s makes a file blockfs opens from its own index",
+			 c->name, c == &bfs_codec_zstd ? "a seek table, or walks the frames" :
+			 c == &bfs_codec_xz ? "the stream's own index, and decodes big blocks once" :
+			 "every block once to find them", c == &bfs_codec_xz ? "xz" : "zstd");
 	} else if (hlen >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
 		rc = bad(path, "plain gzip, not BGZF: its checkpoints can only go to an index "
 			 "cache (--index-cache DIR), or repack it with blockfs-pack -c gzip");
@@ -1027,7 +1160,8 @@ int pk_index_file(const char *path, const struct pk_opts *o)
 		rc = bad(path, "LZ4 with linked blocks or a dictionary: its blocks cannot be "
 			 "read alone; repack it with blockfs-pack");
 	} else {
-		rc = bad(path, "not an LZ4 or BGZF file");
+		rc = bad(path, "not a format blockfs serves block by block (LZ4, gzip, zstd, xz, "
+			 "bzip2)");
 	}
 	close(fd);
 	return rc;
