@@ -404,6 +404,11 @@ static size_t chain_first(const struct bfs_index *idx, size_t k)
 	return k;
 }
 
+static bool xz_chain_head(const struct bfs_blk *b)
+{
+	return b->aux & AUX_FIRST;
+}
+
 static size_t xz_resume(const struct bfs_index *idx, size_t k)
 {
 	struct xz_pool *pool = idx->priv;
@@ -1709,6 +1714,7 @@ const struct bfs_codec bfs_codec_xz = {
 	.decode_indexed = xz_decode_indexed,
 	.resume = xz_resume,
 	.decode_open = xz_decode_open,
+	.chain_head = xz_chain_head,
 	.check_entry = xz_check_entry,
 	.cache_load = xz_cache_load,
 };

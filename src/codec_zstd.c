@@ -881,6 +881,11 @@ static size_t chain_start(const struct bfs_index *idx, size_t k)
 	return seq <= k ? k - seq : k;	/* (checked by scan and cache_load) */
 }
 
+static bool zstd_chain_head(const struct bfs_blk *b)
+{
+	return (b->aux & SPAN_SEQ_MASK) == 0;
+}
+
 static size_t zstd_resume(const struct bfs_index *idx, size_t k)
 {
 	struct chains *c = idx->priv;
@@ -1726,6 +1731,7 @@ const struct bfs_codec bfs_codec_zstd = {
 	.decode_indexed = zstd_decode_indexed,
 	.resume = zstd_resume,
 	.decode_open = zstd_decode_open,
+	.chain_head = zstd_chain_head,
 	.check_entry = zstd_check_entry,
 	.cache_load = zstd_cache_load,
 };
