@@ -666,6 +666,7 @@ static int check_core(const char *path, int fd, struct bfs_io *io, const struct 
 	/* The core's own reasons go into the one line below: its log is for -vv. */
 	bfs_log_set_level(o->verbose > 1 ? LOG_DEBUG : LOG_EMERG);
 	rc = core_decode(path, fd, c, &dc, &blocks);
+	bfs_log_set_level(LOG_INFO);
 	if (rc == 0 && c == &bfs_codec_zstd)
 		rc = zstd_lib_decode(path, io, &dl);
 	else if (rc == 0 && c == &bfs_codec_xz)
