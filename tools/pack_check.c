@@ -385,10 +385,11 @@ static int check_bgzf(const char *path, struct bfs_io *io)
  * its seek table or a walk, measured; checksums verified as -o verify
  * does) and read all of it through bfs_file_read(), in order, as cat of
  * the shown file would. Return 0 with *@d, or 1 after saying what is
- * wrong. *@blocks: the index's blocks (spans of chained ones included).
+ * wrong. *@blocks: the index's blocks (spans of chained ones included);
+ * *@source: where the index came from (enum bfs_index_source).
  */
 static int core_decode(const char *path, int fd, const struct bfs_codec *c, struct digest *d,
-		       size_t *blocks)
+		       size_t *blocks, uint8_t *source)
 {
 	struct bfs_file_env env = { .verify = true };
 	struct bfs_file *f = NULL;
@@ -426,6 +427,7 @@ static int core_decode(const char *path, int fd, const struct bfs_codec *c, stru
 		goto out;
 	}
 	*blocks = f->idx.n;
+	*source = f->idx.source;
 	size = bfs_file_size(f);
 	while (off < size) {
 		ssize_t n = bfs_file_read(f, buf, STREAM_CHUNK, off);
@@ -660,13 +662,28 @@ static int check_core(const char *path, int fd, struct bfs_io *io, const struct 
 		      const struct pk_opts *o)
 {
 	struct digest dc, dl;
+	uint8_t source = 0;
 	size_t blocks = 0;
 	int rc;
 
 	/* The core's own reasons go into the one line below: its log is for -vv. */
 	bfs_log_set_level(o->verbose > 1 ? LOG_DEBUG : LOG_EMERG);
-	rc = core_decode(path, fd, c, &dc, &blocks);
+	rc = core_decode(path, fd, c, &dc, &blocks, &source);
 	bfs_log_set_level(LOG_INFO);
+	/*
+	 * A seek table's footer at the end that blockfs did not use: the
+	 * table is damaged or does not fit the frames, and every mount walks
+	 * the file instead (blockfs-pack -f -c zstd makes it again).
+	 */
+	if (rc == 0 && c == &bfs_codec_zstd && source != BFS_SRC_SEEKTABLE) {
+		uint8_t tail[4];
+
+		if (io->size >= sizeof(tail) &&
+		    bfs_io_read(io, tail, sizeof(tail), io->size - sizeof(tail)) == 0 &&
+		    bfs_le32(tail) == ZSEEK_FOOTER_MAGIC)
+			rc = bad(path, "seek table unusable (blockfs ignores it and walks the "
+				 "frames)");
+	}
 	if (rc == 0 && c == &bfs_codec_zstd)
 		rc = zstd_lib_decode(path, io, &dl);
 	else if (rc == 0 && c == &bfs_codec_xz)

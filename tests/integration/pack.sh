@@ -675,6 +675,14 @@ with open(p, "r+b") as f:
 		fi
 	done
 done
+# a seek table entry damaged: zstd -t skips the table, blockfs walks the frames
+size=$(stat -c %s "$F/zs.zst")
+cp "$F/zs.zst" "$STATE/dmg/table-zs.zst"
+printf '\x77' | dd of="$STATE/dmg/table-zs.zst" bs=1 seek=$((size - 20)) conv=notrunc 2>/dev/null
+check "a -c zstd output with a seek table entry damaged: zstd -t accepts it" \
+	zstd -q -t "$STATE/dmg/table-zs.zst"
+check_fails "... -t does not: blockfs would walk it" "seek table unusable (blockfs ignores it" \
+	"$PACK" -t "$STATE/dmg/table-zs.zst"
 diag "-t of a damaged copy: $(t "$PACK" -t "$STATE/dmg/flip-b.bz2" 2>&1)"
 diag "-t of a cut copy: $(t "$PACK" -t "$STATE/dmg/cut-xt2.xz" 2>&1)"
 out=$(t "$PACK" -t "$F/zs.zst" "$STATE/dmg/cut-zs.zst" "$F/b.bz2" 2>&1)
