@@ -431,6 +431,11 @@ static struct bfs_spill *spill_of(struct xz_pool *pool, size_t k0)
 	return s;
 }
 
+static bool xz_chain_head(const struct bfs_blk *b)
+{
+	return b->aux & AUX_FIRST;
+}
+
 static size_t xz_resume(const struct bfs_index *idx, size_t k)
 {
 	struct xz_pool *pool = idx->priv;
@@ -1789,6 +1794,7 @@ const struct bfs_codec bfs_codec_xz = {
 	.decode_indexed = xz_decode_indexed,
 	.resume = xz_resume,
 	.decode_open = xz_decode_open,
+	.chain_head = xz_chain_head,
 	.check_entry = xz_check_entry,
 	.cache_load = xz_cache_load,
 };

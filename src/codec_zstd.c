@@ -912,6 +912,11 @@ static struct bfs_spill *spill_of(struct chains *c, size_t k0)
 	return s;
 }
 
+static bool zstd_chain_head(const struct bfs_blk *b)
+{
+	return (b->aux & SPAN_SEQ_MASK) == 0;
+}
+
 static size_t zstd_resume(const struct bfs_index *idx, size_t k)
 {
 	struct chains *c = idx->priv;
@@ -1805,6 +1810,7 @@ const struct bfs_codec bfs_codec_zstd = {
 	.decode_indexed = zstd_decode_indexed,
 	.resume = zstd_resume,
 	.decode_open = zstd_decode_open,
+	.chain_head = zstd_chain_head,
 	.check_entry = zstd_check_entry,
 	.cache_load = zstd_cache_load,
 };

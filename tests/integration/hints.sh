@@ -7,7 +7,9 @@
 # error a user can meet, with the errno text setfattr/getfattr print;
 # willneed decoding in the background; dontneed emptying blockfs's cache and
 # the kernel's; counters that move as reads happen; the mount-wide stats on
-# the root; blockfs-stat; reads that stay byte-identical throughout; -o ro.
+# the root; blockfs-stat (its random-read warning for 4 MiB LZ4 blocks and
+# one-block xz, none for 1 MiB xz blocks); reads that stay byte-identical
+# throughout; -o ro.
 #
 # Reads meant for blockfs's counters use "dd iflag=direct": with keep_cache
 # the kernel's page cache would serve a second read without asking blockfs.
@@ -46,6 +48,13 @@ lz4 -q -B4 "$STATE/plain" "$SRC/d/e/c.lz4"
 cp "$STATE/plain" "$SRC/d/e/raw.txt"
 mkdir "$SRC/slow"
 lz4 -q "$STATE/plain" "$SRC/slow/big4m.lz4"	# the lz4 CLI's default 4 MiB blocks
+# xz's one block, and xz -T2's 1 MiB blocks, when xz is there
+HAVE_XZ=0
+if command -v xz >/dev/null; then
+	HAVE_XZ=1
+	xz -q -T1 -0 -c "$STATE/plain" >"$SRC/slow/one.xz"
+	xz -q -T2 -0 --block-size=1MiB -c "$STATE/plain" >"$SRC/slow/blocks.xz"
+fi
 FILES=(a d/b d/e/c d/e/raw.txt)
 
 A=user.blockfs.advice
@@ -398,6 +407,15 @@ import json, sys
 s, a = json.load(sys.stdin)
 assert \"lz4 -B4\" in s[\"warning\"] and a[\"warning\"] is None, (s, a)
 "' _ "$STAT" "$MNT"
+	fi
+	if ((HAVE_XZ)); then
+		out=$(t "$STAT" "$MNT/slow/one" 2>&1)
+		check "blockfs-stat: one xz block gets the layout and the -c xz command" bash -c '
+			grep -q "warning  *one xz block of .* ($2) holds the whole file.* with: blockfs-pack -c xz -o one.xz $3\$" <<<"$1"' \
+			_ "$out" "$SIZE" "$MNT/slow/one"
+		out=$(t "$STAT" "$MNT/slow/blocks" 2>&1)
+		check "... 1 MiB xz blocks none (their 2 MiB span size is no block size)" \
+			bash -c '! grep -q warning <<<"$1"' _ "$out"
 	fi
 	check_fails "blockfs-stat on a path not on blockfs: message, exit 1" \
 		"not on a blockfs mount" "$STAT" "$STATE/plain"
