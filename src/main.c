@@ -15,6 +15,7 @@
 #include <lz4.h>
 #include <lzma.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -468,6 +469,8 @@ int main(int argc, char **argv)
 	raise_nofile();
 	preload_unwinder();
 	one_arena();
+	/* A spill write past RLIMIT_FSIZE fails with EFBIG (the spill is dropped) rather than killing the daemon. */
+	signal(SIGXFSZ, SIG_IGN);
 	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = opts.gzip_index,
 						      .gzip_span = opts.gzip_span });
 	rc = bfs_fs_init(&fs, opts.source, &opts, se, bfs_ops_push);

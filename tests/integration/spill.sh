@@ -187,6 +187,17 @@ else
 	ok "short directories: skipped, no tmpfs could be mounted"
 fi
 
+# --- a file size limit (RLIMIT_FSIZE) under the spill's writes: EFBIG, not SIGXFSZ ----
+BFS_WRAP="prlimit --fsize=$((4 << 20)) --"
+mount_o "index_cache=$C"
+BFS_WRAP=
+exact z 16
+exact x 17
+check "4 MiB file size limit: both spills failed" test "$(root spill_failed)" -ge 2
+check_eq "... none kept" 0 "$(root spill_sealed)"
+is "4 MiB file size limit: daemon alive (SIGXFSZ ignored)" daemon_alive
+umount_o
+
 # --- damage: still refused whole, nothing spilled ------------------------------------
 mount_o "index_cache=$C"
 for f in flip-z flip-x; do
