@@ -131,7 +131,7 @@ static void rdp_listed(struct bfs_fs *fs, unsigned int n)
 	}
 }
 
-/* @n non-directories were looked up, opened or stat'ed. Bounded: uses without listings say little. */
+/* @n non-directories were looked up, opened or stat'ed. Bounded: uses alone say little. */
 static void rdp_used_n(struct bfs_fs *fs, unsigned int n)
 {
 	if (fs->opts->readdirplus_auto && n > 0 &&
