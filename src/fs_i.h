@@ -251,6 +251,12 @@ struct bfs_dir {
 	struct bfs_dir_names *names;	/* copies of the shown names that differ (dir.c) */
 	struct bfs_snap *snap;		/* what it is made from; one reference */
 	size_t next;			/* snapshot entries gone through */
+	/*
+	 * readdirplus=auto (ops.c): files the last reply gave with their
+	 * attributes, not yet counted as used. The kernel serialises a
+	 * handle's READDIRs; atomic as their threads differ.
+	 */
+	atomic_uint rdp_pending;
 };
 
 /*

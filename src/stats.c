@@ -76,6 +76,8 @@ int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache 
 		{ "dirs_read_ahead", LOAD(m, dirs_ahead), true },
 		{ "dirs_ahead_used", LOAD(m, dirs_ahead_used), true },
 		{ "dirs_forgotten", LOAD(m, forgotten_dirs), true },
+		{ "names_only_replies", LOAD(m, names_only_replies), true },
+		{ "attrs_used", LOAD(m, attrs_used), true },
 		{ "inodes", cache ? cache->inodes : 0, true },
 		{ "cache_bytes", cache ? cache->bytes : 0, true },
 		{ "cache_limit", cache ? cache->limit : 0, true },

@@ -36,6 +36,8 @@ struct bfs_counters {
 	atomic_uint_fast64_t dirs_ahead;	/* mount only: directories read ahead of a walk (dir.c) */
 	atomic_uint_fast64_t dirs_ahead_used;	/* mount only: ... and then listed or looked in */
 	atomic_uint_fast64_t forgotten_dirs;	/* mount only: directories the kernel was asked to forget */
+	atomic_uint_fast64_t names_only_replies; /* mount only: first replies, names alone (ops.c) */
+	atomic_uint_fast64_t attrs_used;	/* mount only: files listed with attributes, stat'ed */
 };
 
 /* New counters that also add to @parent (NULL for none). */

@@ -276,6 +276,7 @@ check "root stats: every key" bash -c '
 	for k in reads bytes cache_hits cache_misses blocks_decompressed decompress_ns \
 		blocks_prefetched prefetched_used pushed_bytes backing_syscalls checksum_failures errors \
 		cached_bytes lookup_opens walked_ahead dir_memos dirs_read_ahead dirs_ahead_used dirs_forgotten \
+		names_only_replies attrs_used \
 		inodes cache_bytes cache_limit; do
 		grep -q "^$k [0-9][0-9]*$" <<<"$1" || { echo "no $k"; exit 1; }
 	done' _ "$root"
