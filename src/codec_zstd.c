@@ -939,6 +939,35 @@ static size_t zstd_resume(const struct bfs_index *idx, size_t k)
 }
 
 /*
+ * The decoder for span @k of chains @c: the one parked at it, else a new
+ * one when @k starts its frame. Return: 0 with *@out; -EAGAIN when none is
+ * parked mid-frame (the caller walks from the frame's start); -ENOMEM.
+ */
+static int take_or_start(const struct bfs_index *idx, struct chains *c, size_t k, bool verify,
+			 struct parked **out, const char **why)
+{
+	struct parked *p = take(c, k);
+
+	if (!p && chain_start(idx, k) != k) {
+		*why = "no zstd decoder parked at this span";
+		return -EAGAIN;
+	}
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (p)
+			p->d = ZSTD_createDCtx();
+		if (!p || !p->d || setup(p->d, verify) < 0) {
+			parked_free(p);
+			*why = "no memory for a zstd decoder";
+			return -ENOMEM;
+		}
+		p->coff = idx->blk[k].coff;
+	}
+	*out = p;
+	return 0;
+}
+
+/*
  * Span @k into @dst (room for its usize): continue the decoder parked at
  * it (or start one at its frame's first span), check that the span ends
  * where the index says, park the decoder at the next span.
@@ -959,22 +988,9 @@ static int span_decode(const struct bfs_index *idx, size_t k, const uint8_t *src
 		*why = "zstd span without a decoder pool";
 		return -EBADMSG;
 	}
-	p = take(c, k);
-	if (!p && chain_start(idx, k) != k) {
-		*why = "no zstd decoder parked at this span";
-		return -EAGAIN;
-	}
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (p)
-			p->d = ZSTD_createDCtx();
-		if (!p || !p->d || setup(p->d, verify) < 0) {
-			parked_free(p);
-			*why = "no memory for a zstd decoder";
-			return -ENOMEM;
-		}
-		p->coff = b->coff;
-	}
+	rc = take_or_start(idx, c, k, verify, &p, why);
+	if (rc < 0)
+		return rc;
 	if (p->coff != b->coff) {
 		*why = "zstd span does not start where its decoder stands";
 		rc = -EBADMSG;
@@ -1215,22 +1231,9 @@ static int open_decode(const struct bfs_index *idx, size_t k, const uint8_t *src
 		if (s && bfs_spill_read(s, dst, b->usize, b->uoff - idx->blk[k0].uoff) == 0)
 			return 0;
 	}
-	p = take(c, k);
-	if (!p && chain_start(idx, k) != k) {
-		*why = "no zstd decoder parked at this span";
-		return -EAGAIN;
-	}
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (p)
-			p->d = ZSTD_createDCtx();
-		if (!p || !p->d || setup(p->d, verify) < 0) {
-			parked_free(p);
-			*why = "no memory for a zstd decoder";
-			return -ENOMEM;
-		}
-		p->coff = b->coff;
-	}
+	rc = take_or_start(idx, c, k, verify, &p, why);
+	if (rc < 0)
+		return rc;
 	at = p->coff;			/* the file offset of in.src[0] */
 	if (at < b->coff || at > end) {
 		*why = "zstd decoder parked outside its frame";
