@@ -589,20 +589,26 @@ mv "$STATE/zx/text.zst" "$STATE/zxm/z.zst"
 mv "$STATE/zx/text.xz" "$STATE/zxm/x.xz"
 : | "$PACK" -q -c zstd -o "$STATE/zxm/empty.zst" -
 check "an empty input makes a zstd file zstd -t accepts" zstd -q -t "$STATE/zxm/empty.zst"
+# seeded_misses GOT WANT N SEED: 1 if any of N 4 KiB reads of GOT at seeded
+# offsets differs from WANT's bytes there, else 0.
+seeded_misses() {
+	local size i off miss=0
+	size=$(stat -c %s "$2")
+	for ((i = 1; i <= $3; i++)); do
+		off=$(( (i * 7919 * 104729 + $4) % (size - 5000) ))
+		cmp -s <(dd if="$1" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) \
+		       <(dd if="$2" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) || miss=1
+	done
+	echo "$miss"
+}
+
 if bfs_mount "$STATE/zxm" "$MNT" "$STATE/daemon-zx.log" "readpath=pread"; then
 	check_eq "blockfs indexes the zstd output from its seek table" "seektable" \
 		"$(getfattr --only-values -n user.blockfs.index_source "$MNT/z" 2>/dev/null)"
 	for f in z x; do
 		check "$f: read whole through the mount" cmp "$MNT/$f" "$STATE/zx/text"
-		size=$(stat -c %s "$STATE/zx/text")
-		miss=0
-		for i in 1 2 3 4 5 6; do
-			off=$(( (i * 7919 * 104729 + 12345) % (size - 5000) ))
-			cmp <(dd if="$MNT/$f" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) \
-			    <(dd if="$STATE/zx/text" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) ||
-				miss=1
-		done
-		check_eq "$f: 6 reads at seeded offsets match the input" 0 "$miss"
+		check_eq "$f: 6 reads at seeded offsets match the input" 0 \
+			"$(seeded_misses "$MNT/$f" "$STATE/zx/text" 6 12345)"
 	done
 	check_eq "the empty zstd output is shown empty" 0 "$(stat -c %s "$MNT/empty")"
 	bfs_umount || not_ok "unmount of the zstd/xz tree"
@@ -755,15 +761,8 @@ if bfs_mount "$STATE/icsrc" "$MNT" "$STATE/daemon-ic.log" "readpath=pread,index_
 		check_eq "$f: ... walk: complete" complete \
 			"$(getfattr --only-values -n user.blockfs.walk "$MNT/$f" 2>/dev/null)"
 		check "$f: ... and reads whole exact" cmp "$MNT/$f" "$W/$src"
-		size=$(stat -c %s "$W/$src")
-		miss=0
-		for i in 1 2 3 4; do
-			off=$(( (i * 7919 * 104729 + 4242) % (size - 5000) ))
-			cmp <(dd if="$MNT/$f" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) \
-			    <(dd if="$W/$src" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) ||
-				miss=1
-		done
-		check_eq "$f: ... 4 reads at seeded offsets exact" 0 "$miss"
+		check_eq "$f: ... 4 reads at seeded offsets exact" 0 \
+			"$(seeded_misses "$MNT/$f" "$W/$src" 4 4242)"
 	done
 	bfs_umount || not_ok "unmount of the cached mount"
 else
