@@ -205,7 +205,7 @@ t setfattr -x $R "$MNT/d"
 check_eq "removed: back to the mount's pread" "pread pread" "$(get a $R) $(get d/b $R)"
 check_fails "readpath bogus: EINVAL" "Invalid argument" setfattr -n $R -v fast "$MNT/a"
 check_eq "a refused value changes nothing" "normal pread" "$(get a $A) $(get a $R)"
-for n in format compressed_size block_size blocks cached stats; do
+for n in format compressed_size block_size blocks cached stats units unit_max; do
 	check_fails "set read-only $n: EPERM" "Operation not permitted" \
 		setfattr -n user.blockfs.$n -v 1 "$MNT/a"
 	check_fails "remove read-only $n: EPERM" "Operation not permitted" \
