@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * blockfs-microbench: the read strategies of SPEC §3 (readpath, populate,
+ * blockfs-microbench: the read strategies of blockfs(8) (readpath, populate,
  * advice) on one backing file, outside FUSE. It builds the block index
  * through the core as a mount's first stat does (probe, scan, measure the
  * sizes the file does not state, settle; the first two steps are timed

@@ -39,7 +39,7 @@
  * stamp of the file it looked at, and holds while that stamp does. With
  * the index cache on, what lookups learned is kept there as the
  * directory's memo (index_cache.h) and taken up again by the next mount's
- * first snapshot of the same directory version: memo_load(), memo_save().
+ * first snapshot of the same directory version: memo_load(), bfs_snap_save().
  */
 struct snent {
 	uint32_t name;			/* offset in names */
@@ -520,9 +520,9 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
  * most that many reads, and the cache holds the walk's own (16 of 1,000
  * entries are 1 MiB of the 8 MiB budget). The workers, not the
  * read-ahead queue at nice 19: a walk waits for these reads as soon as
- * it gets to them, and with 4 ahead at nice 19 `find` of 100,000 files
- * took 1.55x the plain tree's time against 1.10x with 16 on the workers
- * (9 paired rounds; 8 on the workers: 1.19-1.42x).
+ * it gets to them, and with 4 ahead at nice 19 `find` often got to a
+ * directory before its read did; 16 on the workers kept ahead of it
+ * (bench/results/find/2026-11-28-aa5d12d/first-mount.md).
  */
 #define SNAP_AHEAD 16
 

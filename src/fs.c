@@ -111,13 +111,11 @@ out_close:
  * nice 19: where it shares a core with a reader it gets about 1.5% of it,
  * so it uses what the readers leave idle, and a reader that catches up
  * sends a READ, served at normal priority, so nothing ever waits for it
- * (md5sum of 512 MiB through the mount, stat done first, 3 runs: 0.84-0.88
- * s with such low-priority workers, 0.92-0.95 s at nice 0, 0.83 s for the
- * plain file). Not the idle scheduling class, which would do the same on
- * an idle machine, but never run at all beside a CPU-bound load, and
- * read-ahead would never happen there. What someone waits for or asked for
- * (measuring at the first stat, helping a READ decode, willneed, populate,
- * dropping pages) runs at nice 10.
+ * (doc/decisions/0013-service-priority.md). Not the idle scheduling
+ * class, which would do the same on an idle machine, but never run at all
+ * beside a CPU-bound load, and read-ahead would never happen there. What
+ * someone waits for or asked for (measuring at the first stat, helping a
+ * READ decode, willneed, populate, dropping pages) runs at nice 10.
  */
 #define WORKER_NICE 10
 #define AHEAD_NICE 19
