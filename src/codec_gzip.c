@@ -709,7 +709,7 @@ static int commit(struct walk *w, struct bfs_index *idx)
 
 static int gzip_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *idx)
 {
-	struct walk w = { .io = io, .span = bfs_codec_config()->gzip_span };
+	struct walk w = { .io = io, .span = bfs_codec_config(idx)->gzip_span };
 	int rc = -ENOMEM;
 
 	(void)side;				/* plain gzip has no sidecar */
@@ -1261,7 +1261,7 @@ static int gzip_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t le
 
 	/* made with another -o gzip_span: walk again, so that the option takes effect */
 	if (len < PRIV_HDR || bfs_le32(priv + 4) != 0 ||
-	    idx->block_size != bfs_codec_config()->gzip_span)
+	    idx->block_size != bfs_codec_config(idx)->gzip_span)
 		return 1;
 	n = bfs_le32(priv);
 	if (n != idx->n || (len - PRIV_HDR) / PRIV_CP < n || idx->blk[0].coff != 0)

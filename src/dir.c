@@ -348,7 +348,7 @@ static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s,
 		.dev = (uint64_t)s->dev, .ino = (uint64_t)s->ino,
 		.mtime_sec = (int64_t)s->mtime.tv_sec, .mtime_nsec = (uint64_t)s->mtime.tv_nsec,
 		.ctime_sec = (int64_t)s->ctime.tv_sec, .ctime_nsec = (uint64_t)s->ctime.tv_nsec,
-		.n = s->n, .names = bfs_xxh32_digest(&h), .rules = fs->opts->gzip_index ? 1u : 0u,
+		.n = s->n, .names = bfs_xxh32_digest(&h), .rules = fs->env.codecs.gzip ? 1u : 0u,
 	};
 }
 
@@ -796,7 +796,8 @@ static int list_next(struct bfs_dir *d, struct bfs_snap_ctx *c)
 	}
 	if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0')))
 		memcpy(shown, name, strlen(name) + 1);
-	else if (!bfs_name_shown(&bfs_snap_name_ops, c, name, shown, &codec, keep))
+	else if (!bfs_name_shown(&bfs_snap_name_ops, c, name, shown, &codec, keep,
+				 &c->fs->env.codecs))
 		goto out_next;	/* a sidecar of a file shown decoded */
 	rc = add_dirent(d, shown, d->snap, e, codec);
 	if (rc == 0 && codec && keep)

@@ -42,6 +42,8 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->env.readahead = opts->readahead;
 	fs->env.kernel_readahead = opts->kernel_readahead;
 	fs->env.advice = opts->advice;
+	fs->env.codecs = (struct bfs_codec_conf){ .gzip = opts->gzip_index,
+						  .gzip_span = opts->gzip_span };
 	fs->env.remote = !bfs_backing_is_local(source);
 	if (fs->env.remote && opts->readpath == BFS_READPATH_MMAP)
 		bfs_warn("readpath=mmap on a remote SOURCE: a server that goes away makes reads "
