@@ -221,7 +221,7 @@ struct bfs_codec_conf {
 	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
 };
 
-/* Default gzip_span (see codec_gzip.c for the measurement) and its bounds. */
+/* Default gzip_span (doc/decisions/0011-plain-gzip.md) and its bounds. */
 #define BFS_GZIP_SPAN_DEFAULT (1u << 20)
 #define BFS_GZIP_SPAN_MIN (64u << 10)
 #define BFS_GZIP_SPAN_MAX (32u << 20)
