@@ -90,6 +90,7 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	bfs_mutex_init(&fs->kopen_lock);
 	bfs_mutex_init(&fs->walks_lock);
 	fs->max_fds = bfs_backing_fd_budget();
+	bfs_rdplus_init(&fs->rdplus, opts->readdirplus_auto);
 	return 0;
 
 out_close:

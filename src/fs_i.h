@@ -55,6 +55,7 @@
 #include "blockfs/gate.h"
 #include "blockfs/hints.h"
 #include "blockfs/opts.h"
+#include "rdplus.h"
 
 struct bfs_codec;
 struct bfs_file;
@@ -200,8 +201,7 @@ struct bfs_fs {
 	pthread_mutex_t idle_lock;	/* a leaf: protects the ring of idle inodes */
 	struct bfs_inode *idle[BFS_IDLE_KEEP];	/* the last inodes whose versions went idle */
 	size_t idle_next;		/* the slot the next one takes */
-	/* readdirplus=auto (ops.c): files listed lately, and looked up or opened */
-	atomic_uint rdp_listed, rdp_used;
+	struct bfs_rdplus rdplus;	/* readdirplus=auto: what listed files were used for */
 	atomic_bool kernel_open;	/* set at INIT: -o kernel_open, and the kernel can */
 	pthread_mutex_t kopen_lock;	/* protects the ring of shared handles: */
 	struct {

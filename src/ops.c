@@ -25,6 +25,7 @@
 #include "blockfs/workq.h"
 #include "fs_i.h"
 #include "ops.h"
+#include "rdplus.h"
 #include "xattr.h"
 
 /*
@@ -76,72 +77,6 @@ int bfs_ops_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t 
 	rc = fuse_lowlevel_notify_store(fs->se, (fuse_ino_t)ino, (off_t)off, &bv, 0);
 	bfs_gate_leave(&fs->notify);
 	return rc;
-}
-
-/*
- * -o readdirplus=auto: whether a listing's first reply gives attributes.
- * The kernel asks for them in that reply whatever the reader wants; they
- * cost a backing probe, an inode here and one in the kernel for each
- * entry, which find(1), wanting names only, pays for nothing (0.8 s
- * against 0.05 s for squashfuse_ll over 100,000 files), while a reader
- * that opens what it lists (grep -r, find | xargs cat) saves a LOOKUP per
- * file (doc/decisions/0005-readdirplus.md). So the mount weighs what the
- * regular files it listed lately were used for: when at least half were
- * looked up or opened, a first reply carries attributes for as many
- * entries as fit, else names alone (node id 0: the kernel makes no
- * dentry, as for a READDIR reply). Directories do not count: find looks
- * up each one it descends into. Files given with their attributes are
- * looked up by no one, so their use shows otherwise: the kernel asks
- * for attributes with a later chunk of a listing only when the reader
- * has looked up or stat'ed an entry of it since the last chunk (ls -l
- * does, find does not), and then the files of the reply before count as
- * used; without this ls -lR, never looking a file up, would turn the
- * mount to names alone, and then look up every file of each first reply
- * (the kernel's replies hold hundreds of entries). Both counts are
- * halved once RDP_WINDOW files were listed, so the mount follows a
- * change of reader within a few directories.
- */
-#define RDP_WINDOW 4096u
-
-/* Does readdirplus=auto give names alone, the files listed lately being left unused? */
-static bool names_suffice(struct bfs_fs *fs)
-{
-	unsigned int listed, used;
-
-	if (!fs->opts->readdirplus_auto)
-		return false;
-	listed = atomic_load_explicit(&fs->rdp_listed, memory_order_relaxed);
-	used = atomic_load_explicit(&fs->rdp_used, memory_order_relaxed);
-	return !(listed > 0 && used >= listed / 2);
-}
-
-/* @n regular files (or other non-directories) were listed. */
-static void rdp_listed(struct bfs_fs *fs, unsigned int n)
-{
-	unsigned int listed;
-
-	if (!fs->opts->readdirplus_auto || n == 0)
-		return;
-	listed = atomic_fetch_add_explicit(&fs->rdp_listed, n, memory_order_relaxed) + n;
-	if (listed > RDP_WINDOW) {	/* racing halvings only forget a little more */
-		atomic_store_explicit(&fs->rdp_listed, listed / 2, memory_order_relaxed);
-		atomic_store_explicit(&fs->rdp_used,
-				      atomic_load_explicit(&fs->rdp_used, memory_order_relaxed) / 2,
-				      memory_order_relaxed);
-	}
-}
-
-/* @n non-directories were looked up, opened or stat'ed. Bounded: uses alone say little. */
-static void rdp_used_n(struct bfs_fs *fs, unsigned int n)
-{
-	if (fs->opts->readdirplus_auto && n > 0 &&
-	    atomic_load_explicit(&fs->rdp_used, memory_order_relaxed) < 2 * RDP_WINDOW)
-		atomic_fetch_add_explicit(&fs->rdp_used, n, memory_order_relaxed);
-}
-
-static void rdp_used(struct bfs_fs *fs)
-{
-	rdp_used_n(fs, 1);
 }
 
 static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -227,7 +162,7 @@ static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 	} else {
 		if (!S_ISDIR(st.st_mode))
-			rdp_used(fs);
+			bfs_rdplus_used(&fs->rdplus, 1);
 		reply_entry(req, fs, in, &st);
 	}
 }
@@ -312,7 +247,7 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, ENOSYS);	/* success: the kernel opens files itself from now on */
 		return;
 	}
-	rdp_used(fs);
+	bfs_rdplus_used(&fs->rdplus, 1);
 	/*
 	 * An unchanged file whose version was dropped opens without one: the
 	 * kernel's pages of it are good, and a warm grep -r needs nothing else
@@ -405,8 +340,8 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, bfs_kernel_errno(err));
 		return;
 	}
-	if (!fi->fh && off == 0)
-		rdp_used(fs_of(req));	/* kernel_open: a file read from its start was opened */
+	if (!fi->fh && off == 0)	/* kernel_open: a file read from its start was opened */
+		bfs_rdplus_used(&fs_of(req)->rdplus, 1);
 	n = bfs_stream_read(s, (uint64_t)off, size, &rv, &next);
 	if (n < 0)
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
@@ -553,13 +488,13 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	 * listing.
 	 */
 	if (plus && off > 0) {
-		/* attributes asked for again: the last reply's were used (names_suffice) */
+		/* attributes asked for again: the last reply's were used (rdplus.h) */
 		unsigned int n = atomic_exchange_explicit(&d->rdp_pending, 0, memory_order_relaxed);
 
-		rdp_used_n(fs, n);
+		bfs_rdplus_used(&fs->rdplus, n);
 		BFS_COUNT(fs->env.mount, attrs_used, n);
 	}
-	if (plus && off == 0 && names_suffice(fs)) {
+	if (plus && off == 0 && bfs_rdplus_names_suffice(&fs->rdplus)) {
 		bare = true;
 		BFS_COUNT(fs->env.mount, names_only_replies, 1);
 	}
@@ -590,7 +525,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		rem -= len;
 		files += de->type != DT_DIR && !is_dot(de->name);
 	}
-	rdp_listed(fs, files);
+	bfs_rdplus_listed(&fs->rdplus, files);
 	atomic_store_explicit(&d->rdp_pending, plus && !bare ? files : 0, memory_order_relaxed);
 	bfs_walk_ahead_done(fs, ahead);
 	bfs_inode_fd_put(fs, dir);
