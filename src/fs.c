@@ -63,7 +63,8 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 		errno = ENOMEM;
 		goto out_close;
 	}
-	fs->root.fd = fs->root_fd;
+	bfs_fdc_ent_init(&fs->root.fde);
+	fs->root.fde.fd = fs->root_fd;
 	fs->root.dev = st.st_dev;
 	fs->root.ino = st.st_ino;
 	fs->root.type = S_IFDIR;
@@ -85,11 +86,10 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	bfs_mutex_init(&fs->snap_lock);
 	bfs_mutex_init(&fs->idle_lock);
 	bfs_mutex_init(&fs->lock);
-	bfs_mutex_init(&fs->fd_lock);
 	bfs_mutex_init(&fs->handles_lock);
 	bfs_mutex_init(&fs->kopen_lock);
 	bfs_mutex_init(&fs->walks_lock);
-	fs->max_fds = bfs_backing_fd_budget();
+	bfs_fdc_init(&fs->fdc, bfs_fdc_budget());
 	bfs_rdplus_init(&fs->rdplus, opts->readdirplus_auto);
 	return 0;
 
@@ -172,7 +172,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	pthread_mutex_destroy(&fs->snap_lock);
 	pthread_mutex_destroy(&fs->idle_lock);
 	pthread_mutex_destroy(&fs->lock);
-	pthread_mutex_destroy(&fs->fd_lock);
+	bfs_fdc_destroy(&fs->fdc);
 	close(fs->root_fd);
 	bfs_cache_free(fs->env.cache);	/* after every version: no block is held */
 	bfs_maps_free(fs->env.maps);	/* likewise: no mapping is left */

@@ -7,9 +7,9 @@
  * the path below SOURCE it was last looked up at.
  *
  * Descriptors are bounded: an inode's O_PATH descriptor is an entry in a
- * least-recently-used cache of at most fs->max_fds, opened again by path
- * (and checked to be the same object) when it was closed; see
- * bfs_inode_fd(). File versions lease theirs (file.h).
+ * least-recently-used cache (fdcache.h), opened again by path (and checked
+ * to be the same object) when it was closed; see bfs_inode_fd(). File
+ * versions lease theirs (file.h).
  *
  * Every lock of the daemon, in the order they may be taken: a thread
  * holding one takes only locks below it. None is held across a decode or a
@@ -27,7 +27,7 @@
  *                       never call that with one held.
  *   fs->snap_lock       the cache of directory snapshots (dir.c); a
  *                       snapshot's entries are atomics, probed without it
- *   fs->fd_lock         the descriptor cache (backing.c)
+ *   fs->fdc.lock        the descriptor cache (fdcache.c)
  *   index settle_lock   settling claimed sizes; held across the backing
  *                       reads settling does (index.c), takes nothing else
  *   --- leaves: nothing is taken while one is held ---
@@ -55,6 +55,7 @@
 #include "blockfs/gate.h"
 #include "blockfs/hints.h"
 #include "blockfs/opts.h"
+#include "fdcache.h"
 #include "rdplus.h"
 
 struct bfs_codec;
@@ -76,17 +77,14 @@ struct bfs_inode {
 	dev_t dev;			/* key: backing identity ... */
 	ino_t ino;
 	const struct bfs_codec *codec;	/* ... and how it is shown (NULL: unchanged) */
-	struct bfs_inode *fd_prev, *fd_next;	/* protected by fs->fd_lock: LRU links while fd >= 0 */
 	/* protected by the inode lock (bfs_ilock()): */
 	struct bfs_file *file;		/* current version of a regular file, or NULL */
 	char *rpath;			/* backing path below SOURCE, as last looked up */
 	uint64_t stamp;			/* bfs_backing_stamp() @memo was found under; 0: none */
 	uint64_t memo;			/* decoded: its size; raw: 1 if a codec claims its bytes */
 	struct bfs_handle *kh;		/* -o kernel_open: the handle its READs share, or NULL */
-	int fd;				/* O_PATH (O_RDONLY: fd_rdonly) or -1; protected by fs->fd_lock ... */
-	unsigned int fd_pins;		/* ... as are the pins (users of fd) ... */
+	struct bfs_fdc_ent fde;		/* its descriptor in fs->fdc; protected by fs->fdc.lock */
 	uint16_t type;			/* S_IFMT bits of the backing object */
-	bool fd_rdonly;			/* ... and this: fd is open for reading (regular files) */
 	bool idle;			/* in fs->idle, holding a lookup; protected by fs->idle_lock */
 	bool kstale;			/* kernel_open: the kernel holds the size of other bytes
 					   than the file's now, until a stat tells it (fs.c);
@@ -187,9 +185,7 @@ struct bfs_fs {
 	pthread_mutex_t lock;		/* protects the table, count and every nlookup */
 	struct bfs_inode **table;
 	size_t nbuckets, count;
-	pthread_mutex_t fd_lock;	/* protects the descriptor cache: */
-	struct bfs_inode *fd_mru, *fd_lru;	/* inodes with an open fd, newest first */
-	size_t nfds, max_fds;		/* open inode descriptors, and their bound */
+	struct bfs_fdc fdc;		/* the inodes' descriptors (fdcache.h) */
 	pthread_mutex_t handles_lock;	/* a leaf: protects the lists of what is open: */
 	struct bfs_open *handles, *dirs;	/* struct bfs_handle, struct bfs_dir */
 	pthread_mutex_t snap_lock;	/* protects the snapshot cache: */
@@ -367,8 +363,6 @@ BFS_MUST_CHECK int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int f
 const struct bfs_codec *bfs_backing_sniff_fd(int fd);
 /* Is @source on local storage or memory (else: a network, another daemon)? */
 bool bfs_backing_is_local(const char *source);
-/* How many inode descriptors to keep open: a quarter of RLIMIT_NOFILE. */
-size_t bfs_backing_fd_budget(void);
 /*
  * Give @in descriptor @fd (consumed unless kept; O_PATH, or open for
  * reading if @rd), pinned if @pin; trims the cache.

@@ -201,7 +201,7 @@ static int inode_get(struct bfs_fs *fs, int fd, bool rd, const struct stat *st,
 	in->ino = st->st_ino;
 	in->codec = codec;
 	in->type = (uint16_t)(st->st_mode & S_IFMT);
-	in->fd = -1;
+	bfs_fdc_ent_init(&in->fde);
 	in->nlookup = 1;
 	b = bucket(fs, st->st_dev, st->st_ino, codec);
 	in->hnext = fs->table[b];
