@@ -33,7 +33,7 @@
  *   --- leaves: nothing is taken while one is held ---
  *   file fd_lock        a version's leased descriptor and its uses (file.c)
  *   hints lock          the hint store (hints.c)
- *   fs->handles_lock    the list of open handles (fs.c)
+ *   fs->handles.lock    the lists of open handles and directories (handle.c)
  *   fs->idle_lock       the ring of idle inodes (inode.c)
  *   stream lock         a reader's window (stream.c)
  *   cache shard lock    one shard; never two at once (cache.c)
@@ -56,6 +56,7 @@
 #include "blockfs/hints.h"
 #include "blockfs/opts.h"
 #include "fdcache.h"
+#include "handle.h"
 #include "rdplus.h"
 
 struct bfs_codec;
@@ -87,45 +88,11 @@ struct bfs_inode {
 	uint16_t type;			/* S_IFMT bits of the backing object */
 	bool idle;			/* in fs->idle, holding a lookup; protected by fs->idle_lock */
 	bool kstale;			/* kernel_open: the kernel holds the size of other bytes
-					   than the file's now, until a stat tells it (fs.c);
+					   than the file's now, until a stat tells it (handle.c);
 					   protected by the inode lock */
 };
 
 
-/*
- * What the kernel has open (a file handle, a directory), listed on the
- * mount under fs->handles_lock, so that what the kernel never releases (a
- * lazy unmount, SIGTERM with files open) is freed at the end instead of
- * leaking. The first member of what it lists (fs.c checks).
- */
-struct bfs_open {
-	struct bfs_open *prev, *next;
-};
-
-/*
- * An open file handle (fi->fh): a reader's stream of the version it reads,
- * and a use of that version's descriptor; listed (struct bfs_open). A
- * deferred handle (an open of an unchanged file whose version was
- * dropped: the kernel keeps its pages) builds its stream when a request
- * first needs one, from the backing file the open saw or not at all.
- */
-struct bfs_handle {
-	struct bfs_open open;		/* protected by fs->handles_lock */
-	pthread_mutex_t lock;		/* serializes building @s */
-	_Atomic(struct bfs_stream *) s;	/* holds the version; NULL while deferred; set once */
-	struct bfs_inode *in;		/* deferred: the file (the kernel holds it while open) */
-	uint64_t ino;			/* deferred: its node id */
-	uint64_t stamp;			/* deferred: bfs_backing_stamp() the open saw */
-	atomic_bool hot;		/* kernel_open: read since the ring's hand last passed */
-};
-
-/*
- * -o kernel_open: the kernel opens files without asking, so READs come
- * with no handle. The handles they share, one per file, are kept for the
- * last this many files read, evicted by a clock that spares those read
- * since its hand last passed (fs.c).
- */
-#define BFS_KOPEN_KEEP 64
 
 #define BFS_ILOCKS 512		/* inode lock stripes */
 /*
@@ -186,8 +153,7 @@ struct bfs_fs {
 	struct bfs_inode **table;
 	size_t nbuckets, count;
 	struct bfs_fdc fdc;		/* the inodes' descriptors (fdcache.h) */
-	pthread_mutex_t handles_lock;	/* a leaf: protects the lists of what is open: */
-	struct bfs_open *handles, *dirs;	/* struct bfs_handle, struct bfs_dir */
+	struct bfs_handles handles;	/* what the kernel has open; kernel_open's ring */
 	pthread_mutex_t snap_lock;	/* protects the snapshot cache: */
 	struct bfs_snap **snaps;	/* BFS_SNAP_BUCKETS chains by directory identity */
 	struct bfs_snap *snap_mru, *snap_lru;	/* every cached snapshot, newest first */
@@ -199,12 +165,6 @@ struct bfs_fs {
 	size_t idle_next;		/* the slot the next one takes */
 	struct bfs_rdplus rdplus;	/* readdirplus=auto: what listed files were used for */
 	atomic_bool kernel_open;	/* set at INIT: -o kernel_open, and the kernel can */
-	pthread_mutex_t kopen_lock;	/* protects the ring of shared handles: */
-	struct {
-		struct bfs_inode *in;	/* holding a lookup */
-		struct bfs_handle *h;	/* owned; in->kh while it is the file's */
-	} kopen[BFS_KOPEN_KEEP];
-	size_t kopen_hand;		/* the clock's hand: the slot it looks at next */
 	/*
 	 * Notifications that may wait for the kernel's locks (a push for
 	 * pages a READ holds locked, invalidating a range likewise,
@@ -279,38 +239,6 @@ BFS_MUST_CHECK int bfs_fs_start(struct bfs_fs *fs);
 /* Close what is left open, stop the workers, free it all. After the session ends. */
 void bfs_fs_destroy(struct bfs_fs *fs);
 
-/* A handle reading version @f (taking its own reference) shown as FUSE inode @ino. */
-BFS_MUST_CHECK int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino,
-				   struct bfs_handle **out);
-/*
- * bfs_handle_open_deferred() - a handle of @in (node id @ino) with no
- * version yet, for an open that bfs_inode_open() deferred under @stamp.
- */
-BFS_MUST_CHECK int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
-					    uint64_t stamp, struct bfs_handle **out);
-/*
- * bfs_handle_stream() - @h's stream, built now if it was deferred. NULL
- * with *@err set when it cannot be: -EIO if the backing file is no longer
- * the one the open saw (the kernel's pages and size are that one's).
- */
-struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, int *err);
-/* @h's version if it has one yet, else NULL (a reference is not taken). */
-struct bfs_file *bfs_handle_file(struct bfs_handle *h);
-/* Release it: its use of the version's descriptor, its stream. */
-void bfs_handle_close(struct bfs_fs *fs, struct bfs_handle *h);
-/* bfs_dir_open() and bfs_dir_free(), the directory listed while open. */
-BFS_MUST_CHECK int bfs_handle_opendir(struct bfs_fs *fs, struct bfs_inode *dir,
-				      struct bfs_dir **out);
-void bfs_handle_closedir(struct bfs_fs *fs, struct bfs_dir *d);
-/**
- * bfs_kopen_stream() - -o kernel_open: the stream READs of @in (node id
- * @ino) share, taken (bfs_stream_take()): built at the first READ.
- * Return: the stream, or NULL with *@err set: -ESTALE if the backing file
- * is no longer the one whose size the kernel was last told (the caller
- * has the kernel ask again), else as bfs_inode_open().
- */
-struct bfs_stream *bfs_kopen_stream(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
-				    int *err);
 
 /* --- trim.c: the inode table within -o max_inodes ------------------------------ */
 

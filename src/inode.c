@@ -869,7 +869,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 		 * The next open, or a stat once they have let go, sees the new
 		 * file. With kernel_open no reader has it open as far as blockfs
 		 * knows (the ring's shared handles hold versions): the new file
-		 * is shown, and READs build a version of it (fs.c).
+		 * is shown, and READs build a version of it (handle.c).
 		 */
 		if (in->file && atomic_load(&in->file->readers) > 0 && !kernel_open) {
 			size = bfs_file_size(in->file);

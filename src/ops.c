@@ -24,6 +24,7 @@
 #include "blockfs/stream.h"
 #include "blockfs/workq.h"
 #include "fs_i.h"
+#include "handle.h"
 #include "ops.h"
 #include "rdplus.h"
 #include "xattr.h"
@@ -89,7 +90,7 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	/*
 	 * -o kernel_open: the first open answers ENOSYS, and from then on
-	 * the kernel opens and releases files without asking (fs.c shares a
+	 * the kernel opens and releases files without asking (handle.c shares a
 	 * handle per file among their READs).
 	 */
 	if (fs->opts->kernel_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
@@ -310,7 +311,7 @@ static struct bfs_stream *stream_of(fuse_req_t req, fuse_ino_t ino, struct fuse_
 			bfs_stream_hold(s);
 		return s;
 	}
-	s = bfs_kopen_stream(fs, inode_of(req, ino), ino, err);
+	s = bfs_handle_kopen(fs, inode_of(req, ino), ino, err);
 	if (!s && *err == -ESTALE) {
 		*err = -EIO;
 		if (fs->se)
