@@ -57,9 +57,8 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 		goto out_close;
 	fs->nbuckets = 1024;
 	fs->table = calloc(fs->nbuckets, sizeof(*fs->table));
-	fs->snaps = calloc(BFS_SNAP_BUCKETS, sizeof(*fs->snaps));
 	fs->root.rpath = strdup(".");
-	if (!fs->table || !fs->snaps || !fs->root.rpath) {
+	if (!fs->table || bfs_snap_cache_init(&fs->snaps) < 0 || !fs->root.rpath) {
 		errno = ENOMEM;
 		goto out_close;
 	}
@@ -83,7 +82,6 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	bfs_hints_init(&fs->hints);
 	for (size_t i = 0; i < BFS_ILOCKS; i++)
 		bfs_mutex_init(&fs->ilocks[i]);
-	bfs_mutex_init(&fs->snap_lock);
 	bfs_mutex_init(&fs->idle_lock);
 	bfs_mutex_init(&fs->lock);
 	bfs_handles_init(&fs->handles);
@@ -97,7 +95,7 @@ out_close:
 	bfs_cache_free(fs->env.cache);
 	bfs_counters_put(fs->env.mount);
 	free(fs->table);
-	free(fs->snaps);
+	bfs_snap_cache_free(fs);
 	free(fs->root.rpath);
 	close(fs->root_fd);
 	return -errno;
@@ -154,13 +152,11 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	bfs_workq_free(fs->env.workq);
 	bfs_inode_table_free(fs);
 	bfs_snap_cache_free(fs);
-	free(fs->snaps);
 	free(fs->root.rpath);
 	bfs_handles_destroy(&fs->handles);
 	pthread_mutex_destroy(&fs->walks_lock);
 	for (size_t i = 0; i < BFS_ILOCKS; i++)
 		pthread_mutex_destroy(&fs->ilocks[i]);
-	pthread_mutex_destroy(&fs->snap_lock);
 	pthread_mutex_destroy(&fs->idle_lock);
 	pthread_mutex_destroy(&fs->lock);
 	bfs_fdc_destroy(&fs->fdc);

@@ -25,7 +25,7 @@
  *                       once. Never two at once (two inodes may share one).
  *                       bfs_inode_fd() takes it when it must reopen:
  *                       never call that with one held.
- *   fs->snap_lock       the cache of directory snapshots (dir.c); a
+ *   fs->snaps.lock      the cache of directory snapshots (snap.c); a
  *                       snapshot's entries are atomics, probed without it
  *   fs->fdc.lock        the descriptor cache (fdcache.c)
  *   index settle_lock   settling claimed sizes; held across the backing
@@ -55,6 +55,7 @@
 #include "blockfs/gate.h"
 #include "blockfs/hints.h"
 #include "blockfs/opts.h"
+#include "dir.h"
 #include "fdcache.h"
 #include "handle.h"
 #include "rdplus.h"
@@ -102,10 +103,6 @@ struct bfs_inode {
  * again (inode.c), their size kept in the inode's memo.
  */
 #define BFS_IDLE_KEEP 1024
-#define BFS_SNAP_BUCKETS 256	/* chains of the snapshot cache */
-
-struct bfs_snap;
-struct bfs_snap_ctx;
 
 /* The hook that pushes decoded pages to the kernel (file.h, env->push). */
 typedef int (*bfs_push_fn)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
@@ -154,11 +151,7 @@ struct bfs_fs {
 	size_t nbuckets, count;
 	struct bfs_fdc fdc;		/* the inodes' descriptors (fdcache.h) */
 	struct bfs_handles handles;	/* what the kernel has open; kernel_open's ring */
-	pthread_mutex_t snap_lock;	/* protects the snapshot cache: */
-	struct bfs_snap **snaps;	/* BFS_SNAP_BUCKETS chains by directory identity */
-	struct bfs_snap *snap_mru, *snap_lru;	/* every cached snapshot, newest first */
-	size_t snap_bytes;		/* their size, bounded by BFS_SNAP_BUDGET */
-	atomic_uint snap_ahead;		/* snapshots read ahead, not asked for yet (dir.c) */
+	struct bfs_snaps snaps;		/* the cache of directory snapshots (dir.h) */
 	pthread_mutex_t ilocks[BFS_ILOCKS];	/* the inode locks */
 	pthread_mutex_t idle_lock;	/* a leaf: protects the ring of idle inodes */
 	struct bfs_inode *idle[BFS_IDLE_KEEP];	/* the last inodes whose versions went idle */
@@ -186,43 +179,6 @@ static inline pthread_mutex_t *bfs_ilock(struct bfs_fs *fs, const struct bfs_ino
 	return &fs->ilocks[(h ^ h >> 9 ^ h >> 18) & (BFS_ILOCKS - 1)];
 }
 
-/* A directory listing as shown: one snapshot per opendir. */
-struct bfs_dirent {
-	const char *name;		/* shown name: @backing, or a copy in the listing's */
-	const char *backing;		/* backing name, in the listing's snapshot */
-	const struct bfs_codec *codec;
-	ino_t ino;
-	unsigned char type;		/* DT_* */
-};
-
-/*
- * A listing as shown, made from a snapshot as readdir reaches it, so that
- * readdirplus looks each entry up right after probing it, on the
- * descriptor the probe opened (bfs_dir_at()).
- */
-struct bfs_dir {
-	struct bfs_open open;		/* listed by bfs_handle_opendir() */
-	struct bfs_dirent *ent;		/* the entries shown so far */
-	size_t n, cap;
-	struct bfs_dir_names *names;	/* copies of the shown names that differ (dir.c) */
-	struct bfs_snap *snap;		/* what it is made from; one reference */
-	size_t next;			/* snapshot entries gone through */
-	/*
-	 * readdirplus=auto (ops.c): files the last reply gave with their
-	 * attributes, not yet counted as used. The kernel serialises a
-	 * handle's READDIRs; atomic as their threads differ.
-	 */
-	atomic_uint rdp_pending;
-};
-
-/*
- * A backing directory's entries as read, with the decoded sizes
- * lookups found: kept while the directory's
- * mtime and ctime stay as they were, in a cache of at most
- * BFS_SNAP_BUDGET bytes, so that lookups and listings after a timeout do
- * not read the directory again (dir.c).
- */
-#define BFS_SNAP_BUDGET (8u << 20)
 
 /* --- fs.c: the mount -------------------------------------------------------- */
 
@@ -428,54 +384,11 @@ BFS_MUST_CHECK int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *inode, str
  */
 void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char *dir);
 
-/* --- dir.c: listings and snapshots ------------------------------------------ */
-
 /*
  * The st_ino a view of backing inode @ino shows: the raw view its own, the
  * decoded one (@codec) another, stable one (stat and readdir agree).
  */
 ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec);
-
-BFS_MUST_CHECK int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out);
-void bfs_dir_free(struct bfs_dir *d);
-
-/**
- * bfs_snap_get() - the snapshot of the directory open as @dirfd.
- * The cached one if the directory's mtime and ctime are as it was read
- * under (one fstat), else read anew and cached unless it is too large or
- * the directory changed just before (racy).
- * @out: one reference (bfs_snap_put()).
- * Return: 0 or -errno. Context: takes fs->snap_lock, not across the read.
- */
-BFS_MUST_CHECK int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out);
-/* One more reference to @s, for bfs_snap_put(). */
-struct bfs_snap *bfs_snap_hold(struct bfs_snap *s);
-void bfs_snap_put(struct bfs_snap *s);
-/* Drop every cached snapshot (the mount ends). */
-void bfs_snap_cache_free(struct bfs_fs *fs);
-
-/* The name rules' questions (names.h) answered from a snapshot: names and types only. */
-struct bfs_snap_ctx {
-	struct bfs_fs *fs;
-	int dirfd;			/* the directory, for lookups */
-	struct bfs_snap *snap;
-};
-
-/**
- * bfs_dir_at() - entry @i of listing @d, made as far as needed.
- * @c: the snapshot context of @d->snap.
- * Return: 0 and *@out, 1 past the last entry, or -errno.
- */
-BFS_MUST_CHECK int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t i,
-			      const struct bfs_dirent **out);
-extern const struct bfs_name_ops bfs_snap_name_ops;
-
-/*
- * Entry @name of @c's snapshot, a directory, was looked up: queue reads of
- * the snapshots of the next few directories of the listing on the
- * workers (a walk lists them next). Never waits; a hint.
- */
-void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name);
 
 /* --- walkahead.c: walks side by side for a listing with attributes ------------ */
 
@@ -495,27 +408,5 @@ struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir,
 				      size_t count);
 void bfs_walk_ahead_done(struct bfs_fs *fs, struct bfs_walk_ahead *w);
 
-/*
- * With the index cache on, keep what @s learned as its directory's memo
- * (index_cache.h), if it learned anything since it was read or last kept
- * and is cached (a racy snapshot is neither). Context: writes one file.
- */
-void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s);
-
-/* Entry @name of @c's snapshot has decoded size @size under backing stamp @stamp. */
-void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
-			uint64_t size);
-
-/* The decoded size of entry @name under stamp @stamp, if known: true and *@size. */
-BFS_MUST_CHECK bool bfs_snap_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
-				  uint64_t *size);
-
-/*
- * Is entry @name of @c's snapshot a regular file (as the directory listed
- * it) of no known decoded size? Then true, and *@dev, *@ino: its identity
- * as listed (the directory's device).
- */
-BFS_MUST_CHECK bool bfs_snap_new_file(struct bfs_snap_ctx *c, const char *name, dev_t *dev,
-				      ino_t *ino);
 
 #endif

@@ -4,8 +4,8 @@
  * objects and what the mount shows. Inodes follow passthrough_ll, counted
  * by lookup/forget and found again by identity, except that their O_PATH
  * descriptors are a bounded cache rather than one pinned per inode
- * (backing.c). Listings are dir.c's, the mount's set-up fs.c's. No FUSE
- * types here; ops.c translates.
+ * (fdcache.c, backing.c). Listings are dir.c's, snapshots snap.c's, the
+ * mount's set-up fs.c's. No FUSE types here; ops.c translates.
  */
 #include "config.h"
 
@@ -836,6 +836,22 @@ static void shown_links(struct bfs_fs *fs, int opath, struct bfs_inode *in, stru
 	if (in->codec || (!fs->opts->keep_compressed &&
 			  bfs_backing_sniff_fd(bfs_inode_rdfd(fs, in, opath, O_NONBLOCK))))
 		st->st_nlink = 1;
+}
+
+/*
+ * The decoded view of a backing inode shows other bytes than its raw view
+ * (a hard link with another name, or keep_compressed), so the two must not
+ * share st_ino: cp -a, tar and rsync -H would write one view's bytes under
+ * the other's names. The raw view keeps the backing number, so raw names
+ * of one inode still agree; the decoded view gets it with the top bit
+ * flipped, a bit no inode number of ext4, XFS, btrfs or tmpfs uses. Both
+ * are as stable as the backing number, across lookups and mounts.
+ */
+#define DECODED_INO_BIT (1ull << 63)
+
+ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec)
+{
+	return codec ? (ino_t)((uint64_t)ino ^ DECODED_INO_BIT) : ino;
 }
 
 /* The backing object's stat @st made what the view @in shows, but the size. */

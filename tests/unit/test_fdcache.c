@@ -274,7 +274,8 @@ static void test_threads(void **state)
 
 	thread_fx = x;
 	for (int i = 0; i < 4; i++)
-		assert_int_equal(pthread_create(&t[i], NULL, pin_thread, (void *)(intptr_t)(i * 3)), 0);
+		assert_int_equal(pthread_create(&t[i], NULL, pin_thread, (void *)(intptr_t)(3 * i)),
+				 0);
 	for (int i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
 	assert_true(x->c.n <= 4);
