@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Backing-file access (contract in fs_i.h): opening below SOURCE without
+ * Backing-file access (contract in backing.h): opening below SOURCE without
  * following a link out of it, reopening an O_PATH descriptor for reading,
  * telling which codec claims a file, and the inodes' descriptors: kept in
  * the bounded cache of fdcache.c, opened again by path when it closed one.
- * Knows inodes only as holders of a descriptor and a path; the table,
- * lookups and versions are inode.c's.
+ * Knows inodes only as holders of a descriptor and a path; the table is
+ * inode.c's, lookups lookup.c's and versions version.c's.
  */
 #include "config.h"
 

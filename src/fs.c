@@ -3,8 +3,8 @@
  * The mount (contract in fs_i.h): one init and one destroy for everything
  * it shares, the cache, the counters, the hints, the inode table's root,
  * the mappings and the SIGBUS guard, the work queues and the hook that
- * pushes pages to the kernel; the parts it is made of (fs_i.h) are each
- * set up and torn down here, in order.
+ * pushes pages to the kernel; the parts it is made of (fs_i.h lists
+ * them) are each set up and torn down here, in order.
  */
 #include "config.h"
 
@@ -55,10 +55,9 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->env.mount = bfs_counters_new(NULL);
 	if (!fs->env.mount || bfs_cache_new(&fs->env.cache, opts->cache_size) < 0)
 		goto out_close;
-	fs->nbuckets = 1024;
-	fs->table = calloc(fs->nbuckets, sizeof(*fs->table));
 	fs->root.rpath = strdup(".");
-	if (!fs->table || bfs_snap_cache_init(&fs->snaps) < 0 || !fs->root.rpath) {
+	if (bfs_inode_table_init(&fs->itab) < 0 || bfs_snap_cache_init(&fs->snaps) < 0 ||
+	    !fs->root.rpath) {
 		errno = ENOMEM;
 		goto out_close;
 	}
@@ -80,12 +79,8 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 		goto out_close;
 	}
 	bfs_hints_init(&fs->hints);
-	for (size_t i = 0; i < BFS_ILOCKS; i++)
-		bfs_mutex_init(&fs->ilocks[i]);
-	bfs_mutex_init(&fs->idle_lock);
-	bfs_mutex_init(&fs->lock);
 	bfs_handles_init(&fs->handles);
-	bfs_mutex_init(&fs->walks_lock);
+	bfs_version_walks_init(&fs->walks);
 	bfs_fdc_init(&fs->fdc, bfs_fdc_budget());
 	bfs_rdplus_init(&fs->rdplus, opts->readdirplus_auto);
 	return 0;
@@ -94,7 +89,7 @@ out_close:
 	bfs_maps_free(fs->env.maps);
 	bfs_cache_free(fs->env.cache);
 	bfs_counters_put(fs->env.mount);
-	free(fs->table);
+	bfs_inode_table_free(fs);
 	bfs_snap_cache_free(fs);
 	free(fs->root.rpath);
 	close(fs->root_fd);
@@ -154,11 +149,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	bfs_snap_cache_free(fs);
 	free(fs->root.rpath);
 	bfs_handles_destroy(&fs->handles);
-	pthread_mutex_destroy(&fs->walks_lock);
-	for (size_t i = 0; i < BFS_ILOCKS; i++)
-		pthread_mutex_destroy(&fs->ilocks[i]);
-	pthread_mutex_destroy(&fs->idle_lock);
-	pthread_mutex_destroy(&fs->lock);
+	bfs_version_walks_destroy(&fs->walks);
 	bfs_fdc_destroy(&fs->fdc);
 	close(fs->root_fd);
 	bfs_cache_free(fs->env.cache);	/* after every version: no block is held */

@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to the mount's modules (fs.c, backing.c, inode.c, dir.c,
- * xattr.c, ops.c, main.c): the mounted filesystem and its
- * inodes. An inode is one backing object shown one way (decoded by a
- * codec, or unchanged), known by its identity (device, inode number) and
- * the path below SOURCE it was last looked up at.
+ * Private to the mount's modules: the mounted filesystem, made of parts
+ * that each have their own header, init and destroy, and owner file:
+ *
+ *   itab     the inode table, inode locks, idle ring   inode.h    inode.c
+ *   fdc      the inodes' backing descriptors           fdcache.h  fdcache.c
+ *   snaps    directory snapshots (listings: dir.c)     dir.h      snap.c
+ *   handles  open handles, the kernel_open ring        handle.h   handle.c
+ *   rdplus   the readdirplus=auto policy               rdplus.h   rdplus.c
+ *   trim     the table within -o max_inodes            trim.h     trim.c
+ *   walks    walks under way, for user.blockfs.walk    version.h  version.c
+ *
+ * and the code over them: lookups (lookup.h), versions and attributes
+ * (version.h), backing-file access (backing.h), walks side by side
+ * (walkahead.h); fs.c sets them up and tears them down.
  *
  * Descriptors are bounded: an inode's O_PATH descriptor is an entry in a
  * least-recently-used cache (fdcache.h), opened again by path (and checked
@@ -15,7 +24,7 @@
  * holding one takes only locks below it. None is held across a decode or a
  * FUSE reply; the exceptions for I/O are named.
  *
- *   fs->lock            the inode table, counts and every nlookup (inode.c)
+ *   fs->itab.lock       the inode table, counts and every nlookup (inode.c)
  *   inode lock          bfs_ilock(): one of BFS_ILOCKS stripes, chosen by
  *                       the inode's address (a mutex per inode would be 40
  *                       bytes of every file the kernel remembers). Its
@@ -34,7 +43,8 @@
  *   file fd_lock        a version's leased descriptor and its uses (file.c)
  *   hints lock          the hint store (hints.c)
  *   fs->handles.lock    the lists of open handles and directories (handle.c)
- *   fs->idle_lock       the ring of idle inodes (inode.c)
+ *   fs->itab.idle_lock  the ring of idle inodes (inode.c)
+ *   fs->walks.lock      the walks under way (version.c)
  *   stream lock         a reader's window (stream.c)
  *   cache shard lock    one shard; never two at once (cache.c)
  *   maps lock           the live mappings; held across mmap/munmap (mmap.c)
@@ -46,11 +56,9 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
-#include <sys/stat.h>
-#include <sys/types.h>
 
+#include "backing.h"
 #include "blockfs/file.h"
 #include "blockfs/gate.h"
 #include "blockfs/hints.h"
@@ -58,104 +66,30 @@
 #include "dir.h"
 #include "fdcache.h"
 #include "handle.h"
+#include "inode.h"
+#include "lookup.h"
 #include "rdplus.h"
+#include "trim.h"
+#include "version.h"
+#include "walkahead.h"
 
-struct bfs_codec;
-struct bfs_file;
-struct bfs_name_ops;
-struct bfs_stream;
 struct fuse_session;
-
-/*
- * What the daemon keeps for every inode the kernel remembers: 112 bytes,
- * plus its rpath and a share of the table (README: memory per file). A
- * regular file's version (its block index, counters, descriptor) is kept
- * only while it is read or dear to build; what stat needs, the shown
- * size, is remembered in @memo under the backing file's change stamp.
- */
-struct bfs_inode {
-	struct bfs_inode *hnext;	/* hash chain; protected by fs->lock */
-	uint64_t nlookup;		/* protected by fs->lock */
-	dev_t dev;			/* key: backing identity ... */
-	ino_t ino;
-	const struct bfs_codec *codec;	/* ... and how it is shown (NULL: unchanged) */
-	/* protected by the inode lock (bfs_ilock()): */
-	struct bfs_file *file;		/* current version of a regular file, or NULL */
-	char *rpath;			/* backing path below SOURCE, as last looked up */
-	uint64_t stamp;			/* bfs_backing_stamp() @memo was found under; 0: none */
-	uint64_t memo;			/* decoded: its size; raw: 1 if a codec claims its bytes */
-	struct bfs_handle *kh;		/* -o kernel_open: the handle its READs share, or NULL */
-	struct bfs_fdc_ent fde;		/* its descriptor in fs->fdc; protected by fs->fdc.lock */
-	uint16_t type;			/* S_IFMT bits of the backing object */
-	bool idle;			/* in fs->idle, holding a lookup; protected by fs->idle_lock */
-	bool kstale;			/* kernel_open: the kernel holds the size of other bytes
-					   than the file's now, until a stat tells it (handle.c);
-					   protected by the inode lock */
-};
-
-
-
-#define BFS_ILOCKS 512		/* inode lock stripes */
-/*
- * Versions nobody reads are kept for the last this many inodes whose
- * versions went idle (a stat built one, a handle was released), with
- * their counters and index; older ones are dropped if cheap to build
- * again (inode.c), their size kept in the inode's memo.
- */
-#define BFS_IDLE_KEEP 1024
 
 /* The hook that pushes decoded pages to the kernel (file.h, env->push). */
 typedef int (*bfs_push_fn)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
-
-/*
- * A walk of a backing file under way (inode.c), so that user.blockfs.walk
- * can say how far it is while the inode's lock is held for it. As many
- * are shown at once as there are slots; more walk unseen.
- */
-#define BFS_WALKS_SHOWN 16
-
-struct bfs_walking {
-	const struct bfs_inode *in;	/* NULL: a free slot; protected by fs->walks_lock */
-	uint64_t total;			/* the backing file's size */
-	atomic_uint_fast64_t done;	/* bytes of it the walk has read */
-};
-
-
-/* Directories recently looked in, oldest forgotten first past -o max_inodes (trim.c). */
-#define BFS_TRIM_RING 1024
-
-struct bfs_trim {
-	bool running;			/* set before the session runs, cleared after */
-	pthread_t thread;
-	pthread_mutex_t lock;		/* a leaf: the ring and the flags below */
-	pthread_cond_t cond;
-	bool want, stop;
-	atomic_uint_fast64_t lookups;	/* counted to look at the table's size now and then */
-	struct {
-		dev_t dev;
-		ino_t ino;
-	} ring[BFS_TRIM_RING];
-	size_t next, n;			/* the slot the next one takes; how many are there */
-};
 
 struct bfs_fs {
 	const struct bfs_opts *opts;
 	struct bfs_file_env env;	/* the cache and the mount's counters */
 	struct fuse_session *se;	/* for notifications; set once mounted */
 	struct bfs_hints hints;		/* user.blockfs.advice/readpath by backing path */
-	struct bfs_trim trim;		/* -o max_inodes (trim.c) */
+	struct bfs_trim trim;		/* -o max_inodes (trim.h) */
 	int root_fd;			/* O_PATH of SOURCE; the root inode's fd */
 	struct bfs_inode root;
-	pthread_mutex_t lock;		/* protects the table, count and every nlookup */
-	struct bfs_inode **table;
-	size_t nbuckets, count;
+	struct bfs_itable itab;		/* the inode table (inode.h) */
 	struct bfs_fdc fdc;		/* the inodes' descriptors (fdcache.h) */
-	struct bfs_handles handles;	/* what the kernel has open; kernel_open's ring */
+	struct bfs_handles handles;	/* what the kernel has open, kernel_open's (handle.h) */
 	struct bfs_snaps snaps;		/* the cache of directory snapshots (dir.h) */
-	pthread_mutex_t ilocks[BFS_ILOCKS];	/* the inode locks */
-	pthread_mutex_t idle_lock;	/* a leaf: protects the ring of idle inodes */
-	struct bfs_inode *idle[BFS_IDLE_KEEP];	/* the last inodes whose versions went idle */
-	size_t idle_next;		/* the slot the next one takes */
 	struct bfs_rdplus rdplus;	/* readdirplus=auto: what listed files were used for */
 	atomic_bool kernel_open;	/* set at INIT: -o kernel_open, and the kernel can */
 	/*
@@ -167,8 +101,7 @@ struct bfs_fs {
 	 * a signal) or is destroyed.
 	 */
 	struct bfs_gate notify;
-	pthread_mutex_t walks_lock;	/* a leaf: the walks under way, for user.blockfs.walk */
-	struct bfs_walking walks[BFS_WALKS_SHOWN];
+	struct bfs_walks walks;		/* the walks under way, for user.blockfs.walk (version.h) */
 };
 
 /* The lock of inode @in's version, rpath and memo: a stripe shared with others. */
@@ -176,9 +109,8 @@ static inline pthread_mutex_t *bfs_ilock(struct bfs_fs *fs, const struct bfs_ino
 {
 	uintptr_t h = (uintptr_t)in / 8;
 
-	return &fs->ilocks[(h ^ h >> 9 ^ h >> 18) & (BFS_ILOCKS - 1)];
+	return &fs->itab.ilocks[(h ^ h >> 9 ^ h >> 18) & (BFS_ILOCKS - 1)];
 }
-
 
 /* --- fs.c: the mount -------------------------------------------------------- */
 
@@ -194,219 +126,5 @@ BFS_MUST_CHECK int bfs_fs_init(struct bfs_fs *fs, const char *source, const stru
 BFS_MUST_CHECK int bfs_fs_start(struct bfs_fs *fs);
 /* Close what is left open, stop the workers, free it all. After the session ends. */
 void bfs_fs_destroy(struct bfs_fs *fs);
-
-
-/* --- trim.c: the inode table within -o max_inodes ------------------------------ */
-
-/* Start the thread that keeps the table within max_inodes (none when 0). */
-BFS_MUST_CHECK int bfs_trim_start(struct bfs_fs *fs);
-/* Stop it: before the table is freed. */
-void bfs_trim_stop(struct bfs_fs *fs);
-/* A LOOKUP or a listing in directory @dir: the newest in the ring now. */
-void bfs_trim_note(struct bfs_fs *fs, struct bfs_inode *dir);
-/* After a LOOKUP added to the table: wake the thread if it is over the bound. */
-void bfs_trim_poke(struct bfs_fs *fs);
-
-/*
- * The inode of directory (@st->st_dev, @st->st_ino) if the kernel holds
- * it, with a copy of its rpath in *@rpath (unless NULL; the caller frees
- * it); NULL when there is none. The pointer is a node id to hand back to
- * the kernel, not to be dereferenced: the inode may be forgotten at once.
- */
-struct bfs_inode *bfs_inode_dir_rpath(struct bfs_fs *fs, const struct stat *st, char **rpath);
-/* Inodes in the table now. */
-size_t bfs_inode_count(struct bfs_fs *fs);
-
-/* --- backing.c: backing-file access ------------------------------------------ */
-
-/* openat(2) below @dirfd, trying once more after shedding cached descriptors. */
-BFS_MUST_CHECK int bfs_backing_openat(struct bfs_fs *fs, int dirfd, const char *name, int flags);
-/* Open @rpath below @root without following any link, so none leads out of SOURCE. */
-BFS_MUST_CHECK int bfs_backing_open_beneath(int root, const char *rpath, int flags);
-/* A real descriptor for the object behind O_PATH @opath, shedding on EMFILE once. */
-BFS_MUST_CHECK int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags);
-/*
- * bfs_file_env's reopen: @rpath below SOURCE (@ctx, the struct bfs_fs)
- * opened for reading beneath it, not following a link. Return: the
- * descriptor or -errno; whether it is still the same file is the
- * caller's to check.
- */
-BFS_MUST_CHECK int bfs_backing_reopen_name(void *ctx, const char *rpath);
-/*
- * A backing file's change stamp: a hash of its identity, size, mtime and
- * ctime, never 0. What is remembered about a file holds while it is equal.
- */
-uint64_t bfs_backing_stamp(const struct stat *st);
-/*
- * A descriptor open for reading on @in, whose pinned descriptor is @fd: a
- * duplicate when that is open for reading already, else reopened (flags
- * O_RDONLY plus @flags). -1 with errno on failure.
- */
-BFS_MUST_CHECK int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags);
-/* The codec that claims the file open as @fd (consumed), or NULL. */
-const struct bfs_codec *bfs_backing_sniff_fd(int fd);
-/* Is @source on local storage or memory (else: a network, another daemon)? */
-bool bfs_backing_is_local(const char *source);
-/*
- * Give @in descriptor @fd (consumed unless kept; O_PATH, or open for
- * reading if @rd), pinned if @pin; trims the cache.
- */
-void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin);
-/*
- * A read through @in's cached descriptor, open for reading and pinned by
- * the caller, failed with @err: when that is EIO, ENOTCONN or ESTALE (a
- * network filesystem's handle gone dead, the file itself alive), put a
- * descriptor opened anew by @rpath (@in's, which the caller holds under
- * @in's lock or a copy) in its place, if @rpath still names @in (same
- * device and inode). The number stays: holders of it read the new one.
- * Return: 0 when replaced; else @err, or -ESTALE when @rpath names
- * another object now.
- */
-BFS_MUST_CHECK int bfs_inode_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpath,
-				       int err);
-/* @in is going: close its cached descriptor. */
-void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in);
-/*
- * Does the path @in was last found at still name it? 0 and *@st when it
- * does (its stat, which open then needs anyway), 1 when that cannot be
- * told (the root; an error other than a mismatch), -ESTALE when another
- * object or nothing is there now. One fstatat(2), no open: the cached
- * descriptor, or one opened beneath SOURCE, is what is read.
- */
-BFS_MUST_CHECK int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
-
-/* --- inode.c: the table, lookups, versions ----------------------------------- */
-
-
-/*
- * How far the walk of @in is, as "walking 1.2 GiB of 4.0 GiB" in @buf
- * (@len bytes): its length, or 0 when no walk of @in is under way.
- */
-int bfs_inode_walking(struct bfs_fs *fs, const struct bfs_inode *in, char *buf, size_t len);
-
-/* Free every inode and the table (the mount is ending: nobody looks up). */
-void bfs_inode_table_free(struct bfs_fs *fs);
-
-/**
- * bfs_inode_lookup() - the inode shown as @name in @dir, with its attributes.
- * @out: gains one lookup reference (bfs_inode_forget() drops it).
- * Return: 0 or -errno (-ENOENT when nothing is shown as @name).
- */
-BFS_MUST_CHECK int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
-		     struct bfs_inode **out, struct stat *st);
-/*
- * Like lookup, for entry @de of a listing, already resolved (readdirplus);
- * @c: the context it was made in, with the directory's descriptor.
- */
-BFS_MUST_CHECK int bfs_inode_lookup_entry(struct bfs_fs *fs, struct bfs_inode *dir,
-					  struct bfs_snap_ctx *c, const struct bfs_dirent *de,
-					  struct bfs_inode **out, struct stat *st);
-void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlookup);
-/* One more lookup of @inode, which its caller already holds one of, for a ring that keeps it. */
-void bfs_inode_hold(struct bfs_fs *fs, struct bfs_inode *inode);
-
-/**
- * bfs_inode_fd() - @inode's O_PATH descriptor, pinned until bfs_inode_fd_put().
- * Opens it again by path if the cache closed it.
- * Return: the descriptor, or -errno: -ESTALE when the path no longer names
- * the object (the VFS then looks the name up again), -ENOENT when it names
- * nothing. Context: never with @inode->lock held.
- */
-BFS_MUST_CHECK int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *inode);
-/*
- * The same; *@named says whether it was opened by path just now, and then
- * *@st is its stat: that open checked the name as bfs_inode_check_name()
- * does.
- */
-BFS_MUST_CHECK int bfs_inode_fd_named(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st,
-				      bool *named);
-void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *inode);
-/* @inode's descriptor pinned (bfs_inode_fd_put()) if it is open now, else -1: never opens. */
-int bfs_inode_fd_cached(struct bfs_fs *fs, struct bfs_inode *inode);
-
-/* Attributes as shown: the backing file's, with the decompressed size. */
-BFS_MUST_CHECK int bfs_inode_stat(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st);
-/* The same, with the size of version @f that an open handle reads. */
-BFS_MUST_CHECK int bfs_inode_stat_version(struct bfs_fs *fs, struct bfs_inode *inode, const struct bfs_file *f,
-			   struct stat *st);
-
-/**
- * bfs_inode_open() - bfs_inode_file() for an open: first checks that the
- * path @inode was last found at still names it. A backing file replaced by
- * rename is a new object under the old name, while the kernel's cached
- * entry still points at the old inode.
- * @out: also holds a use of its descriptor (bfs_file_unuse() at release).
- * @defer: NULL, or where to say that the open may go without a version:
- * a decoded file whose backing file, stat'ed now by path, is the one its
- * memo was found under, and whose version was dropped (bfs_inode_idle()).
- * The kernel's pages of it are good then (keep_cache), and a read that
- * misses them builds the version later (bfs_handle_stream()).
- * Return: as bfs_inode_file(); 1 with the backing stamp in *@defer and no
- * version; or -ESTALE, which makes the VFS walk the path again with
- * LOOKUP_REVAL, so that the open finds the new file.
- */
-BFS_MUST_CHECK int bfs_inode_open(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
-		   bool *changed, uint64_t *defer);
-
-/**
- * bfs_inode_file() - the current version of a regular file.
- * Rebuilds it when the backing file changed since it was built.
- * @out: one reference for the caller (bfs_file_put()).
- * @changed: set when an older version existed and was replaced.
- */
-BFS_MUST_CHECK int bfs_inode_file(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file **out,
-		   bool *changed);
-
-/*
- * A handle of @inode was released: its version may be idle now; kept for
- * a while, then dropped if cheap to build again (the memo keeps its size).
- * Context: no inode lock held.
- */
-void bfs_inode_idle(struct bfs_fs *fs, struct bfs_inode *inode);
-
-/*
- * Take a use of @f's descriptor (@f: a version of @inode), opening the
- * backing file again if it was closed. -ESTALE if the file changed since
- * @f was built.
- */
-BFS_MUST_CHECK int bfs_inode_use(struct bfs_fs *fs, struct bfs_inode *inode, struct bfs_file *f);
-
-/**
- * bfs_inode_reapply_hints() - a hint changed: file versions take it now.
- * @dir: NULL when the hint is @in's own (@in a regular file); else the
- *       directory's backing path, and every current version below it is
- *       given its effective hints again. Each version's value is computed
- *       and stored under its inode lock, so that of two concurrent changes
- *       the last computation (which sees both) wins. Regular files known
- *       now are pinned with a lookup reference under fs->lock, then visited
- *       without it: an inode lock may be held across a scan, and lookups
- *       must not wait for that.
- */
-void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char *dir);
-
-/*
- * The st_ino a view of backing inode @ino shows: the raw view its own, the
- * decoded one (@codec) another, stable one (stat and readdir agree).
- */
-ino_t bfs_inode_shown_ino(ino_t ino, const struct bfs_codec *codec);
-
-/* --- walkahead.c: walks side by side for a listing with attributes ------------ */
-
-#define BFS_WALK_AHEAD_MAX 64	/* entries of one reply looked at */
-struct bfs_walk_ahead;
-
-/**
- * bfs_walk_ahead() - look up, on -o workers threads at once, the decoded
- * files among entries [@from, @from + @count) of listing @d whose lookup
- * will walk a big backing file, so that the reply's lookups, made in
- * order, find them sized. Return: what to let go with
- * bfs_walk_ahead_done() once the reply is made (it holds a lookup of
- * each), or NULL when there was nothing worth it.
- */
-struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir,
-				      struct bfs_dir *d, struct bfs_snap_ctx *c, size_t from,
-				      size_t count);
-void bfs_walk_ahead_done(struct bfs_fs *fs, struct bfs_walk_ahead *w);
-
 
 #endif

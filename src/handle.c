@@ -107,7 +107,7 @@ struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, in
 	bfs_mutex_lock(&h->lock);
 	s = atomic_load_explicit(&h->s, memory_order_relaxed);
 	if (!s) {
-		rc = bfs_inode_open(fs, h->in, &f, &changed, NULL);
+		rc = bfs_version_open(fs, h->in, &f, &changed, NULL);
 		/* Replaced (ESTALE: another inode) or rewritten since the open. */
 		if (rc == -ESTALE || (rc == 0 && bfs_backing_stamp(&f->st) != h->stamp))
 			rc = -EIO;
@@ -254,7 +254,7 @@ struct bfs_stream *bfs_handle_kopen(struct bfs_fs *fs, struct bfs_inode *in, uin
 		*err = -ESTALE;
 		return NULL;
 	}
-	rc = bfs_inode_open(fs, in, &f, &changed, NULL);
+	rc = bfs_version_open(fs, in, &f, &changed, NULL);
 	if (rc < 0) {
 		*err = rc;
 		return NULL;

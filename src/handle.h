@@ -82,7 +82,7 @@ BFS_MUST_CHECK int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64
 				   struct bfs_handle **out);
 /*
  * bfs_handle_open_deferred() - a handle of @in (node id @ino) with no
- * version yet, for an open that bfs_inode_open() deferred under @stamp.
+ * version yet, for an open that bfs_version_open() deferred under @stamp.
  */
 BFS_MUST_CHECK int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
 					    uint64_t stamp, struct bfs_handle **out);
@@ -105,7 +105,7 @@ void bfs_handle_closedir(struct bfs_fs *fs, struct bfs_dir *d);
  * @ino) share, taken (bfs_stream_take()): built at the first READ.
  * Return: the stream, or NULL with *@err set: -ESTALE if the backing file
  * is no longer the one whose size the kernel was last told (the caller
- * has the kernel ask again), else as bfs_inode_open().
+ * has the kernel ask again), else as bfs_version_open().
  */
 struct bfs_stream *bfs_handle_kopen(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
 				   int *err);

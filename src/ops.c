@@ -149,7 +149,7 @@ static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct bfs_fs *fs = fs_of(req);
 	struct bfs_inode *in;
 	struct stat st;
-	int rc = bfs_inode_lookup(fs, inode_of(req, parent), name, &in, &st);
+	int rc = bfs_lookup(fs, inode_of(req, parent), name, &in, &st);
 
 	bfs_trim_note(fs, inode_of(req, parent));
 	if (rc == 0)
@@ -200,9 +200,9 @@ static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	 * The kernel passes a handle for regular files only.
 	 */
 	if (fi && fi->fh && (f = bfs_handle_file(handle_of(fi))))
-		rc = bfs_inode_stat_version(fs_of(req), in, f, &st);
+		rc = bfs_version_stat_of(fs_of(req), in, f, &st);
 	else
-		rc = bfs_inode_stat(fs_of(req), in, &st);
+		rc = bfs_version_stat(fs_of(req), in, &st);
 	if (rc < 0)
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 	else
@@ -254,7 +254,7 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	 * kernel's pages of it are good, and a warm grep -r needs nothing else
 	 * (bench/results/trees/2026-11-24-b744701/kernel-grep.md).
 	 */
-	rc = bfs_inode_open(fs, inode_of(req, ino), &f, &changed, &stamp);
+	rc = bfs_version_open(fs, inode_of(req, ino), &f, &changed, &stamp);
 	if (rc == 1) {
 		rc = bfs_handle_open_deferred(fs, inode_of(req, ino), ino, stamp, &h);
 		if (rc == 0) {
@@ -442,7 +442,7 @@ static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
 		/* Node id 0: the kernel makes no dentry, only a name. */
 		e.attr.st_ino = de->ino;
 		e.attr.st_mode = (mode_t)de->type << 12;
-	} else if (bfs_inode_lookup_entry(fs, dir, c, de, &in, &e.attr) == 0) {
+	} else if (bfs_lookup_entry(fs, dir, c, de, &in, &e.attr) == 0) {
 		e.ino = ino_of(fs, in);
 		bfs_trim_poke(fs);
 	} else {

@@ -3,7 +3,7 @@
  * Directory snapshots and their cache (contract in dir.h): the entries of
  * backing directories as read, kept while the directory does not change,
  * asked by the name rules (names.c) in listings (dir.c) and lookups
- * (inode.c), so that neither repeats a getdents after the kernel's
+ * (lookup.c), so that neither repeats a getdents after the kernel's
  * timeouts; read ahead for a walk; their memos in the index cache.
  */
 #include "config.h"
