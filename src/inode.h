@@ -50,7 +50,6 @@ struct bfs_inode {
 					   protected by the inode lock */
 };
 
-
 #define BFS_ILOCKS 512		/* inode lock stripes */
 /*
  * Versions nobody reads are kept for the last this many inodes whose
@@ -101,7 +100,6 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *inode, uint64_t nlook
 /* One more lookup of @inode, which its caller already holds one of, for a ring that keeps it. */
 void bfs_inode_hold(struct bfs_fs *fs, struct bfs_inode *inode);
 
-
 /*
  * The inode of directory (@st->st_dev, @st->st_ino) if the kernel holds
  * it, with a copy of its rpath in *@rpath (unless NULL; the caller frees
@@ -113,12 +111,12 @@ struct bfs_inode *bfs_inode_dir_rpath(struct bfs_fs *fs, const struct stat *st, 
 size_t bfs_inode_count(struct bfs_fs *fs);
 
 /*
- * A handle of @inode was released: its version may be idle now; kept for
- * a while, then dropped if cheap to build again (the memo keeps its size).
+ * @inode's version may be idle now (a handle was released, a stat built
+ * one): kept for a while, then dropped if cheap to build again (the memo
+ * keeps its size).
  * Context: no inode lock held.
  */
 void bfs_inode_idle(struct bfs_fs *fs, struct bfs_inode *inode);
-
 
 /**
  * bfs_inode_reapply_hints() - a hint changed: file versions take it now.
@@ -127,9 +125,9 @@ void bfs_inode_idle(struct bfs_fs *fs, struct bfs_inode *inode);
  *       given its effective hints again. Each version's value is computed
  *       and stored under its inode lock, so that of two concurrent changes
  *       the last computation (which sees both) wins. Regular files known
- *       now are pinned with a lookup reference under fs->itab.lock, then visited
- *       without it: an inode lock may be held across a scan, and lookups
- *       must not wait for that.
+ *       now are pinned with a lookup reference under fs->itab.lock, then
+ *       visited without it: an inode lock may be held across a scan, and
+ *       lookups must not wait for that.
  */
 void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char *dir);
 

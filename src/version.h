@@ -39,8 +39,10 @@ struct bfs_walks {
 	struct bfs_walking slot[BFS_WALKS_SHOWN];
 };
 
+/* Free slots and their lock; its lock destroyed, after every walk ended. */
 void bfs_version_walks_init(struct bfs_walks *w);
 void bfs_version_walks_destroy(struct bfs_walks *w);
+
 /*
  * How far the walk of @in is, as "walking 1.2 GiB of 4.0 GiB" in @buf
  * (@len bytes): its length, or 0 when no walk of @in is under way.
@@ -62,9 +64,9 @@ BFS_MUST_CHECK int bfs_version_stat_of(struct bfs_fs *fs, struct bfs_inode *inod
 
 /**
  * bfs_version_open() - bfs_version_current() for an open: first checks
- * that the path @inode was last found at still names it. A backing file replaced by
- * rename is a new object under the old name, while the kernel's cached
- * entry still points at the old inode.
+ * that the path @inode was last found at still names it. A backing file
+ * replaced by rename is a new object under the old name, while the
+ * kernel's cached entry still points at the old inode.
  * @out: also holds a use of its descriptor (bfs_file_unuse() at release).
  * @defer: NULL, or where to say that the open may go without a version:
  * a decoded file whose backing file, stat'ed now by path, is the one its
