@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Backing-file access (contract in fs_i.h): opening below SOURCE without
+ * Backing-file access (contract in backing.h): opening below SOURCE without
  * following a link out of it, reopening an O_PATH descriptor for reading,
- * telling which codec claims a file, and the bounded cache of the inodes'
- * O_PATH descriptors. Knows inodes only as holders of a descriptor and a
- * path; the table, lookups and versions are inode.c's.
+ * telling which codec claims a file, and the inodes' descriptors: kept in
+ * the bounded cache of fdcache.c, opened again by path when it closed one.
+ * Knows inodes only as holders of a descriptor and a path; the table is
+ * inode.c's, lookups lookup.c's and versions version.c's.
  */
 #include "config.h"
 
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/vfs.h>
@@ -24,6 +24,7 @@
 #include "blockfs/file.h"
 #include "blockfs/io.h"
 #include "blockfs/log.h"
+#include "fdcache.h"
 #include "fs_i.h"
 
 /* --- opening backing files ------------------------------------------------ */
@@ -51,14 +52,12 @@ int bfs_backing_open_beneath(int root, const char *rpath, int flags)
 	return (int)syscall(SYS_openat2, root, rpath, &how, sizeof(how));
 }
 
-static void fd_shed(struct bfs_fs *fs);
-
 /* Out of descriptors? Then close every idle cached one: 1 to try again. */
 static bool shed_on_emfile(struct bfs_fs *fs)
 {
 	if (errno != EMFILE && errno != ENFILE)
 		return false;
-	fd_shed(fs);
+	bfs_fdc_shed(&fs->fdc);
 	return true;
 }
 
@@ -104,11 +103,8 @@ uint64_t bfs_backing_stamp(const struct stat *st)
 
 int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags)
 {
-	bool rd;
+	bool rd = bfs_fdc_is_rdonly(&fs->fdc, &in->fde, fd);
 
-	bfs_mutex_lock(&fs->fd_lock);
-	rd = in->fd == fd && in->fd_rdonly;	/* pinned: it stays this descriptor */
-	bfs_mutex_unlock(&fs->fd_lock);
 	if (rd && !(flags & ~O_NONBLOCK)) {
 		int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 
@@ -129,87 +125,6 @@ int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags)
 }
 
 /* --- descriptors ---------------------------------------------------------- */
-
-/*
- * passthrough_ll pins an O_PATH descriptor per inode, and the kernel may
- * hold lookups of every file of a tree (ls -lR): a tree larger than the
- * descriptor limit then fails with EMFILE. Here at most fs->max_fds stay
- * open, least recently used closed first; a closed one is opened again
- * by path below SOURCE and must still be the same object. What that
- * costs: an inode whose path no longer names it (its backing file was
- * renamed or deleted) can be reached only while its descriptor stays
- * open; afterwards it is -ESTALE, and the VFS looks the name up again.
- * Pinned descriptors (in use by an operation) are never closed, so the
- * bound may be overshot by the operations in flight.
- */
-
-size_t bfs_backing_fd_budget(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-		return 4096;
-	return rl.rlim_cur / 4 > 16 ? (size_t)rl.rlim_cur / 4 : 16;
-}
-
-/* Unlink @in from the LRU list; fs->fd_lock held. */
-static void fd_unlink(struct bfs_fs *fs, struct bfs_inode *in)
-{
-	*(in->fd_prev ? &in->fd_prev->fd_next : &fs->fd_mru) = in->fd_next;
-	*(in->fd_next ? &in->fd_next->fd_prev : &fs->fd_lru) = in->fd_prev;
-	in->fd_prev = in->fd_next = NULL;
-}
-
-/* Make @in the most recently used; fs->fd_lock held. */
-static void fd_push(struct bfs_fs *fs, struct bfs_inode *in)
-{
-	in->fd_prev = NULL;
-	in->fd_next = fs->fd_mru;
-	*(fs->fd_mru ? &fs->fd_mru->fd_prev : &fs->fd_lru) = in;
-	fs->fd_mru = in;
-}
-
-/* Close unpinned descriptors, oldest first, down to @keep; fs->fd_lock held. */
-static void fd_trim_to(struct bfs_fs *fs, size_t keep)
-{
-	struct bfs_inode *in = fs->fd_lru, *prev;
-
-	for (; in && fs->nfds > keep; in = prev) {
-		prev = in->fd_prev;
-		if (in->fd_pins)
-			continue;
-		fd_unlink(fs, in);
-		close(in->fd);
-		in->fd = -1;
-		fs->nfds--;
-	}
-}
-
-static void fd_trim(struct bfs_fs *fs)
-{
-	fd_trim_to(fs, fs->max_fds);
-}
-
-/* The process ran out of descriptors: give back every idle one we cache. */
-static void fd_shed(struct bfs_fs *fs)
-{
-	bfs_mutex_lock(&fs->fd_lock);
-	fd_trim_to(fs, 0);
-	bfs_mutex_unlock(&fs->fd_lock);
-}
-
-/* Give @in descriptor @fd (consumed), unless it has one; fs->fd_lock held. */
-static void fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd)
-{
-	if (in->fd >= 0) {
-		close(fd);
-		return;
-	}
-	in->fd = fd;
-	in->fd_rdonly = rd;
-	fs->nfds++;
-	fd_push(fs, in);
-}
 
 static char *rpath_dup(struct bfs_fs *fs, struct bfs_inode *in)
 {
@@ -292,19 +207,14 @@ int bfs_inode_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpa
 
 	if (!bfs_io_handle_dead(err) || in == &fs->root || !rpath)
 		return err;
-	bfs_mutex_lock(&fs->fd_lock);
-	old = in->fd_rdonly ? in->fd : -1;	/* an O_PATH one holds no handle of the server's */
-	bfs_mutex_unlock(&fs->fd_lock);
+	old = bfs_fdc_rdonly_fd(&fs->fdc, &in->fde);
 	if (old < 0)
 		return err;
 	fd = open_path(fs, in, rpath, &st, &rd);
 	if (fd < 0)
 		return fd == -ESTALE ? -ESTALE : err;
-	bfs_mutex_lock(&fs->fd_lock);
-	/* still the same descriptor (pinned by the caller): the number stays */
-	if (rd && in->fd == old && in->fd_rdonly && dup3(fd, old, O_CLOEXEC) >= 0)
+	if (rd && bfs_fdc_replace(&fs->fdc, &in->fde, old, fd) == 0)
 		rc = 0;
-	bfs_mutex_unlock(&fs->fd_lock);
 	close(fd);
 	if (rc == 0)
 		bfs_info("%s: a read of its backing file failed (%s): opened again by path",
@@ -332,63 +242,31 @@ int bfs_inode_fd_named(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
 	if (fd < 0)
 		return fd;
 	*named = true;
-	bfs_mutex_lock(&fs->fd_lock);
-	fd_adopt(fs, in, fd, rd);
-	in->fd_pins++;
-	fd_trim(fs);
-	fd = in->fd;
-	bfs_mutex_unlock(&fs->fd_lock);
-	return fd;
+	return bfs_fdc_adopt(&fs->fdc, &in->fde, fd, rd, true);
 }
 
 int bfs_inode_fd_cached(struct bfs_fs *fs, struct bfs_inode *in)
 {
-	int fd = -1;
-
 	if (in == &fs->root)
 		return fs->root_fd;
-	bfs_mutex_lock(&fs->fd_lock);
-	if (in->fd >= 0) {
-		in->fd_pins++;
-		fd_unlink(fs, in);
-		fd_push(fs, in);
-		fd = in->fd;
-	}
-	bfs_mutex_unlock(&fs->fd_lock);
-	return fd;
+	return bfs_fdc_get(&fs->fdc, &in->fde);
 }
 
 void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	if (in == &fs->root)
 		return;
-	bfs_mutex_lock(&fs->fd_lock);
-	in->fd_pins--;
-	if (fs->nfds > fs->max_fds)
-		fd_trim(fs);	/* over the bound while pins held it: give back now */
-	bfs_mutex_unlock(&fs->fd_lock);
+	bfs_fdc_put(&fs->fdc, &in->fde);
 }
 
 void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin)
 {
-	bfs_mutex_lock(&fs->fd_lock);
-	fd_adopt(fs, in, fd, rd);	/* a closed one is worth reviving */
-	if (pin)
-		in->fd_pins++;
-	fd_trim(fs);
-	bfs_mutex_unlock(&fs->fd_lock);
+	(void)bfs_fdc_adopt(&fs->fdc, &in->fde, fd, rd, pin);	/* a closed one is worth reviving */
 }
 
 void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in)
 {
-	bfs_mutex_lock(&fs->fd_lock);
-	if (in->fd >= 0) {
-		fd_unlink(fs, in);
-		close(in->fd);
-		in->fd = -1;
-		fs->nfds--;
-	}
-	bfs_mutex_unlock(&fs->fd_lock);
+	bfs_fdc_release(&fs->fdc, &in->fde);
 }
 
 int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)

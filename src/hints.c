@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The per-mount store of hints keyed by backing path, and the inheritance
- * rule. Pure: no FUSE, no inodes, no I/O. inode.c applies what is decided
- * here to file versions.
+ * rule. Pure: no FUSE, no inodes, no I/O. version.c applies what is decided
+ * here to file versions as they are built, inode.c to those built already.
  */
 #include "config.h"
 

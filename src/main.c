@@ -67,7 +67,7 @@ static void version(void)
 }
 
 /*
- * Inode descriptors are a bounded cache (backing.c: a quarter of the soft
+ * Inode descriptors are a bounded cache (fdcache.c: a quarter of the soft
  * limit) and file versions lease theirs, but every open file holds one:
  * allow as many as the kernel does (fs.nr_open) when we may raise the
  * hard limit (root), else the hard limit.

@@ -24,7 +24,9 @@
 #include "blockfs/stream.h"
 #include "blockfs/workq.h"
 #include "fs_i.h"
+#include "handle.h"
 #include "ops.h"
+#include "rdplus.h"
 #include "xattr.h"
 
 /*
@@ -78,72 +80,6 @@ int bfs_ops_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t 
 	return rc;
 }
 
-/*
- * -o readdirplus=auto: whether a listing's first reply gives attributes.
- * The kernel asks for them in that reply whatever the reader wants; they
- * cost a backing probe, an inode here and one in the kernel for each
- * entry, which find(1), wanting names only, pays for nothing (0.8 s
- * against 0.05 s for squashfuse_ll over 100,000 files), while a reader
- * that opens what it lists (grep -r, find | xargs cat) saves a LOOKUP per
- * file (doc/decisions/0005-readdirplus.md). So the mount weighs what the
- * regular files it listed lately were used for: when at least half were
- * looked up or opened, a first reply carries attributes for as many
- * entries as fit, else names alone (node id 0: the kernel makes no
- * dentry, as for a READDIR reply). Directories do not count: find looks
- * up each one it descends into. Files given with their attributes are
- * looked up by no one, so their use shows otherwise: the kernel asks
- * for attributes with a later chunk of a listing only when the reader
- * has looked up or stat'ed an entry of it since the last chunk (ls -l
- * does, find does not), and then the files of the reply before count as
- * used; without this ls -lR, never looking a file up, would turn the
- * mount to names alone, and then look up every file of each first reply
- * (the kernel's replies hold hundreds of entries). Both counts are
- * halved once RDP_WINDOW files were listed, so the mount follows a
- * change of reader within a few directories.
- */
-#define RDP_WINDOW 4096u
-
-/* Does readdirplus=auto give names alone, the files listed lately being left unused? */
-static bool names_suffice(struct bfs_fs *fs)
-{
-	unsigned int listed, used;
-
-	if (!fs->opts->readdirplus_auto)
-		return false;
-	listed = atomic_load_explicit(&fs->rdp_listed, memory_order_relaxed);
-	used = atomic_load_explicit(&fs->rdp_used, memory_order_relaxed);
-	return !(listed > 0 && used >= listed / 2);
-}
-
-/* @n regular files (or other non-directories) were listed. */
-static void rdp_listed(struct bfs_fs *fs, unsigned int n)
-{
-	unsigned int listed;
-
-	if (!fs->opts->readdirplus_auto || n == 0)
-		return;
-	listed = atomic_fetch_add_explicit(&fs->rdp_listed, n, memory_order_relaxed) + n;
-	if (listed > RDP_WINDOW) {	/* racing halvings only forget a little more */
-		atomic_store_explicit(&fs->rdp_listed, listed / 2, memory_order_relaxed);
-		atomic_store_explicit(&fs->rdp_used,
-				      atomic_load_explicit(&fs->rdp_used, memory_order_relaxed) / 2,
-				      memory_order_relaxed);
-	}
-}
-
-/* @n non-directories were looked up, opened or stat'ed. Bounded: uses alone say little. */
-static void rdp_used_n(struct bfs_fs *fs, unsigned int n)
-{
-	if (fs->opts->readdirplus_auto && n > 0 &&
-	    atomic_load_explicit(&fs->rdp_used, memory_order_relaxed) < 2 * RDP_WINDOW)
-		atomic_fetch_add_explicit(&fs->rdp_used, n, memory_order_relaxed);
-}
-
-static void rdp_used(struct bfs_fs *fs)
-{
-	rdp_used_n(fs, 1);
-}
-
 static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct bfs_fs *fs = userdata;
@@ -154,7 +90,7 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	/*
 	 * -o kernel_open: the first open answers ENOSYS, and from then on
-	 * the kernel opens and releases files without asking (fs.c shares a
+	 * the kernel opens and releases files without asking (handle.c shares a
 	 * handle per file among their READs).
 	 */
 	if (fs->opts->kernel_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
@@ -213,7 +149,7 @@ static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct bfs_fs *fs = fs_of(req);
 	struct bfs_inode *in;
 	struct stat st;
-	int rc = bfs_inode_lookup(fs, inode_of(req, parent), name, &in, &st);
+	int rc = bfs_lookup(fs, inode_of(req, parent), name, &in, &st);
 
 	bfs_trim_note(fs, inode_of(req, parent));
 	if (rc == 0)
@@ -227,7 +163,7 @@ static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 	} else {
 		if (!S_ISDIR(st.st_mode))
-			rdp_used(fs);
+			bfs_rdplus_used(&fs->rdplus, 1);
 		reply_entry(req, fs, in, &st);
 	}
 }
@@ -264,9 +200,9 @@ static void bfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 	 * The kernel passes a handle for regular files only.
 	 */
 	if (fi && fi->fh && (f = bfs_handle_file(handle_of(fi))))
-		rc = bfs_inode_stat_version(fs_of(req), in, f, &st);
+		rc = bfs_version_stat_of(fs_of(req), in, f, &st);
 	else
-		rc = bfs_inode_stat(fs_of(req), in, &st);
+		rc = bfs_version_stat(fs_of(req), in, &st);
 	if (rc < 0)
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 	else
@@ -312,13 +248,13 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, ENOSYS);	/* success: the kernel opens files itself from now on */
 		return;
 	}
-	rdp_used(fs);
+	bfs_rdplus_used(&fs->rdplus, 1);
 	/*
 	 * An unchanged file whose version was dropped opens without one: the
 	 * kernel's pages of it are good, and a warm grep -r needs nothing else
 	 * (bench/results/trees/2026-11-24-b744701/kernel-grep.md).
 	 */
-	rc = bfs_inode_open(fs, inode_of(req, ino), &f, &changed, &stamp);
+	rc = bfs_version_open(fs, inode_of(req, ino), &f, &changed, &stamp);
 	if (rc == 1) {
 		rc = bfs_handle_open_deferred(fs, inode_of(req, ino), ino, stamp, &h);
 		if (rc == 0) {
@@ -375,7 +311,7 @@ static struct bfs_stream *stream_of(fuse_req_t req, fuse_ino_t ino, struct fuse_
 			bfs_stream_hold(s);
 		return s;
 	}
-	s = bfs_kopen_stream(fs, inode_of(req, ino), ino, err);
+	s = bfs_handle_kopen(fs, inode_of(req, ino), ino, err);
 	if (!s && *err == -ESTALE) {
 		*err = -EIO;
 		if (fs->se)
@@ -405,8 +341,8 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, bfs_kernel_errno(err));
 		return;
 	}
-	if (!fi->fh && off == 0)
-		rdp_used(fs_of(req));	/* kernel_open: a file read from its start was opened */
+	if (!fi->fh && off == 0)	/* kernel_open: a file read from its start was opened */
+		bfs_rdplus_used(&fs_of(req)->rdplus, 1);
 	n = bfs_stream_read(s, (uint64_t)off, size, &rv, &next);
 	if (n < 0)
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
@@ -506,7 +442,7 @@ static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
 		/* Node id 0: the kernel makes no dentry, only a name. */
 		e.attr.st_ino = de->ino;
 		e.attr.st_mode = (mode_t)de->type << 12;
-	} else if (bfs_inode_lookup_entry(fs, dir, c, de, &in, &e.attr) == 0) {
+	} else if (bfs_lookup_entry(fs, dir, c, de, &in, &e.attr) == 0) {
 		e.ino = ino_of(fs, in);
 		bfs_trim_poke(fs);
 	} else {
@@ -553,13 +489,13 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	 * listing.
 	 */
 	if (plus && off > 0) {
-		/* attributes asked for again: the last reply's were used (names_suffice) */
+		/* attributes asked for again: the last reply's were used (rdplus.h) */
 		unsigned int n = atomic_exchange_explicit(&d->rdp_pending, 0, memory_order_relaxed);
 
-		rdp_used_n(fs, n);
+		bfs_rdplus_used(&fs->rdplus, n);
 		BFS_COUNT(fs->env.mount, attrs_used, n);
 	}
-	if (plus && off == 0 && names_suffice(fs)) {
+	if (plus && off == 0 && bfs_rdplus_names_suffice(&fs->rdplus)) {
 		bare = true;
 		BFS_COUNT(fs->env.mount, names_only_replies, 1);
 	}
@@ -590,7 +526,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		rem -= len;
 		files += de->type != DT_DIR && !is_dot(de->name);
 	}
-	rdp_listed(fs, files);
+	bfs_rdplus_listed(&fs->rdplus, files);
 	atomic_store_explicit(&d->rdp_pending, plus && !bare ? files : 0, memory_order_relaxed);
 	bfs_walk_ahead_done(fs, ahead);
 	bfs_inode_fd_put(fs, dir);

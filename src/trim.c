@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The inode table within -o max_inodes (contract in fs_i.h). The daemon
+ * The inode table within -o max_inodes (contract in trim.h). The daemon
  * keeps an inode (about 170 bytes with its path) for every name the
  * kernel remembers, and the kernel remembers every file it looked up
  * until its own memory runs short: after ls -lR of a million files that

@@ -43,7 +43,7 @@ static void *look_up(void *arg)
 	size_t i;
 
 	while ((i = atomic_fetch_add(&a->next, 1)) < a->n)
-		if (bfs_inode_lookup_entry(a->fs, a->dir, a->c, a->de[i], &a->in[i], &st) < 0)
+		if (bfs_lookup_entry(a->fs, a->dir, a->c, a->de[i], &a->in[i], &st) < 0)
 			a->in[i] = NULL;
 	return NULL;
 }

@@ -257,7 +257,7 @@ static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_
 {
 	uint64_t size, off = r->ranged ? r->off : 0, len;
 	bool changed;
-	int rc = bfs_inode_file(x->fs, x->in, &x->f, &changed);
+	int rc = bfs_version_current(x->fs, x->in, &x->f, &changed);
 
 	if (rc < 0)
 		return rc;
@@ -268,7 +268,7 @@ static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_
 	len = r->ranged && r->len < size - off ? r->len : size - off;
 	if (r->advice == BFS_ADV_WILLNEED) {
 		/* the decoding reads the file: it needs its descriptor open */
-		rc = bfs_inode_use(x->fs, x->in, x->f);
+		rc = bfs_version_use(x->fs, x->in, x->f);
 		if (rc < 0)
 			return rc;
 		bfs_file_advise(x->f, BFS_ADV_WILLNEED, off, len);
@@ -415,7 +415,7 @@ static int ctx_init(struct xctx *x, struct bfs_fs *fs, struct bfs_inode *in, boo
 	if (!x->rpath)
 		return -ENOMEM;
 	if (file && in->type == S_IFREG) {
-		rc = bfs_inode_file(fs, in, &x->f, &changed);
+		rc = bfs_version_current(fs, in, &x->f, &changed);
 		if (rc < 0) {
 			free(x->rpath);
 			return rc;
@@ -574,7 +574,7 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 		if (n >= 0)
 			return n;	/* exactly what the size query measured */
 	}
-	rc = a->get == get_walk ? bfs_inode_walking(fs, in, val, sizeof(val)) : 0;
+	rc = a->get == get_walk ? bfs_version_walking(fs, in, val, sizeof(val)) : 0;
 	if (rc > 0)
 		goto reply;		/* the walk holds the inode's lock: no version yet */
 	rc = ctx_init(&x, fs, in, a->needs_file);

@@ -30,10 +30,10 @@ struct bfs_counters {
 	atomic_uint_fast64_t pushed;		/* bytes handed to the kernel's page cache */
 	atomic_uint_fast64_t syscalls;		/* backing reads */
 	atomic_uint_fast64_t csum_failures, errors;
-	atomic_uint_fast64_t lookup_opens;	/* mount only: files of decoded names a lookup opened (inode.c) */
+	atomic_uint_fast64_t lookup_opens;	/* mount only: files of decoded names a lookup opened (lookup.c) */
 	atomic_uint_fast64_t walked_ahead;	/* mount only: files listings looked up side by side */
-	atomic_uint_fast64_t dir_memos;		/* mount only: directory memos taken up (dir.c) */
-	atomic_uint_fast64_t dirs_ahead;	/* mount only: directories read ahead of a walk (dir.c) */
+	atomic_uint_fast64_t dir_memos;		/* mount only: directory memos taken up (snap.c) */
+	atomic_uint_fast64_t dirs_ahead;	/* mount only: directories read ahead of a walk (snap.c) */
 	atomic_uint_fast64_t dirs_ahead_used;	/* mount only: ... and then listed or looked in */
 	atomic_uint_fast64_t forgotten_dirs;	/* mount only: directories the kernel was asked to forget */
 	atomic_uint_fast64_t names_only_replies; /* mount only: first replies, names alone (ops.c) */

@@ -1,0 +1,716 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Directory snapshots and their cache (contract in dir.h): the entries of
+ * backing directories as read, kept while the directory does not change,
+ * asked by the name rules (names.c) in listings (dir.c) and lookups
+ * (lookup.c), so that neither repeats a getdents after the kernel's
+ * timeouts; read ahead for a walk; their memos in the index cache.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blockfs/handoff.h"
+#include "blockfs/index_cache.h"
+#include "blockfs/names.h"
+#include "blockfs/stats.h"
+#include "blockfs/workq.h"
+#include "blockfs/xxh32.h"
+#include "dir.h"
+#include "fs_i.h"
+
+/*
+ * A snapshot: the entries of one backing directory in the order getdents
+ * returned them, names packed in one buffer (about 30 bytes an entry with
+ * its name), and per entry what probing found. It is valid
+ * while the directory's identity, mtime and ctime are those it was read
+ * under: adding, removing or renaming an entry changes the directory's
+ * mtime. A decoded size a lookup learned is remembered with the change
+ * stamp of the file it looked at, and holds while that stamp does. With
+ * the index cache on, what lookups learned is kept there as the
+ * directory's memo (index_cache.h) and taken up again by the next mount's
+ * first snapshot of the same directory version: memo_load(), bfs_snap_save().
+ */
+struct snent {
+	uint32_t name;			/* offset in names */
+	unsigned char type;		/* DT_* */
+	atomic_bool probed;		/* stamp is known: a lookup or a memo gave it */
+	atomic_bool queued;		/* a directory whose snapshot was queued to be read ahead */
+	ino_t ino;
+	atomic_uint_fast64_t stamp;	/* bfs_backing_stamp() of the file looked up */
+	uint64_t size;			/* its decoded size under stamp, or NO_SIZE */
+};
+
+#define NO_SIZE UINT64_MAX
+
+struct bfs_snap {
+	atomic_uint refs;		/* the cache's, and each user's */
+	dev_t dev;			/* the directory: identity ... */
+	ino_t ino;
+	struct timespec mtime, ctime;	/* ... and times when read */
+	size_t n, bytes;		/* entries; memory held */
+	struct snent *e;
+	char *names;
+	uint64_t *slot;			/* names by hash: hash << 32 | entry + 1, 0 empty
+					   (snap_index()); NULL: e is sorted by name */
+	size_t mask;			/* slots - 1 */
+	bool cached;			/* in the cache; protected by fs->snaps.lock */
+	atomic_bool dirty;		/* learned something its memo does not say */
+	atomic_bool ahead;		/* read ahead, cached, not asked for since (snaps.ahead) */
+	pthread_mutex_t pair_lock;	/* each entry's stamp and size change together */
+	struct bfs_snap *hnext, *prev, *next;	/* chain and LRU; protected by fs->snaps.lock */
+};
+
+static const char *ename(const struct bfs_snap *s, const struct snent *e)
+{
+	return s->names + e->name;
+}
+
+static void snap_free(struct bfs_snap *s)
+{
+	pthread_mutex_destroy(&s->pair_lock);
+	free(s->slot);
+	free(s->e);
+	free(s->names);
+	free(s);
+}
+
+struct bfs_snap *bfs_snap_hold(struct bfs_snap *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+	return s;
+}
+
+void bfs_snap_put(struct bfs_snap *s)
+{
+	if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+		snap_free(s);
+}
+
+/*
+ * Finding a name. A listing asks two or three names per entry (the entry,
+ * its stem, the stem with another suffix), a LOOKUP as many, so names are
+ * found by hash, linear probing at load at most 1/2, each slot holding the
+ * name's hash beside its entry so that a probe compares strings only when
+ * the hashes agree. A name more than HASH_REACH slots from its home (a
+ * directory made to collide) drops the table, and the entries are sorted
+ * for a binary search instead. Only then: sorting 1,000 names of one long
+ * common prefix was an eighth of the daemon's time in a `find`.
+ */
+#define HASH_REACH 32
+
+static uint32_t name_hash(const char *name)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 16777619u;
+	return h ^ h >> 15;
+}
+
+static int snent_cmp(const void *a, const void *b, void *names)
+{
+	return strcmp((const char *)names + ((const struct snent *)a)->name,
+		      (const char *)names + ((const struct snent *)b)->name);
+}
+
+/* Hash the names of @s; without memory, or past the reach, sort them instead. */
+static void snap_index(struct bfs_snap *s)
+{
+	size_t size = 16;
+	uint64_t *slot;
+
+	while (size < 2 * s->n)
+		size *= 2;
+	slot = calloc(size, sizeof(*slot));
+	if (!slot)
+		goto out_sort;
+	for (size_t i = 0; i < s->n; i++) {
+		uint32_t h = name_hash(ename(s, &s->e[i]));
+		size_t k = 0;
+
+		while (slot[(h + k) & (size - 1)])
+			if (++k == HASH_REACH) {
+				free(slot);
+				goto out_sort;
+			}
+		slot[(h + k) & (size - 1)] = (uint64_t)h << 32 | ((uint32_t)i + 1);
+	}
+	s->slot = slot;
+	s->mask = size - 1;
+	s->bytes += size * sizeof(*slot);
+	return;
+out_sort:
+	qsort_r(s->e, s->n, sizeof(*s->e), snent_cmp, s->names);
+}
+
+static struct snent *snap_find(const struct bfs_snap *s, const char *name)
+{
+	size_t lo = 0, hi = s->n;
+
+	if (s->slot) {
+		uint32_t h = name_hash(name);
+
+		for (size_t k = 0; k < HASH_REACH; k++) {
+			uint64_t v = s->slot[(h + k) & s->mask];
+
+			if (v == 0)
+				break;
+			if ((uint32_t)(v >> 32) == h &&
+			    strcmp(name, ename(s, &s->e[(uint32_t)v - 1])) == 0)
+				return &s->e[(uint32_t)v - 1];
+		}
+		return NULL;	/* every name lies within the reach of its home */
+	}
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, ename(s, &s->e[mid]));
+
+		if (c == 0)
+			return &s->e[mid];
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+/* Read the directory open as O_PATH @dirfd into a new snapshot. */
+static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struct bfs_snap **out)
+{
+	size_t cap = 0, ncap = 0, nlen = 0;
+	struct bfs_snap *s;
+	struct dirent *d;
+	DIR *dp;
+	int fd;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	atomic_init(&s->refs, 1);
+	bfs_mutex_init(&s->pair_lock);
+	s->dev = dst->st_dev;
+	s->ino = dst->st_ino;
+	s->mtime = dst->st_mtim;
+	s->ctime = dst->st_ctim;
+	/* once per directory and change: it may wait for the disk, or be long */
+	bfs_handoff();
+	fd = bfs_backing_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY);
+	if (fd < 0) {
+		free(s);
+		return -errno;
+	}
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		free(s);
+		return -errno;
+	}
+	while ((errno = 0, d = readdir(dp))) {
+		size_t len = strlen(d->d_name) + 1;
+
+		if (s->n == cap) {
+			struct snent *ne = realloc(s->e, (cap = cap ? cap * 2 : 64) * sizeof(*ne));
+
+			if (!ne)
+				goto out_nomem;
+			s->e = ne;
+		}
+		if (nlen + len > ncap) {
+			char *nn;
+
+			ncap = ncap ? ncap * 2 : 2048;
+			if (ncap < nlen + len)
+				ncap = nlen + len;
+			nn = realloc(s->names, ncap);
+			if (!nn)
+				goto out_nomem;
+			s->names = nn;
+		}
+		memcpy(s->names + nlen, d->d_name, len);
+		s->e[s->n] = (struct snent){ .name = (uint32_t)nlen, .ino = d->d_ino,
+					     .type = d->d_type, .size = NO_SIZE };
+		nlen += len;
+		s->n++;
+	}
+	closedir(dp);
+	/*
+	 * Trimmed to fit: at the growth's first sizes a tree of small
+	 * directories (the kernel's 5,000) overflowed BFS_SNAP_BUDGET, and a
+	 * walk repeated in the same order then found none of its snapshots.
+	 */
+	if (s->n > 0 && s->n < cap) {
+		struct snent *ne = realloc(s->e, s->n * sizeof(*ne));
+
+		if (ne) {
+			s->e = ne;
+			cap = s->n;
+		}
+	}
+	if (nlen > 0 && nlen < ncap) {
+		char *nn = realloc(s->names, nlen);
+
+		if (nn) {
+			s->names = nn;
+			ncap = nlen;
+		}
+	}
+	s->bytes = sizeof(*s) + cap * sizeof(*s->e) + ncap;
+	snap_index(s);
+	*out = s;
+	return 0;
+
+out_nomem:
+	closedir(dp);
+	snap_free(s);
+	return -ENOMEM;
+}
+
+static size_t snap_bucket(dev_t dev, ino_t ino)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ull ^ (uint64_t)dev;
+
+	return (size_t)(h >> 40) & (BFS_SNAP_BUCKETS - 1);
+}
+
+static bool same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* Take @s out of the cache, dropping the cache's reference; fs->snaps.lock held. */
+static void snap_unlink(struct bfs_fs *fs, struct bfs_snap *s)
+{
+	struct bfs_snap **pp = &fs->snaps.chains[snap_bucket(s->dev, s->ino)];
+
+	while (*pp != s)
+		pp = &(*pp)->hnext;
+	*pp = s->hnext;
+	*(s->prev ? &s->prev->next : &fs->snaps.mru) = s->next;
+	*(s->next ? &s->next->prev : &fs->snaps.lru) = s->prev;
+	fs->snaps.bytes -= s->bytes;
+	s->cached = false;
+	if (atomic_exchange(&s->ahead, false))	/* read ahead for nothing */
+		atomic_fetch_sub(&fs->snaps.ahead, 1);
+	bfs_snap_put(s);
+}
+
+/*
+ * A directory changed within this long before it was read may change
+ * again within the same tick of the coarse clock that file times come
+ * from, leaving its mtime as it was: such a snapshot is used once, not
+ * kept (git's "racy" entries).
+ */
+#define RACY_NS 50000000ll
+
+static bool racy(const struct stat *dst)
+{
+	struct timespec now;
+	long long t, m = dst->st_mtim.tv_sec * 1000000000ll + dst->st_mtim.tv_nsec;
+	long long c = dst->st_ctim.tv_sec * 1000000000ll + dst->st_ctim.tv_nsec;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	t = now.tv_sec * 1000000000ll + now.tv_nsec;
+	return t - (m > c ? m : c) < RACY_NS;
+}
+
+/* --- memos in the index cache ----------------------------------------------- */
+
+/*
+ * The directory version and names @s was read under, as its memo is keyed.
+ * The names are hashed in the snapshot's order, which is the order of the
+ * memo's entries: a memo of the same names read in another order is not
+ * taken up.
+ */
+static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s,
+		     struct bfs_dirmemo_key *k)
+{
+	struct bfs_xxh32 h;
+
+	bfs_xxh32_init(&h, 0);
+	for (size_t i = 0; i < s->n; i++) {
+		const char *name = ename(s, &s->e[i]);
+
+		bfs_xxh32_update(&h, name, strlen(name) + 1);
+	}
+	*k = (struct bfs_dirmemo_key){
+		.dev = (uint64_t)s->dev, .ino = (uint64_t)s->ino,
+		.mtime_sec = (int64_t)s->mtime.tv_sec, .mtime_nsec = (uint64_t)s->mtime.tv_nsec,
+		.ctime_sec = (int64_t)s->ctime.tv_sec, .ctime_nsec = (uint64_t)s->ctime.tv_nsec,
+		.n = s->n, .names = bfs_xxh32_digest(&h), .rules = fs->env.codecs.gzip ? 1u : 0u,
+	};
+}
+
+/* Take up what the memo of @s's directory version says; @s is not shared yet. */
+static void memo_load(struct bfs_fs *fs, struct bfs_snap *s)
+{
+	struct bfs_dirmemo_key key;
+	struct bfs_dirmemo_ent *m;
+
+	if (!fs->env.icache || s->n == 0)
+		return;
+	m = malloc(s->n * sizeof(*m));
+	if (!m)
+		return;
+	memo_key(fs, s, &key);
+	if (bfs_icache_dir_load(fs->env.icache, &key, m) == 0) {
+		for (size_t i = 0; i < s->n; i++) {
+			struct snent *e = &s->e[i];
+
+			if (!(m[i].flags & BFS_DIRMEMO_STAMPED))
+				continue;
+			atomic_init(&e->stamp, m[i].stamp);
+			if (m[i].flags & BFS_DIRMEMO_SIZED)
+				e->size = m[i].size;
+			atomic_init(&e->probed, true);
+		}
+		BFS_COUNT(fs->env.mount, dir_memos, 1);
+	}
+	free(m);
+}
+
+void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
+{
+	struct bfs_dirmemo_key key;
+	struct bfs_dirmemo_ent *m;
+	bool cached;
+
+	if (!fs->env.icache)
+		return;
+	bfs_mutex_lock(&fs->snaps.lock);
+	cached = s->cached;
+	bfs_mutex_unlock(&fs->snaps.lock);
+	if (!cached || !atomic_exchange(&s->dirty, false))
+		return;
+	m = malloc(s->n * sizeof(*m));
+	if (!m)
+		return;
+	bfs_mutex_lock(&s->pair_lock);
+	for (size_t i = 0; i < s->n; i++) {
+		const struct snent *e = &s->e[i];
+
+		m[i] = (struct bfs_dirmemo_ent){ 0 };
+		if (!atomic_load_explicit(&e->probed, memory_order_acquire))
+			continue;
+		m[i] = (struct bfs_dirmemo_ent){
+			.stamp = atomic_load(&e->stamp),
+			.size = e->size == NO_SIZE ? 0 : e->size,
+			.flags = BFS_DIRMEMO_STAMPED | (e->size == NO_SIZE ? 0 : BFS_DIRMEMO_SIZED),
+		};
+	}
+	bfs_mutex_unlock(&s->pair_lock);
+	memo_key(fs, s, &key);
+	(void)bfs_icache_dir_save(fs->env.icache, &key, m);
+	free(m);
+}
+
+/*
+ * bfs_snap_get(), for a reader (@ahead false) or for reading ahead: then
+ * true when the snapshot was read and cached here, marked s->ahead and
+ * counted in fs->snaps.ahead until a reader asks for it or it leaves the
+ * cache.
+ */
+static int snap_get(struct bfs_fs *fs, int dirfd, bool *ahead, struct bfs_snap **out)
+{
+	struct bfs_snap *s, *old = NULL;
+	struct stat dst;
+	size_t b;
+	int rc;
+
+	if (fstat(dirfd, &dst) < 0)
+		return -errno;
+	/*
+	 * Removed (and perhaps made again under the same name): the kernel
+	 * takes ESTALE as a sign to walk the path again, revalidating each
+	 * name, and so finds the new directory or none.
+	 */
+	if (dst.st_nlink == 0)
+		return -ESTALE;
+	b = snap_bucket(dst.st_dev, dst.st_ino);
+	bfs_mutex_lock(&fs->snaps.lock);
+	for (s = fs->snaps.chains[b]; s; s = s->hnext)
+		if (s->ino == dst.st_ino && s->dev == dst.st_dev)
+			break;
+	if (s && same_time(&s->mtime, &dst.st_mtim) && same_time(&s->ctime, &dst.st_ctim)) {
+		atomic_fetch_add(&s->refs, 1);
+		if (ahead) {
+			*ahead = false;		/* read already */
+		} else if (atomic_exchange(&s->ahead, false)) {
+			atomic_fetch_sub(&fs->snaps.ahead, 1);	/* read ahead, and now asked for */
+			BFS_COUNT(fs->env.mount, dirs_ahead_used, 1);
+		}
+		if (s->prev) {		/* the most recently used now */
+			s->prev->next = s->next;
+			*(s->next ? &s->next->prev : &fs->snaps.lru) = s->prev;
+			s->prev = NULL;
+			s->next = fs->snaps.mru;
+			fs->snaps.mru->prev = s;
+			fs->snaps.mru = s;
+		}
+		bfs_mutex_unlock(&fs->snaps.lock);
+		*out = s;
+		return 0;
+	}
+	bfs_mutex_unlock(&fs->snaps.lock);
+	rc = snap_read(fs, dirfd, &dst, &s);
+	if (rc < 0)
+		return rc;
+	/* Probes of the entries that kept their inode still hold: files are stamped anyway. */
+	if (racy(&dst) || s->bytes > BFS_SNAP_BUDGET / 4) {
+		if (ahead)
+			*ahead = false;		/* not kept: read for nothing */
+		*out = s;
+		return 0;
+	}
+	memo_load(fs, s);
+	bfs_mutex_lock(&fs->snaps.lock);
+	for (old = fs->snaps.chains[b]; old; old = old->hnext)
+		if (old->ino == s->ino && old->dev == s->dev)
+			break;
+	/* Read ahead while a reader read it too: the reader has what it wanted. */
+	if (ahead && old && same_time(&old->mtime, &s->mtime) && same_time(&old->ctime, &s->ctime))
+		*ahead = false;
+	if (ahead && *ahead) {
+		atomic_init(&s->ahead, true);
+		BFS_COUNT(fs->env.mount, dirs_ahead, 1);
+	}
+	if (old)
+		snap_unlink(fs, old);	/* outdated, or another thread's read of the same */
+	atomic_fetch_add(&s->refs, 1);	/* the cache's */
+	s->cached = true;
+	s->hnext = fs->snaps.chains[b];
+	fs->snaps.chains[b] = s;
+	s->next = fs->snaps.mru;
+	*(fs->snaps.mru ? &fs->snaps.mru->prev : &fs->snaps.lru) = s;
+	fs->snaps.mru = s;
+	fs->snaps.bytes += s->bytes;
+	while (fs->snaps.bytes > BFS_SNAP_BUDGET && fs->snaps.lru != s)
+		snap_unlink(fs, fs->snaps.lru);
+	bfs_mutex_unlock(&fs->snaps.lock);
+	*out = s;
+	return 0;
+}
+
+int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
+{
+	return snap_get(fs, dirfd, NULL, out);
+}
+
+/*
+ * Reading ahead. A walk (find, du, a backup) looks each subdirectory up
+ * and then lists it, one after another in the order its parent was
+ * listed, and the listing waits for the backing getdents: half of the
+ * daemon's time in a `find` of 100,000 files once names cost nothing
+ * else. So a lookup of a directory queues the snapshots of the next
+ * SNAP_AHEAD directories of its parent's listing on the workers, which
+ * read them while the walker is busy with this one. At most SNAP_AHEAD
+ * snapshots read ahead and not yet asked for are cached at a time
+ * (fs->snaps.ahead), so a walk in another order (ls -R sorts) wastes at
+ * most that many reads, and the cache holds the walk's own (16 of 1,000
+ * entries are 1 MiB of the 8 MiB budget). The workers, not the
+ * read-ahead queue at nice 19: a walk waits for these reads as soon as
+ * it gets to them, and with 4 ahead at nice 19 `find` often got to a
+ * directory before its read did; 16 on the workers kept ahead of it
+ * (bench/results/find/2026-11-28-aa5d12d/first-mount.md).
+ */
+#define SNAP_AHEAD 16
+
+struct ahead_job {
+	struct bfs_work work;
+	struct bfs_fs *fs;
+	struct bfs_snap *parent;	/* one reference: the name lives in it */
+	const struct snent *e;
+	int dirfd;			/* the parent directory: a duplicate, owned */
+};
+
+static void ahead_run(struct bfs_work *w)
+{
+	struct ahead_job *j = (struct ahead_job *)w;
+	struct bfs_fs *fs = j->fs;
+	struct bfs_snap *s;
+	bool ahead = false;
+	int fd;
+
+	fd = bfs_backing_openat(fs, j->dirfd, ename(j->parent, j->e),
+				O_PATH | O_DIRECTORY | O_NOFOLLOW);
+	if (fd >= 0) {
+		ahead = true;
+		if (snap_get(fs, fd, &ahead, &s) == 0)
+			bfs_snap_put(s);
+		else
+			ahead = false;
+		close(fd);
+	}
+	if (!ahead)
+		atomic_fetch_sub(&fs->snaps.ahead, 1);
+	close(j->dirfd);
+	bfs_snap_put(j->parent);
+	free(j);
+}
+
+/* Is a snapshot of directory @dev, @ino cached (of any version)? */
+static bool snap_cached(struct bfs_fs *fs, dev_t dev, ino_t ino)
+{
+	struct bfs_snap *s;
+
+	bfs_mutex_lock(&fs->snaps.lock);
+	for (s = fs->snaps.chains[snap_bucket(dev, ino)]; s; s = s->hnext)
+		if (s->ino == ino && s->dev == dev)
+			break;
+	bfs_mutex_unlock(&fs->snaps.lock);
+	return s != NULL;
+}
+
+void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name)
+{
+	struct bfs_fs *fs = c->fs;
+	struct bfs_snap *s = c->snap;
+	const struct snent *e = snap_find(s, name);
+	size_t seen = 0;
+
+	if (!e || !bfs_workq_threads(fs->env.workq))
+		return;
+	for (size_t i = (size_t)(e - s->e) + 1; i < s->n && seen < SNAP_AHEAD; i++) {
+		struct snent *x = &s->e[i];
+		struct ahead_job *j;
+
+		if (x->type != DT_DIR)
+			continue;
+		seen++;
+		if (atomic_exchange(&x->queued, true))
+			continue;
+		if (atomic_fetch_add(&fs->snaps.ahead, 1) >= SNAP_AHEAD ||
+		    snap_cached(fs, s->dev, x->ino))
+			goto out_unqueue;
+		j = malloc(sizeof(*j));
+		if (!j)
+			goto out_unqueue;
+		*j = (struct ahead_job){ .work.fn = ahead_run, .fs = fs, .e = x,
+					 .dirfd = fcntl(c->dirfd, F_DUPFD_CLOEXEC, 0) };
+		if (j->dirfd >= 0) {
+			j->parent = bfs_snap_hold(s);
+			if (bfs_workq_try(fs->env.workq, &j->work))
+				continue;
+			bfs_snap_put(s);
+			close(j->dirfd);
+		}
+		free(j);
+out_unqueue:
+		atomic_fetch_sub(&fs->snaps.ahead, 1);
+		atomic_store(&x->queued, false);	/* a later lookup may try again */
+		if (atomic_load(&fs->snaps.ahead) >= SNAP_AHEAD)
+			return;
+	}
+}
+
+int bfs_snap_cache_init(struct bfs_snaps *c)
+{
+	*c = (struct bfs_snaps){ .chains = calloc(BFS_SNAP_BUCKETS, sizeof(*c->chains)) };
+	if (!c->chains)
+		return -ENOMEM;
+	bfs_mutex_init(&c->lock);
+	atomic_init(&c->ahead, 0);
+	return 0;
+}
+
+void bfs_snap_cache_free(struct bfs_fs *fs)
+{
+	if (!fs->snaps.chains)
+		return;		/* never set up */
+	while (fs->snaps.lru) {
+		bfs_snap_save(fs, fs->snaps.lru);	/* what lookups learned since the listing */
+		snap_unlink(fs, fs->snaps.lru);
+	}
+	free(fs->snaps.chains);
+	fs->snaps.chains = NULL;
+	pthread_mutex_destroy(&fs->snaps.lock);
+}
+
+static bool snap_exists(void *ctx, const char *name)
+{
+	return snap_find(((struct bfs_snap_ctx *)ctx)->snap, name) != NULL;
+}
+
+/*
+ * Names come from suffixes alone (names.h): a listing asks only whether
+ * an entry is a regular file, which getdents said. An entry whose type
+ * the backing filesystem does not give (DT_UNKNOWN) is taken for one; a
+ * lookup, which stats it, shows a directory so named unchanged.
+ */
+static bool snap_is_file(void *ctx, const char *name)
+{
+	struct bfs_snap_ctx *c = ctx;
+	struct snent *e = snap_find(c->snap, name);
+
+	return e && (e->type == DT_REG || e->type == DT_UNKNOWN);
+}
+
+const struct bfs_name_ops bfs_snap_name_ops = { .exists = snap_exists, .is_file = snap_is_file };
+
+struct bfs_snap_entry bfs_snap_at(const struct bfs_snap *s, size_t i)
+{
+	const struct snent *e = &s->e[i];
+
+	return (struct bfs_snap_entry){ .name = ename(s, e), .ino = e->ino, .type = e->type };
+}
+
+size_t bfs_snap_count(const struct bfs_snap *s)
+{
+	return s->n;
+}
+
+void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
+			uint64_t size)
+{
+	struct snent *e = snap_find(c->snap, name);
+	bool learned = false;
+
+	if (!e || size == NO_SIZE)
+		return;
+	bfs_mutex_lock(&c->snap->pair_lock);
+	if (!atomic_load_explicit(&e->probed, memory_order_acquire) ||
+	    atomic_load(&e->stamp) != stamp || e->size != size) {
+		atomic_store(&e->stamp, stamp);
+		e->size = size;
+		atomic_store_explicit(&e->probed, true, memory_order_release);
+		learned = true;
+	}
+	bfs_mutex_unlock(&c->snap->pair_lock);
+	if (learned)
+		atomic_store(&c->snap->dirty, true);
+}
+
+bool bfs_snap_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp, uint64_t *size)
+{
+	struct snent *e = snap_find(c->snap, name);
+
+	if (!e || !atomic_load_explicit(&e->probed, memory_order_acquire))
+		return false;
+	bfs_mutex_lock(&c->snap->pair_lock);
+	*size = atomic_load(&e->stamp) == stamp ? e->size : NO_SIZE;
+	bfs_mutex_unlock(&c->snap->pair_lock);
+	return *size != NO_SIZE;
+}
+
+bool bfs_snap_new_file(struct bfs_snap_ctx *c, const char *name, dev_t *dev, ino_t *ino)
+{
+	struct snent *e = snap_find(c->snap, name);
+	bool unsized;
+
+	if (!e || e->type != DT_REG)
+		return false;
+	bfs_mutex_lock(&c->snap->pair_lock);
+	unsized = e->size == NO_SIZE;
+	bfs_mutex_unlock(&c->snap->pair_lock);
+	*dev = c->snap->dev;
+	*ino = e->ino;
+	return unsized;
+}
