@@ -200,6 +200,25 @@ uint32_t bfs_zstd_xxh64_low(const void *p, size_t len);
 size_t bfs_zstd_parked_bytes(void);
 
 /*
+ * The budget of decoders parked between the spans of a chain (codec.h,
+ * resume()) by codec_zstd.c and codec_xz.c, one for both and for every
+ * file of the mount (one mount per process). A codec charges what it
+ * parks and releases what it takes back or frees; while the parked bytes
+ * are over the budget it frees its least recently parked, never the one
+ * it is parking (a reader's stream keeps its decoder: that is the stream's
+ * window, which the memory bound of blockfs(8) counts per stream being
+ * decoded, as it does the decoder of each decode in progress).
+ */
+#define BFS_PARK_BUDGET (24u << 20)
+void bfs_codec_park_charge(size_t bytes);
+void bfs_codec_park_release(size_t bytes);
+/* Would @more bytes parked go over the budget? */
+bool bfs_codec_park_over(size_t more);
+size_t bfs_codec_parked_bytes(void);
+/* For tests: another budget (0 keeps nothing but what is being parked); returns the old one. */
+size_t bfs_codec_park_set_budget(size_t bytes);
+
+/*
  * Which codecs the registry offers, and their settings: one mount per
  * process, so set once by main() before anything is probed (tests may
  * set it between cases). Plain gzip is off unless asked for
