@@ -205,9 +205,10 @@ size_t bfs_zstd_parked_bytes(void);
  * file of the mount (one mount per process). A codec charges what it
  * parks and releases what it takes back or frees; while the parked bytes
  * are over the budget it frees its least recently parked, never the one
- * it is parking (a reader's stream keeps its decoder: that is the stream's
- * window, which the memory bound of blockfs(8) counts per stream being
- * decoded, as it does the decoder of each decode in progress).
+ * it is parking. The daemon's memory bound (blockfs(8), cache_size) is
+ *   cache_size + 32 MiB + one decoder window per stream being decoded:
+ * the budget lies within the 32 MiB, and a decoder parked past it (the
+ * one a reader just parked) or in use is its stream's window.
  */
 #define BFS_PARK_BUDGET (24u << 20)
 void bfs_codec_park_charge(size_t bytes);
