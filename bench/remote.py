@@ -21,6 +21,19 @@ that every byte crosses the network:
                 untimed mount just before on the same sshfs mount (then the
                 caches dropped): ls -l, then cat
 
+and, asked for with --variants:
+
+    gzdc-bgzf   gzip -dc FILE.gz | md5sum, a BGZF file without .gzi
+    bfs-bgzf    md5sum of it through a first blockfs mount (index_cache=off)
+    gzdc-gzip   gzip -dc FILE.gz | md5sum, a plain gzip -6 file
+    bfs-gzip    md5sum of it through a first blockfs mount
+    bfs-random  200 random 4 KiB preads of the lz4 file through blockfs
+                with its index cached (as bfs-cached), caches dropped
+                first: seconds per read, and the daemon's backing reads
+                per read (each a request to sshfs)
+
+(bfs-bgzf and bfs-gzip are taken as ratios to their gzip -dc variant.)
+
 sshfs runs with -o noforget: it numbers inodes in the order they are looked
 up and, without it, numbers a file anew once the kernel forgets it, and
 blockfs's index cache names entries by device and inode number, so an
@@ -65,7 +78,15 @@ RESULTS = os.path.join(REPO, "bench", "results", "remote", "%s-%s" % (
 PROXY = os.path.join(REPO, "tests", "integration", "delay_proxy.py")
 SSHD = "/usr/sbin/sshd"
 
-VARIANTS = ["net", "lz4dc", "bfs-first", "bfs-cached"]
+VARIANTS = ["net", "lz4dc", "bfs-first", "bfs-cached", "gzdc-bgzf", "bfs-bgzf", "gzdc-gzip",
+            "bfs-gzip", "bfs-random"]
+DEFAULT_VARIANTS = VARIANTS[:4]
+# the variant each one's ratio is taken to, within the round (default lz4dc)
+BASE = {"bfs-bgzf": "gzdc-bgzf", "bfs-gzip": "gzdc-gzip"}
+# the export directory (under bench/data/remote/) and file each variant reads
+EXPORT = {"gzdc-bgzf": ("export-bgzf", "text.gz"), "bfs-bgzf": ("export-bgzf", "text"),
+          "gzdc-gzip": ("export-gzip", "text.gz"), "bfs-gzip": ("export-gzip", "text")}
+RANDOM_READS = 200
 
 
 def gen_text(path, size):
@@ -106,6 +127,12 @@ def prepare(size):
     if made or not os.path.exists(lz):
         os.makedirs(export, exist_ok=True)
         sp.run(["lz4", "-q", "-f", "-B4", text, lz], check=True)
+    for d, cmd in (("export-bgzf", "bgzip -c"), ("export-gzip", "gzip -6 -c")):
+        gz = os.path.join(DATA, d, "text.gz")
+        if made or not os.path.exists(gz):
+            os.makedirs(os.path.dirname(gz), exist_ok=True)
+            sp.run("%s %s > %s.tmp && mv %s.tmp %s" % (cmd, text, gz, gz, gz), shell=True,
+                   check=True)
     return export, size, origin
 
 
@@ -289,15 +316,30 @@ def run_variant(v, a, server, export, work):
     icache = os.path.join(work, "icache")
     out = {}
     fs = bfs = None
+    if v in EXPORT:
+        export = os.path.join(os.path.dirname(export), EXPORT[v][0])
     try:
         fs = sshfs(server, export, s_mnt)
+        if v in ("gzdc-bgzf", "gzdc-gzip"):
+            drop_caches()
+            out["time"], out["reader_cpu"] = timed(
+                "gzip -dc %s | md5sum > /dev/null" % os.path.join(s_mnt, EXPORT[v][1]))
+            return out
+        if v in ("bfs-bgzf", "bfs-gzip"):
+            drop_caches()
+            bfs = blockfs(a.binary, s_mnt, b_mnt, "index_cache=off")
+            out["time"], out["reader_cpu"] = timed(
+                "md5sum %s > /dev/null" % os.path.join(b_mnt, EXPORT[v][1]))
+            out["daemon_cpu"] = cpu_of(bfs.proc.pid)
+            out["backing_reads"] = backing_reads(b_mnt)
+            return out
         if v in ("net", "lz4dc"):
             drop_caches()
             cmd = ("cat %s > /dev/null" if v == "net" else "lz4 -dc %s > /dev/null") \
                 % os.path.join(s_mnt, "text.lz4")
             out["time"], out["reader_cpu"] = timed(cmd)
             return out
-        if v == "bfs-cached":
+        if v in ("bfs-cached", "bfs-random"):
             shutil.rmtree(icache, ignore_errors=True)
             os.mkdir(icache, 0o700)
             fill = blockfs(a.binary, s_mnt, b_mnt, "index_cache=" + icache)
@@ -310,6 +352,10 @@ def run_variant(v, a, server, export, work):
             opts = "index_cache=off"
         drop_caches()
         bfs = blockfs(a.binary, s_mnt, b_mnt, opts)
+        if v == "bfs-random":
+            out.update(random_reads(b_mnt))
+            out["daemon_cpu"] = cpu_of(bfs.proc.pid)
+            return out
         out["ls"], ls_cpu = timed("ls -l %s > /dev/null" % b_mnt)
         out["cat"], cat_cpu = timed("cat %s > /dev/null" % os.path.join(b_mnt, "text"))
         out["time"] = out["ls"] + out["cat"]
@@ -327,6 +373,28 @@ def run_variant(v, a, server, export, work):
         os.rmdir(s_mnt)
 
 
+def random_reads(mnt):
+    """RANDOM_READS preads of 4 KiB at random places, one at a time."""
+    path = os.path.join(mnt, "text")
+    size = os.stat(path).st_size
+    r = random.Random(size)
+    offs = [r.randrange(0, size - 4096) & ~4095 for _ in range(RANDOM_READS)]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)	# no kernel read-ahead
+        n0 = backing_reads(mnt)
+        t = time.perf_counter()
+        for off in offs:
+            if len(os.pread(fd, 4096, off)) != 4096:
+                raise SystemExit("short read at %d" % off)
+        dt = time.perf_counter() - t
+        n1 = backing_reads(mnt)
+    finally:
+        os.close(fd)
+    return {"time": dt, "per_read_ms": dt / RANDOM_READS * 1000.0,
+            "reads_per_read": (n1 - n0) / RANDOM_READS, "reader_cpu": 0.0}
+
+
 def fmt_range(xs, f="%.2f"):
     return (f + " (" + f + "-" + f + ")") % (statistics.median(xs), min(xs), max(xs))
 
@@ -340,7 +408,9 @@ def report(a, res, origin, csize, load):
     lines.append("%d MiB of %s as a stock `lz4 -B4` file (%.1f MiB) on sshfs through a proxy "
                  "adding %g ms each way; %d paired rounds, each variant on a fresh sshfs mount "
                  "with the kernel's caches dropped%s. Seconds: median (range); ratio to "
-                 "`lz4 -dc` within each round." % (a.size_mib, origin, csize / 1048576.0,
+                 "`lz4 -dc` (or the variant named) within each round; the same text as "
+                 "BGZF (`bgzip`) and `gzip -6` files for the gzip rows."
+                 % (a.size_mib, origin, csize / 1048576.0,
                                                     a.delay_ms, rounds,
                                                     "" if os.geteuid() == 0 else
                                                     " (NOT dropped: not root)"))
@@ -348,14 +418,23 @@ def report(a, res, origin, csize, load):
     lines.append("| variant | what is timed | seconds | / lz4 -dc | daemon CPU s | reader CPU s "
                  "| backing reads |")
     lines.append("|---|---|---:|---:|---:|---:|---:|")
-    base = res.get("lz4dc")
     what = {"net": "cat of the .lz4 (network floor)", "lz4dc": "lz4 -dc > /dev/null",
-            "bfs-first": "index_cache=off", "bfs-cached": "index cached"}
+            "bfs-first": "index_cache=off", "bfs-cached": "index cached",
+            "gzdc-bgzf": "BGZF, no .gzi: gzip -dc \\| md5sum",
+            "bfs-bgzf": "BGZF, no .gzi: md5sum, first mount (/ gzdc-bgzf)",
+            "gzdc-gzip": "gzip -6: gzip -dc \\| md5sum",
+            "bfs-gzip": "gzip -6: md5sum, first mount (/ gzdc-gzip)",
+            "bfs-random": "%d random 4 KiB preads, index cached" % RANDOM_READS}
     for v in a.variants:
         runs = res[v]
+        base = res.get(BASE.get(v, "lz4dc"))
         parts = [("time", what[v])]
-        if v.startswith("bfs"):
+        if v in ("bfs-first", "bfs-cached"):
             parts = [("ls", "ls -l (first stat)"), ("cat", "cat"), ("time", "ls -l + cat")]
+        if v == "bfs-random":
+            parts = [("time", what[v]), ("per_read_ms", "ms per read"),
+                     ("reads_per_read", "backing reads per read")]
+            base = None
         for key, label in parts:
             xs = [r[key] for r in runs]
             rat = "-"
@@ -366,13 +445,16 @@ def report(a, res, origin, csize, load):
             cpu_r = fmt_range([r["reader_cpu"] for r in runs]) if key == "time" else ""
             br = "%d" % statistics.median([r["backing_reads"] for r in runs]) \
                 if key == "time" and "backing_reads" in runs[0] else ""
-            if v.startswith("bfs"):
+            if v in ("bfs-first", "bfs-cached"):
                 label = what[v] + ": " + label
             lines.append("| %s | %s | %s | %s | %s | %s | %s |"
                          % (v, label, fmt_range(xs), rat, cpu_d, cpu_r, br))
     lines.append("")
-    lines.append("Command: bench/remote.py --size-mib %d --rounds %d --delay-ms %g "
-                 "(load average at start: %s)" % (a.size_mib, a.rounds, a.delay_ms, load))
+    lines.append("Command: bench/remote.py --size-mib %d --rounds %d --delay-ms %g%s "
+                 "(load average at start: %s)"
+                 % (a.size_mib, a.rounds, a.delay_ms,
+                    "" if a.variants == DEFAULT_VARIANTS else " --variants " + ",".join(a.variants),
+                    load))
     return "\n".join(lines) + "\n"
 
 
@@ -381,7 +463,8 @@ def main():
     ap.add_argument("--size-mib", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--delay-ms", type=float, default=2.0, help="one-way delay, each direction")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                    help="any of " + ",".join(VARIANTS))
     ap.add_argument("--name", help="result file name (default: SIZE-DELAY)")
     ap.add_argument("--label", help="a line on top of the report (e.g. 'smoke run')")
     ap.add_argument("--binary", default=os.path.join(REPO, "build", "src", "blockfs"))
@@ -390,7 +473,7 @@ def main():
     for v in a.variants:
         if v not in VARIANTS:
             raise SystemExit("unknown variant %s (%s)" % (v, ", ".join(VARIANTS)))
-    for tool in ("sshfs", "ssh-keygen", "lz4", "fusermount3"):
+    for tool in ("sshfs", "ssh-keygen", "lz4", "fusermount3", "bgzip", "gzip", "md5sum"):
         if not shutil.which(tool):
             raise SystemExit("needs %s (tools/deps.sh --test)" % tool)
     if not os.access(SSHD, os.X_OK):

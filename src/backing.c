@@ -232,21 +232,19 @@ static int open_beneath(struct bfs_fs *fs, const char *path, int flags)
 }
 
 /*
- * A descriptor for what @in's path below SOURCE names now, if that is
- * still @in (its stat in *@st): open for reading when @in is a regular
+ * A descriptor for what @path below SOURCE names now, if that is still
+ * @in (its stat in *@st): open for reading when @in is a regular
  * file that can be read (the opens of a version then duplicate it), else
  * O_PATH. openat2, so that not even this follows a symbolic link out of
  * SOURCE. *@rd says which.
  * Return: the descriptor; -ESTALE when the path names another object or
- * nothing, or @in was never named; other -errno from openat2 or fstat.
+ * nothing; other -errno from openat2 or fstat.
  */
-static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st, bool *rd)
+static int open_path(struct bfs_fs *fs, struct bfs_inode *in, const char *path, struct stat *st,
+		     bool *rd)
 {
-	char *path = rpath_dup(fs, in);
 	int fd = -1, rc;
 
-	if (!path)
-		return -ESTALE;		/* never named: nothing to find it by */
 	*rd = in->type == S_IFREG;
 	if (*rd)
 		fd = open_beneath(fs, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
@@ -254,7 +252,6 @@ static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st
 		*rd = false;	/* unreadable (a daemon not run by root): stat still works */
 		fd = open_beneath(fs, path, O_PATH | O_NOFOLLOW);
 	}
-	free(path);
 	if (fd < 0)
 		return errno == ENOENT || errno == ENOTDIR ? -ESTALE : -errno;
 	rc = fstat(fd, st) < 0 ? -errno : 0;
@@ -265,6 +262,54 @@ static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st
 		return rc;
 	}
 	return fd;
+}
+
+/* open_path() at @in's path; -ESTALE too when @in was never named. */
+static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st, bool *rd)
+{
+	char *path = rpath_dup(fs, in);
+	int fd;
+
+	if (!path)
+		return -ESTALE;		/* never named: nothing to find it by */
+	fd = open_path(fs, in, path, st, rd);
+	free(path);
+	return fd;
+}
+
+int bfs_backing_reopen_name(void *ctx, const char *rpath)
+{
+	int fd = open_beneath(ctx, rpath, O_RDONLY | O_NOFOLLOW);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int bfs_inode_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpath, int err)
+{
+	struct stat st;
+	bool rd;
+	int fd, old, rc = err;
+
+	if (!bfs_io_handle_dead(err) || in == &fs->root || !rpath)
+		return err;
+	bfs_mutex_lock(&fs->fd_lock);
+	old = in->fd_rdonly ? in->fd : -1;	/* an O_PATH one holds no handle of the server's */
+	bfs_mutex_unlock(&fs->fd_lock);
+	if (old < 0)
+		return err;
+	fd = open_path(fs, in, rpath, &st, &rd);
+	if (fd < 0)
+		return fd == -ESTALE ? -ESTALE : err;
+	bfs_mutex_lock(&fs->fd_lock);
+	/* still the same descriptor (pinned by the caller): the number stays */
+	if (rd && in->fd == old && in->fd_rdonly && dup3(fd, old, O_CLOEXEC) >= 0)
+		rc = 0;
+	bfs_mutex_unlock(&fs->fd_lock);
+	close(fd);
+	if (rc == 0)
+		bfs_info("%s: a read of its backing file failed (%s): opened again by path",
+			 rpath, strerror(-err));
+	return rc;
 }
 
 int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
@@ -375,7 +420,7 @@ int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *s
  * read would? Elsewhere (NFS, CIFS, 9p, sshfs and other FUSE filesystems,
  * Ceph, ...) any access may wait for a network or another daemon, and the
  * FUSE loop hands every request over before it starts (loop.c), and
- * readpath=auto maps nothing (file.c: a server that goes away would turn
+ * readpath=auto maps nothing (read.c: a server that goes away would turn
  * reads of a mapping into SIGBUS, each caught as EIO). Unknown
  * types count as remote: a wrong guess there costs a thread wakeup per
  * request, one the other way a mount that waits behind a stuck server.

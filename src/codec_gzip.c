@@ -1106,7 +1106,7 @@ uint64_t bfs_codec_gzip_lib_spans(void)
  * far. The whole span (@n its usize) must also end exactly where the
  * next checkpoint stands, and with @verify match its CRC32; a prefix
  * cannot be held to either, only to inflating without error (a random
- * reader's first read of a span, file.c; its second decodes it whole).
+ * reader's first read of a span, read.c; its second decodes it whole).
  */
 static int gzip_decode_indexed(const struct bfs_index *idx, size_t k, const uint8_t *src,
 			       uint8_t *dst, uint32_t n_want, bool verify, const char **why)

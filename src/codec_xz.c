@@ -80,6 +80,7 @@
 #include <string.h>
 
 #include "blockfs/codec.h"
+#include "blockfs/spill.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
 
@@ -301,6 +302,10 @@ struct xz_pool {
 	int *proof;			/* open chains: per block, at a chain's first span: 0
 					 * unknown, 1 proven, else the -errno it failed with;
 					 * NULL without open chains; protected by lock */
+	size_t n;			/* entries of proof and spill */
+	struct bfs_spill **spill;	/* per block, at a proven open chain's first span: its
+					 * output (spill.h), or NULL; set once, under lock;
+					 * freed with the pool */
 };
 
 static void pool_free(void *p)
@@ -313,6 +318,10 @@ static void pool_free(void *p)
 		dec_free(pool->slot[i]);
 	}
 	pthread_mutex_destroy(&pool->lock);
+	if (pool->spill)
+		for (size_t k = 0; k < pool->n; k++)
+			bfs_spill_drop(pool->spill[k]);
+	free(pool->spill);
 	free(pool->proof);
 	free(pool);
 }
@@ -324,14 +333,19 @@ static int pool_attach(struct bfs_index *idx)
 
 	for (size_t k = 0; k < idx->n && !open; k++)
 		open = idx->blk[k].flags & BFS_BLK_OPEN;
-	if (!pool || (open && !(pool->proof = calloc(idx->n, sizeof(*pool->proof))))) {
+	if (!pool || (open && (!(pool->proof = calloc(idx->n, sizeof(*pool->proof))) ||
+			       !(pool->spill = calloc(idx->n, sizeof(*pool->spill)))))) {
+		if (pool)
+			free(pool->proof);
 		free(pool);
 		return -ENOMEM;
 	}
+	pool->n = open ? idx->n : 0;
 	bfs_mutex_init(&pool->lock);
 	idx->priv = pool;
 	idx->priv_free = pool_free;
-	idx->priv_bytes = sizeof(*pool) + (open ? idx->n * sizeof(*pool->proof) : 0);
+	idx->priv_bytes = sizeof(*pool) +
+			  (open ? idx->n * (sizeof(*pool->proof) + sizeof(*pool->spill)) : 0);
 	return 0;
 }
 
@@ -410,14 +424,37 @@ static size_t chain_first(const struct bfs_index *idx, size_t k)
 	return k;
 }
 
+/* The spill of the proven open chain whose first span is @k0, or NULL. */
+static struct bfs_spill *spill_of(struct xz_pool *pool, size_t k0)
+{
+	struct bfs_spill *s;
+
+	if (!pool->spill)
+		return NULL;
+	bfs_mutex_lock(&pool->lock);
+	s = pool->spill[k0];
+	bfs_mutex_unlock(&pool->lock);
+	return s;
+}
+
+static bool xz_chain_head(const struct bfs_blk *b)
+{
+	return b->aux & AUX_FIRST;
+}
+
 static size_t xz_resume(const struct bfs_index *idx, size_t k)
 {
 	struct xz_pool *pool = idx->priv;
+	struct bfs_spill *s;
 	size_t best;
 
 	if (!(idx->blk[k].flags & BFS_BLK_CHAIN) || !pool)
 		return k;
 	best = chain_first(idx, k);
+	/* a spilled chain is read where it is wanted: no decoder needed */
+	s = idx->blk[k].flags & BFS_BLK_OPEN ? spill_of(pool, best) : NULL;
+	if (s && bfs_spill_live(s))
+		return k;
 	bfs_mutex_lock(&pool->lock);
 	for (size_t i = 0; i < POOL_SLOTS; i++) {
 		const struct dec *d = pool->slot[i];
@@ -613,6 +650,15 @@ static int chain_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
 /* ---- open chains ---- */
 
 /*
+ * With -o verify an open chain is decoded whole once, its check and sizes
+ * checked, before the first of its bytes is served (prove()); its output
+ * goes to the spill (spill.h, -o spill_size) when that has room, and the
+ * spans are then read from there instead of being decoded again. A chain
+ * the spill cannot take, or whose spill is dropped, is decoded span by
+ * span from parked decoders, as without one.
+ */
+
+/*
  * The input of an open chain (BFS_BLK_OPEN: its block's sizes came from
  * the xz index, and no walk said where each span's input starts): the
  * whole block from @src, or through @io in pieces of WALK_CHUNK.
@@ -744,16 +790,19 @@ static int feed_start(struct feed *f, unsigned int check, uint64_t usize, bool v
 }
 
 /*
- * Decode the open chain that starts at span @k0 whole, with its check,
- * and drop the output: what the walk of a block does at the first stat.
+ * Decode the open chain that starts at span @k0 whole, with its check:
+ * what the walk of a block does at the first stat. The output goes into
+ * *@spill when there is one (spill.h), else is dropped; a spill that
+ * fails to write is dropped (*@spill NULL) and the proof goes on.
  * Return: 0, -EBADMSG or -EILSEQ (with *@why), -errno.
  */
-static int prove(const struct bfs_index *idx, size_t k0, struct feed *f, const char **why)
+static int prove(const struct bfs_index *idx, size_t k0, struct feed *f,
+		 struct bfs_spill **spill, const char **why)
 {
-	uint64_t usize = chain_usize(idx, k0), done;
+	uint64_t usize = chain_usize(idx, k0), done, left;
 	struct dec *d;
-	lzma_ret lr;
-	int rc, err;
+	lzma_ret lr = LZMA_OK;
+	int rc, err = 0;
 
 	if (usize == UINT64_MAX) {
 		*why = "open xz chain without its last span";
@@ -763,7 +812,22 @@ static int prove(const struct bfs_index *idx, size_t k0, struct feed *f, const c
 	if (rc < 0)
 		return rc;
 	feed_none(f, d, d->in_at);
-	lr = feed_run(f, d, NULL, usize, &done, &err, why);
+	for (left = usize; left > 0 && lr == LZMA_OK && err == 0; left -= done) {
+		size_t cap = 0;
+		uint8_t *out = *spill ? bfs_spill_next(*spill, &cap) : NULL;
+		uint64_t n = out && left > cap ? cap : left;
+
+		if (*spill && !out) {
+			bfs_spill_drop(*spill);		/* the proof goes on without it */
+			*spill = NULL;
+		}
+		/* straight into the spill's buffer, handed over as it fills; else dropped */
+		lr = feed_run(f, d, out, n, &done, &err, why);
+		if (*spill && bfs_spill_add(*spill, (size_t)done) < 0) {
+			bfs_spill_drop(*spill);
+			*spill = NULL;
+		}
+	}
 	if (err == 0 && lr == LZMA_OK)
 		lr = feed_end(f, d, &err, why);
 	rc = err;
@@ -781,10 +845,15 @@ static int prove(const struct bfs_index *idx, size_t k0, struct feed *f, const c
 	return rc;
 }
 
-/* Has the open chain at @k0 been proven (prove())? Prove it now if not; the answer is kept. */
+/*
+ * Has the open chain at @k0 been proven (prove())? Prove it now if not;
+ * the answer is kept, and so is the proof's output when the spill takes
+ * it (pool->spill).
+ */
 static int proven(const struct bfs_index *idx, struct xz_pool *pool, size_t k0, struct feed *f,
 		  const char **why)
 {
+	struct bfs_spill *s;
 	int known, rc;
 
 	bfs_mutex_lock(&pool->lock);
@@ -797,12 +866,22 @@ static int proven(const struct bfs_index *idx, struct xz_pool *pool, size_t k0, 
 					  "xz block failed to decode when first read";
 		return known;
 	}
-	rc = prove(idx, k0, f, why);
+	s = bfs_spill_begin(chain_usize(idx, k0));
+	rc = prove(idx, k0, f, &s, why);
+	if (s && (rc < 0 || bfs_spill_seal(s) < 0)) {
+		bfs_spill_drop(s);	/* never a byte of a block that failed its proof */
+		s = NULL;
+	}
 	if (rc == 0 || rc == -EBADMSG || rc == -EILSEQ) {
 		bfs_mutex_lock(&pool->lock);
 		pool->proof[k0] = rc == 0 ? 1 : rc;
+		if (s && !pool->spill[k0]) {
+			pool->spill[k0] = s;
+			s = NULL;
+		}
 		bfs_mutex_unlock(&pool->lock);
 	}
+	bfs_spill_drop(s);	/* another reader proved it too, or the proof could not finish */
 	return rc;
 }
 
@@ -828,9 +907,15 @@ static int open_decode(const struct bfs_index *idx, size_t k, struct feed *f, ui
 		return -EBADMSG;
 	}
 	if (verify) {
+		struct bfs_spill *s;
+
 		rc = proven(idx, pool, k0, f, why);
 		if (rc < 0)
 			return rc;
+		/* proven whole: its bytes from the spill when they are there, else decoded again */
+		s = spill_of(pool, k0);
+		if (s && bfs_spill_read(s, dst, n, b->uoff - idx->blk[k0].uoff) == 0)
+			return 0;
 	}
 	d = pool_take(pool, k);
 	if (!d && !(b->aux & AUX_FIRST)) {
@@ -1715,6 +1800,7 @@ const struct bfs_codec bfs_codec_xz = {
 	.decode_indexed = xz_decode_indexed,
 	.resume = xz_resume,
 	.decode_open = xz_decode_open,
+	.chain_head = xz_chain_head,
 	.check_entry = xz_check_entry,
 	.cache_load = xz_cache_load,
 };

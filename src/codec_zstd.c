@@ -49,7 +49,12 @@
  *    once, its checksum and size checked, before the first of its bytes
  *    is served (prove()): bytes a damaged frame decodes to are never
  *    served, as with the walk below; without verify, spans are served as
- *    they decode, as zstd -dc writes them.
+ *    they decode, as zstd -dc writes them. The proof's output goes to the
+ *    spill (spill.h, -o spill_size) when it has room: once proven, spans
+ *    are read from there instead of being decoded a second time, and a
+ *    read in the middle of the frame costs a pread. A frame the spill
+ *    cannot take, or whose spill is dropped, is decoded again, span by
+ *    span, as without one.
  *
  *    Without one (zstd reading a pipe), or when the block headers are
  *    damaged (a cut file), the frame is decoded once during the scan.
@@ -97,6 +102,7 @@
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "blockfs/spill.h"
 
 /* RFC 8878, 3.1.1 and 3.1.2 */
 #define ZMAGIC			0xFD2FB528u
@@ -718,6 +724,10 @@ struct chains {
 	struct parked *slot[PARK_PER_FILE];	/* protected by park_lock */
 	uint8_t *proof;		/* enum proof per block, at the first span of an open frame;
 				 * NULL without open spans; protected by park_lock */
+	size_t n;		/* entries of proof and spill */
+	struct bfs_spill **spill;	/* per block, at the first span of a proven open frame:
+					 * its output (spill.h), or NULL; set once, under
+					 * park_lock; freed with the pool */
 };
 
 /*
@@ -783,7 +793,7 @@ static void park(struct chains *c, struct parked *p)
 	p->owner = c;
 	p->bytes = ZSTD_sizeof_DCtx(p->d);
 	bfs_mutex_lock(&park_lock);
-	/* one at the same span (never, under file.c's chain lock), a free slot, or c's oldest */
+	/* one at the same span (never, under the version's chain lock, read.c), a free slot, or c's oldest */
 	for (i = 0; i < PARK_PER_FILE && slot == PARK_PER_FILE; i++)
 		if (c->slot[i] && c->slot[i]->k == p->k)
 			slot = i;
@@ -838,6 +848,10 @@ static void chains_free(void *priv)
 	bfs_mutex_unlock(&park_lock);
 	for (size_t i = 0; i < PARK_PER_FILE; i++)
 		parked_free(gone[i]);
+	if (c->spill)
+		for (size_t k = 0; k < c->n; k++)
+			bfs_spill_drop(c->spill[k]);
+	free(c->spill);
 	free(c->proof);
 	free(c);
 }
@@ -855,13 +869,17 @@ static int chains_attach(struct bfs_index *idx)
 	if (!any || idx->priv)
 		return 0;
 	c = calloc(1, sizeof(*c));
-	if (!c || (open && !(c->proof = calloc(idx->n, 1)))) {
+	if (!c || (open && (!(c->proof = calloc(idx->n, 1)) ||
+			    !(c->spill = calloc(idx->n, sizeof(*c->spill)))))) {
+		if (c)
+			free(c->proof);
 		free(c);
 		return -ENOMEM;
 	}
+	c->n = open ? idx->n : 0;
 	idx->priv = c;
 	idx->priv_free = chains_free;
-	idx->priv_bytes = sizeof(*c) + (open ? idx->n : 0);
+	idx->priv_bytes = sizeof(*c) + (open ? idx->n * (1 + sizeof(*c->spill)) : 0);
 	return 0;
 }
 
@@ -884,20 +902,72 @@ static size_t chain_start(const struct bfs_index *idx, size_t k)
 	return seq <= k ? k - seq : k;	/* (checked by scan and cache_load) */
 }
 
+/* The spill of the proven open frame whose first span is @k0, or NULL. */
+static struct bfs_spill *spill_of(struct chains *c, size_t k0)
+{
+	struct bfs_spill *s;
+
+	if (!c->spill)
+		return NULL;
+	bfs_mutex_lock(&park_lock);
+	s = c->spill[k0];
+	bfs_mutex_unlock(&park_lock);
+	return s;
+}
+
+static bool zstd_chain_head(const struct bfs_blk *b)
+{
+	return (b->aux & SPAN_SEQ_MASK) == 0;
+}
+
 static size_t zstd_resume(const struct bfs_index *idx, size_t k)
 {
 	struct chains *c = idx->priv;
+	struct bfs_spill *s;
 	size_t best;
 
 	if (k >= idx->n || !(idx->blk[k].flags & BFS_BLK_CHAIN) || !c)
 		return k;
 	best = chain_start(idx, k);
+	/* a spilled frame is read where it is wanted: no decoder needed */
+	s = idx->blk[k].flags & BFS_BLK_OPEN ? spill_of(c, best) : NULL;
+	if (s && bfs_spill_live(s))
+		return k;
 	bfs_mutex_lock(&park_lock);
 	for (size_t i = 0; i < PARK_PER_FILE; i++)
 		if (c->slot[i] && c->slot[i]->k <= k && c->slot[i]->k > best)
 			best = c->slot[i]->k;
 	bfs_mutex_unlock(&park_lock);
 	return best;
+}
+
+/*
+ * The decoder for span @k of chains @c: the one parked at it, else a new
+ * one when @k starts its frame. Return: 0 with *@out; -EAGAIN when none is
+ * parked mid-frame (the caller walks from the frame's start); -ENOMEM.
+ */
+static int take_or_start(const struct bfs_index *idx, struct chains *c, size_t k, bool verify,
+			 struct parked **out, const char **why)
+{
+	struct parked *p = take(c, k);
+
+	if (!p && chain_start(idx, k) != k) {
+		*why = "no zstd decoder parked at this span";
+		return -EAGAIN;
+	}
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (p)
+			p->d = ZSTD_createDCtx();
+		if (!p || !p->d || setup(p->d, verify) < 0) {
+			parked_free(p);
+			*why = "no memory for a zstd decoder";
+			return -ENOMEM;
+		}
+		p->coff = idx->blk[k].coff;
+	}
+	*out = p;
+	return 0;
 }
 
 /*
@@ -921,22 +991,9 @@ static int span_decode(const struct bfs_index *idx, size_t k, const uint8_t *src
 		*why = "zstd span without a decoder pool";
 		return -EBADMSG;
 	}
-	p = take(c, k);
-	if (!p && chain_start(idx, k) != k) {
-		*why = "no zstd decoder parked at this span";
-		return -EAGAIN;
-	}
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (p)
-			p->d = ZSTD_createDCtx();
-		if (!p || !p->d || setup(p->d, verify) < 0) {
-			parked_free(p);
-			*why = "no memory for a zstd decoder";
-			return -ENOMEM;
-		}
-		p->coff = b->coff;
-	}
+	rc = take_or_start(idx, c, k, verify, &p, why);
+	if (rc < 0)
+		return rc;
 	if (p->coff != b->coff) {
 		*why = "zstd span does not start where its decoder stands";
 		rc = -EBADMSG;
@@ -1005,29 +1062,39 @@ static int refill(ZSTD_inBuffer *in, uint64_t *at, uint64_t coff, uint64_t end,
 	return 0;
 }
 
-/*
- * Decode the open frame whose first span is @k0 whole, as the walk of a
- * frame without a content size does at the first stat, and drop the
- * output: its checksum and its size against the header's. Input from
- * @src (the whole frame) or through @io. Return: 0, -EBADMSG or -EILSEQ
- * (with *@why), -ENOMEM or the read's -errno.
- */
-static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, struct bfs_io *io,
-		 const char **why)
+/* Output of the open frame whose first span is @k0: the sum of its spans. */
+static uint64_t frame_usize(const struct bfs_index *idx, size_t k0)
 {
-	const struct bfs_blk *b = &idx->blk[k0];
-	uint64_t end = b->coff + b->clen, at = b->coff, want = 0, got = 0;
-	ZSTD_DCtx *d = ZSTD_createDCtx();
-	uint8_t *out = malloc(SCRATCH), *buf = src ? NULL : malloc(CHUNK);
-	ZSTD_inBuffer in = { 0 };
-	size_t r = 1;
-	int rc = 0;
+	uint64_t want = 0;
 
 	for (size_t k = k0; k < idx->n; k++) {
 		want += idx->blk[k].usize;
 		if (idx->blk[k].aux & SPAN_END)
 			break;
 	}
+	return want;
+}
+
+/*
+ * Decode the open frame whose first span is @k0 whole, as the walk of a
+ * frame without a content size does at the first stat: its checksum and
+ * its size against the header's. The output goes into *@spill when there
+ * is one (spill.h), else is dropped; a spill that fails to write is
+ * dropped (*@spill NULL) and the proof goes on. Input from @src (the
+ * whole frame) or through @io. Return: 0, -EBADMSG or -EILSEQ (with
+ * *@why), -ENOMEM or the read's -errno.
+ */
+static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, struct bfs_io *io,
+		 struct bfs_spill **spill, const char **why)
+{
+	const struct bfs_blk *b = &idx->blk[k0];
+	uint64_t end = b->coff + b->clen, at = b->coff, want = frame_usize(idx, k0), got = 0;
+	ZSTD_DCtx *d = ZSTD_createDCtx();
+	uint8_t *out = malloc(SCRATCH), *buf = src ? NULL : malloc(CHUNK);
+	ZSTD_inBuffer in = { 0 };
+	size_t r = 1, fill = 0;		/* bytes in the spill's buffer */
+	int rc = 0;
+
 	if (!d || !out || (!src && !buf) || setup(d, true) < 0) {
 		*why = "no memory for a zstd decoder";
 		rc = -ENOMEM;
@@ -1035,8 +1102,15 @@ static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, str
 	}
 	while (r != 0) {
 		ZSTD_outBuffer o = { .dst = out, .size = SCRATCH };
-		size_t before;
+		size_t before, from;
 
+		/* straight into the spill's buffer, handed over when full */
+		if (*spill && !(o.dst = bfs_spill_next(*spill, &o.size))) {
+			bfs_spill_drop(*spill);		/* the proof goes on without it */
+			*spill = NULL;
+			o = (ZSTD_outBuffer){ .dst = out, .size = SCRATCH };
+		}
+		o.pos = from = *spill ? fill : 0;
 		if (in.pos == in.size) {
 			rc = refill(&in, &at, b->coff, end, src, io, buf, CHUNK, why);
 			if (rc < 0)
@@ -1048,12 +1122,19 @@ static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, str
 			rc = zerr(r, why);
 			goto out;
 		}
-		got += o.pos;
-		if (got > want || (o.pos == 0 && in.pos == before && in.pos < in.size)) {
+		got += o.pos - from;
+		if (got > want || (o.pos == from && in.pos == before && in.pos < in.size)) {
 			*why = "zstd frame holds more bytes than its header says";
 			rc = -EBADMSG;
 			goto out;
 		}
+		fill = o.pos;
+		if (*spill && (fill == o.size || r == 0) && bfs_spill_add(*spill, fill) < 0) {
+			bfs_spill_drop(*spill);
+			*spill = NULL;
+		}
+		if (fill == o.size || r == 0)
+			fill = 0;
 	}
 	if (got != want || at + in.pos != end) {
 		*why = got != want ? "zstd frame holds fewer bytes than its header says" :
@@ -1070,11 +1151,13 @@ out:
 /*
  * Has the open frame whose first span is @k0 been proven (prove())? Prove
  * it now if not: the answer is kept, so a damaged frame is decoded once
- * and then refused at once. Return: 0 or prove()'s error.
+ * and then refused at once, and so is the proof's output when the spill
+ * takes it (c->spill). Return: 0 or prove()'s error.
  */
 static int proven(const struct bfs_index *idx, struct chains *c, size_t k0, const uint8_t *src,
 		  struct bfs_io *io, const char **why)
 {
+	struct bfs_spill *s;
 	uint8_t known;
 	int rc;
 
@@ -1093,12 +1176,22 @@ static int proven(const struct bfs_index *idx, struct chains *c, size_t k0, cons
 	default:
 		break;
 	}
-	rc = prove(idx, k0, src, io, why);
+	s = bfs_spill_begin(frame_usize(idx, k0));
+	rc = prove(idx, k0, src, io, &s, why);
+	if (s && (rc < 0 || bfs_spill_seal(s) < 0)) {
+		bfs_spill_drop(s);	/* never a byte of a frame that failed its proof */
+		s = NULL;
+	}
 	if (rc == 0 || rc == -EBADMSG || rc == -EILSEQ) {
 		bfs_mutex_lock(&park_lock);
 		c->proof[k0] = rc == 0 ? PROOF_GOOD : rc == -EBADMSG ? PROOF_CORRUPT : PROOF_CSUM;
+		if (s && !c->spill[k0]) {
+			c->spill[k0] = s;
+			s = NULL;
+		}
 		bfs_mutex_unlock(&park_lock);
 	}
+	bfs_spill_drop(s);	/* another reader proved it too, or the proof could not finish */
 	return rc;
 }
 
@@ -1130,26 +1223,20 @@ static int open_decode(const struct bfs_index *idx, size_t k, const uint8_t *src
 		return -EBADMSG;
 	}
 	if (verify) {
-		rc = proven(idx, c, chain_start(idx, k), src, io, why);
+		size_t k0 = chain_start(idx, k);
+		struct bfs_spill *s;
+
+		rc = proven(idx, c, k0, src, io, why);
 		if (rc < 0)
 			return rc;
+		/* proven whole: its bytes from the spill when they are there, else decoded again */
+		s = spill_of(c, k0);
+		if (s && bfs_spill_read(s, dst, b->usize, b->uoff - idx->blk[k0].uoff) == 0)
+			return 0;
 	}
-	p = take(c, k);
-	if (!p && chain_start(idx, k) != k) {
-		*why = "no zstd decoder parked at this span";
-		return -EAGAIN;
-	}
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (p)
-			p->d = ZSTD_createDCtx();
-		if (!p || !p->d || setup(p->d, verify) < 0) {
-			parked_free(p);
-			*why = "no memory for a zstd decoder";
-			return -ENOMEM;
-		}
-		p->coff = b->coff;
-	}
+	rc = take_or_start(idx, c, k, verify, &p, why);
+	if (rc < 0)
+		return rc;
 	at = p->coff;			/* the file offset of in.src[0] */
 	if (at < b->coff || at > end) {
 		*why = "zstd decoder parked outside its frame";
@@ -1729,6 +1816,7 @@ const struct bfs_codec bfs_codec_zstd = {
 	.decode_indexed = zstd_decode_indexed,
 	.resume = zstd_resume,
 	.decode_open = zstd_decode_open,
+	.chain_head = zstd_chain_head,
 	.check_entry = zstd_check_entry,
 	.cache_load = zstd_cache_load,
 };

@@ -35,6 +35,8 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->se = se;
 	fs->env.push = push;
 	fs->env.push_ctx = fs;
+	fs->env.reopen = bfs_backing_reopen_name;
+	fs->env.reopen_ctx = fs;
 	fs->env.readpath = opts->readpath;
 	fs->env.verify = opts->verify;
 	fs->env.readahead = opts->readahead;

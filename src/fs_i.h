@@ -251,6 +251,12 @@ struct bfs_dir {
 	struct bfs_dir_names *names;	/* copies of the shown names that differ (dir.c) */
 	struct bfs_snap *snap;		/* what it is made from; one reference */
 	size_t next;			/* snapshot entries gone through */
+	/*
+	 * readdirplus=auto (ops.c): files the last reply gave with their
+	 * attributes, not yet counted as used. The kernel serialises a
+	 * handle's READDIRs; atomic as their threads differ.
+	 */
+	atomic_uint rdp_pending;
 };
 
 /*
@@ -340,6 +346,13 @@ BFS_MUST_CHECK int bfs_backing_open_beneath(int root, const char *rpath, int fla
 /* A real descriptor for the object behind O_PATH @opath, shedding on EMFILE once. */
 BFS_MUST_CHECK int bfs_backing_reopen(struct bfs_fs *fs, int opath, int flags);
 /*
+ * bfs_file_env's reopen: @rpath below SOURCE (@ctx, the struct bfs_fs)
+ * opened for reading beneath it, not following a link. Return: the
+ * descriptor or -errno; whether it is still the same file is the
+ * caller's to check.
+ */
+BFS_MUST_CHECK int bfs_backing_reopen_name(void *ctx, const char *rpath);
+/*
  * A backing file's change stamp: a hash of its identity, size, mtime and
  * ctime, never 0. What is remembered about a file holds while it is equal.
  */
@@ -361,6 +374,18 @@ size_t bfs_backing_fd_budget(void);
  * reading if @rd), pinned if @pin; trims the cache.
  */
 void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin);
+/*
+ * A read through @in's cached descriptor, open for reading and pinned by
+ * the caller, failed with @err: when that is EIO, ENOTCONN or ESTALE (a
+ * network filesystem's handle gone dead, the file itself alive), put a
+ * descriptor opened anew by @rpath (@in's, which the caller holds under
+ * @in's lock or a copy) in its place, if @rpath still names @in (same
+ * device and inode). The number stays: holders of it read the new one.
+ * Return: 0 when replaced; else @err, or -ESTALE when @rpath names
+ * another object now.
+ */
+BFS_MUST_CHECK int bfs_inode_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpath,
+				       int err);
 /* @in is going: close its cached descriptor. */
 void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in);
 /*

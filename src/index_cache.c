@@ -345,6 +345,11 @@ void bfs_icache_set_limit(struct bfs_icache *c, uint64_t bytes)
 	c->limit = bytes;
 }
 
+const char *bfs_icache_dir(const struct bfs_icache *c)
+{
+	return c->dir;
+}
+
 /* mkdir @path, mode 0700, unless it is there. Return: 0 or -errno. */
 static int make_dir(const char *path)
 {

@@ -711,6 +711,21 @@ int bfs_inode_walking(struct bfs_fs *fs, const struct bfs_inode *in, char *buf, 
 	return n;
 }
 
+/* A version of @in read through @fd (bfs_file_open()), its sidecar and walk too. */
+static int build(struct bfs_fs *fs, struct bfs_inode *in, int fd, const struct stat *fd_st,
+		 const struct stat *now, struct bfs_file **out)
+{
+	int side = in->codec ? open_sidecar(fs, in, now) : -1, rc;
+	struct bfs_walking *w = in->codec ? walk_begin(fs, in, (uint64_t)now->st_size) : NULL;
+
+	rc = bfs_file_open(out, fd, fd_st, side, in->codec, in->rpath ? in->rpath : "?", &fs->env,
+			   w ? &w->done : NULL);
+	walk_end(fs, w);
+	if (side >= 0)
+		close(side);
+	return rc;
+}
+
 /*
  * Current version given the backing file's stat @now; inode lock held,
  * @opath: @in's pinned descriptor. A new version comes back with its
@@ -752,20 +767,23 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	}
 	if (!whole && fd < 0)
 		return -errno;
-	if (in->codec)
-		side = open_sidecar(fs, in, now);
-	if (whole)
+	if (whole) {
+		side = in->codec ? open_sidecar(fs, in, now) : -1;
 		rc = bfs_file_open_whole(&f, whole, now, side, in->codec,
 					 in->rpath ? in->rpath : "?", &fs->env);
-	else {
-		struct bfs_walking *w = in->codec ? walk_begin(fs, in, (uint64_t)now->st_size) : NULL;
-
-		rc = bfs_file_open(&f, fd, fd_st, side, in->codec, in->rpath ? in->rpath : "?",
-				   &fs->env, w ? &w->done : NULL);
-		walk_end(fs, w);
+		if (side >= 0)
+			close(side);
+	} else {
+		rc = build(fs, in, fd, fd_st, now, &f);
 	}
-	if (side >= 0)
-		close(side);
+	if (rc < 0 && fd_st && bfs_inode_fd_revive(fs, in, in->rpath, rc) == 0) {
+		/* the inode's descriptor, duplicated, had died (sshfs reconnected): once more */
+		close(fd);
+		fd = bfs_inode_rdfd(fs, in, opath, 0);
+		if (fd < 0)
+			return -errno;
+		rc = build(fs, in, fd, fd_st, now, &f);
+	}
 	if (rc < 0) {
 		if (fd >= 0)
 			close(fd);
@@ -853,7 +871,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 		 * knows (the ring's shared handles hold versions): the new file
 		 * is shown, and READs build a version of it (fs.c).
 		 */
-		if (in->file && atomic_load(&in->file->refs) > 1 && !kernel_open) {
+		if (in->file && atomic_load(&in->file->readers) > 0 && !kernel_open) {
 			size = bfs_file_size(in->file);
 			known = true;
 		} else if (in->stamp == stamp) {
@@ -870,7 +888,7 @@ static int stat_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	}
 	if (decoded && !known) {
 		bfs_mutex_lock(bfs_ilock(fs, in));
-		if (in->file && atomic_load(&in->file->refs) > 1 && !kernel_open) {
+		if (in->file && atomic_load(&in->file->readers) > 0 && !kernel_open) {
 			size = bfs_file_size(in->file);
 		} else {
 			rc = current_locked(fs, in, fd, st, &f, &changed);

@@ -15,6 +15,7 @@
 #include <lz4.h>
 #include <lzma.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,11 @@
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
 #include "blockfs/opts.h"
+#include "blockfs/spill.h"
 #include "fs_i.h"
 #include "loop.h"
+#include "mount_helper.h"
+#include "mountinfo.h"
 #include "ops.h"
 
 static void usage(FILE *out)
@@ -42,8 +46,8 @@ static void usage(FILE *out)
 static void help(void)
 {
 	usage(stdout);
-	printf("\nShows the LZ4, BGZF (and with -o gzip=index, gzip) files below SOURCE\n"
-	       "decompressed, read-only.\n\n");
+	printf("\nShows the LZ4, gzip (BGZF and plain), zstd, xz and bzip2 files below\n"
+	       "SOURCE decompressed, read-only, under their names without the suffix.\n\n");
 	bfs_opts_help(stdout);
 	printf("\nFUSE options:\n");
 	fuse_cmdline_help();
@@ -60,155 +64,6 @@ static void version(void)
 	       ZSTD_versionString(), lzma_version_string());
 	/* "1.0.8, 13-Jul-2019": the number is enough */
 	printf("libbz2 %.*s\n", (int)strcspn(BZ2_bzlibVersion(), ","), BZ2_bzlibVersion());
-}
-
-/* mount(8) options that mean nothing to FUSE: fstab and mount bookkeeping. */
-static bool mount_only(const char *o, size_t len)
-{
-	static const char *const names[] = {
-		"defaults", "auto", "noauto", "user", "users", "nouser", "owner", "group",
-		"_netdev", "nofail", "loop",
-	};
-
-	for (size_t i = 0; i < BFS_ARRAY_SIZE(names); i++)
-		if (strlen(names[i]) == len && strncmp(o, names[i], len) == 0)
-			return true;
-	return (len >= 2 && strncmp(o, "x-", 2) == 0) ||
-	       (len >= 8 && strncmp(o, "comment=", 8) == 0);
-}
-
-/*
- * The mount(8) helper convention: mount.blockfs SOURCE DIR [-sfnv] [-o OPTS]
- * [-t TYPE]. -f means "fake" there, not "foreground".
- * Return: 0, 1 for a fake mount (do nothing), -1 on a bad command line.
- */
-static int helper_args(int argc, char **argv, struct fuse_args *out)
-{
-	char *kept = NULL;
-
-	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
-			  strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0))
-		return fuse_opt_add_arg(out, "blockfs") < 0 || fuse_opt_add_arg(out, argv[1]) < 0 ?
-		       -1 : 0;		/* help and versions, as blockfs gives them */
-	if (argc < 3)
-		return -1;
-	if (fuse_opt_add_arg(out, "blockfs") < 0 || fuse_opt_add_arg(out, argv[1]) < 0 ||
-	    fuse_opt_add_arg(out, argv[2]) < 0)
-		return -1;
-	for (int i = 3; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (strcmp(a, "-f") == 0)
-			return 1;
-		if (strcmp(a, "-n") == 0 || strcmp(a, "-s") == 0 || strcmp(a, "-v") == 0)
-			continue;
-		if ((strcmp(a, "-t") == 0 || strcmp(a, "-N") == 0) && i + 1 < argc) {
-			i++;
-			continue;
-		}
-		if (strcmp(a, "-o") != 0 || i + 1 >= argc)
-			return -1;
-		for (const char *o = argv[++i]; *o;) {
-			size_t len = strcspn(o, ",");
-
-			if (len && !mount_only(o, len)) {
-				char *one = strndup(o, len);
-
-				if (!one || fuse_opt_add_opt(&kept, one) < 0) {
-					free(one);
-					return -1;
-				}
-				free(one);
-			}
-			o += len + (o[len] == ',');
-		}
-	}
-	if (kept && (fuse_opt_add_arg(out, "-o") < 0 || fuse_opt_add_arg(out, kept) < 0))
-		return -1;
-	free(kept);
-	return 0;
-}
-
-/*
- * Every mount is nosuid,nodev unless root asks for suid or dev: a setuid
- * binary or a device node below SOURCE must not act through the mount.
- * libfuse mounts nosuid,nodev unless told suid or dev, and blockfs's -o
- * table takes those four words (opts.c), so only an explicit ask reaches
- * it. mount(8) never passes suid or dev on (they are its defaults), but
- * mount.fuse3, which runs "blockfs SOURCE DIR -o OPTS" for fuse.blockfs
- * mounts when no mount.fuse.blockfs is installed and for "-t fuse
- * blockfs#SOURCE", appends ",dev,suid" to OPTS unless they hold nodev or
- * nosuid (libfuse util/mount.fuse.c): those are nobody's ask.
- */
-
-/*
- * Was this process started by mount.fuse3? It runs "/bin/sh -c 'blockfs'
- * 'SOURCE' ..." (every word quoted): that shell is the parent when it
- * forks (dash), mount(8) when it execs the command (bash), and mount(8)
- * runs blockfs under this name in no other way.
- */
-static bool run_by_mount_fuse(void)
-{
-	char path[64], buf[512] = "";
-	ssize_t n = -1;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)getppid());
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-	}
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';				/* argv[] is NUL-separated */
-	if (strcmp(buf, "/bin/sh") == 0 && (size_t)n > sizeof("/bin/sh") + 3 &&
-	    strcmp(buf + sizeof("/bin/sh"), "-c") == 0)
-		return buf[sizeof("/bin/sh") + 3] == '\'';
-	return strcmp(strrchr(buf, '/') ? strrchr(buf, '/') + 1 : buf, "mount") == 0;
-}
-
-/* Does the option list @opts hold the word @w? */
-static bool has_word(const char *opts, const char *w)
-{
-	size_t n = strlen(w);
-
-	for (const char *o = opts; *o; o += strcspn(o, ",") + (o[strcspn(o, ",")] == ',')) {
-		if (strncmp(o, w, n) == 0 && (o[n] == ',' || o[n] == '\0'))
-			return true;
-	}
-	return false;
-}
-
-/*
- * Cut the ",dev,suid" (or ",dev", ",suid") that mount.fuse3 appended from
- * the last -o of @argv, in place. What is left of suid and dev was asked.
- */
-static void drop_mount_fuse_defaults(int argc, char **argv)
-{
-	static char none[] = "nosuid";	/* for an -o that held nothing else */
-	char tail[16] = "", *opts;
-	size_t len, tl;
-	int at = 0;
-
-	for (int i = 1; i + 1 < argc; i++)
-		if (strcmp(argv[i], "-o") == 0)
-			at = i + 1;
-	if (!at)
-		return;
-	opts = argv[at];
-	if (!has_word(opts, "nodev"))
-		strcat(tail, ",dev");
-	if (!has_word(opts, "nosuid"))
-		strcat(tail, ",suid");
-	len = strlen(opts);
-	tl = strlen(tail);
-	if (tl == 0)
-		return;
-	if (len + 1 == tl && strcmp(opts, tail + 1) == 0)
-		argv[at] = none;	/* an empty -o would be no option at all */
-	else if (len > tl && strcmp(opts + len - tl, tail) == 0)
-		opts[len - tl] = '\0';
 }
 
 /*
@@ -434,14 +289,6 @@ static int check_outside(const char *source, const char *mnt)
 }
 
 /*
- * mount_dev() - the device number of the newest FUSE mount on @mnt (an
- * absolute, resolved path, as libfuse leaves it), from /proc/self/mountinfo.
- * Not stat(2): that would be a FUSE request to this daemon, which answers
- * none until its loop runs. The mount point field escapes space, tab,
- * newline and backslash as \ooo.
- * Return: 0, -ENOENT (no such mount), or -errno.
- */
-/*
  * The index cache: -o index_cache=DIR, refused now, in the foreground,
  * when it cannot work; by default $XDG_CACHE_HOME/blockfs or
  * ~/.cache/blockfs, which when it cannot work leaves the mount without
@@ -478,97 +325,28 @@ static int open_index_cache(const struct bfs_opts *o, struct bfs_icache **out)
 	return 0;
 }
 
-static int mount_dev(const char *mnt, unsigned int *maj, unsigned int *min)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL;
-	size_t cap = 0;
-	int rc = -ENOENT;
-
-	if (!f)
-		return -errno;
-	while (getline(&line, &cap, f) > 0) {
-		unsigned int ma, mi;
-		char *p, *q, *type;
-		int at = 0;
-
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - TYPE ... */
-		if (sscanf(line, "%*u %*u %u:%u %*s %n", &ma, &mi, &at) != 2 || at == 0)
-			continue;
-		type = strstr(line + at, " - ");
-		if (!type || strncmp(type + 3, "fuse", 4) != 0)
-			continue;
-		/* Unescape the mount point in place: \ooo only ever shrinks. */
-		for (p = q = line + at; *p && *p != ' '; q++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
-			    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
-				*q = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
-				p += 4;
-			} else {
-				*q = *p++;
-			}
-		}
-		*q = '\0';
-		if (strcmp(line + at, mnt) == 0) {	/* the last match is the one on top */
-			*maj = ma;
-			*min = mi;
-			rc = 0;
-		}
-	}
-	free(line);
-	fclose(f);
-	return rc;
-}
-
 /*
- * set_kernel_readahead() - the kernel's read-ahead into this mount, in its
- * backing device's read_ahead_kb (the FUSE default is 128 KiB whatever
- * max_readahead says: INIT can only lower it). Larger pipelines more
- * FUSE_READs ahead of a sequential reader: md5sum ran at 0.85-0.95x the
- * plain file with 1M, 0.70-0.85x with 128K (README). Best effort: the
- * mount works without it, so a failure only warns.
+ * The spill (spill.h): unlinked files in the index cache's directory,
+ * local to the daemon's user and private; without an index cache in
+ * $TMPDIR, else /var/tmp (which, unlike /tmp, is seldom memory). A
+ * directory that cannot be opened leaves the mount without a spill: it
+ * is a shortcut, never needed.
  */
-static void set_kernel_readahead(int found, unsigned int maj, unsigned int min, uint64_t bytes)
+static void open_spill(const struct bfs_opts *o, const struct bfs_icache *icache)
 {
-	char path[64], val[24];
-	int fd, len, rc;
+	const char *tmp = getenv("TMPDIR"), *dir;
+	int rc;
 
-	if (bytes == 0)
-		return;			/* -o kernel_readahead=0: the kernel's own */
-	if (found < 0) {
-		bfs_warn("cannot find this mount in /proc/self/mountinfo (%s): the kernel's "
-			 "read-ahead stays at its default", strerror(-found));
+	if (o->spill_size == 0)
 		return;
-	}
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
-	len = snprintf(val, sizeof(val), "%llu", (unsigned long long)(bytes >> 10));
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	rc = fd < 0 ? -errno : write(fd, val, (size_t)len) == len ? 0 : -errno;
-	if (fd >= 0)
-		close(fd);
+	dir = icache ? bfs_icache_dir(icache) : tmp && tmp[0] == '/' ? tmp : "/var/tmp";
+	rc = bfs_spill_configure(dir, o->spill_size);
 	if (rc < 0)
-		bfs_warn("cannot set %s to %s: %s; the kernel's read-ahead stays at its default",
-			 path, val, strerror(-rc));
+		fprintf(stderr, "blockfs: no spill in '%s': %s (-o spill_size=0 says none is "
+			"wanted)\n", dir, strerror(-rc));
 }
 
 /* Add -o @key@value unless the command line has @key already (the user chose). */
-/*
- * Did the loop end because device @maj:@min left @mnt? Unmounted while
- * requests were still queued (the RELEASEs of thousands of files a
- * process closed just before: limits.sh), the readers of /dev/fuse get
- * ECONNABORTED instead of ENODEV on this kernel (6.18), and libfuse ends
- * its loop with that error. The mount gone from mountinfo is what an
- * unmount leaves; an abort through /sys/fs/fuse/connections leaves it
- * there (ENOTCONN to its users until unmounted), and stays an error.
- */
-static bool unmounted(const char *mnt, unsigned int maj, unsigned int min)
-{
-	unsigned int ma, mi;
-	int rc = mount_dev(mnt, &ma, &mi);
-
-	return rc == -ENOENT || (rc == 0 && (ma != maj || mi != min));
-}
-
 static int add_unless_given(struct fuse_args *args, const char *key, const char *value)
 {
 	char *opt = NULL, *kv;
@@ -657,7 +435,7 @@ int main(int argc, char **argv)
 	int rc, found = -ENOENT, status = 1;
 
 	if (strcmp(prog, "mount.blockfs") == 0 || strcmp(prog, "mount.fuse.blockfs") == 0) {
-		rc = helper_args(argc, argv, &args);
+		rc = bfs_helper_args(argc, argv, &args);
 		if (rc != 0) {
 			if (rc < 0)
 				usage(stderr);
@@ -665,8 +443,8 @@ int main(int argc, char **argv)
 			return rc < 0;
 		}
 	} else {
-		if (run_by_mount_fuse())
-			drop_mount_fuse_defaults(argc, argv);
+		if (bfs_run_by_mount_fuse())
+			bfs_drop_mount_fuse_defaults(argc, argv);
 		args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	}
 	if (bfs_opts_parse(&args, &opts) < 0)
@@ -710,6 +488,8 @@ int main(int argc, char **argv)
 	raise_nofile();
 	preload_unwinder();
 	malloc_settings();
+	/* A spill write past RLIMIT_FSIZE fails with EFBIG (the spill is dropped) rather than killing the daemon. */
+	signal(SIGXFSZ, SIG_IGN);
 	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = opts.gzip_index,
 						      .gzip_span = opts.gzip_span });
 	rc = bfs_fs_init(&fs, opts.source, &opts, se, bfs_ops_push);
@@ -720,12 +500,13 @@ int main(int argc, char **argv)
 	fs_up = true;
 	if (open_index_cache(&opts, &fs.env.icache) < 0)
 		goto out_session;
+	open_spill(&opts, fs.env.icache);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mnt) != 0)
 		goto out_signals;
-	found = mount_dev(mnt, &maj, &min);
-	set_kernel_readahead(found, maj, min, opts.kernel_readahead);
+	found = bfs_mount_dev(mnt, &maj, &min);
+	bfs_set_kernel_readahead(found, maj, min, opts.kernel_readahead);
 	if (fuse_daemonize(cl.foreground) != 0)
 		goto out_unmount;
 	if (!cl.foreground)
@@ -742,7 +523,7 @@ int main(int argc, char **argv)
 	 * closed) only while the session runs.
 	 */
 	fuse_session_exit(se);
-	if (rc == -ECONNABORTED && found == 0 && unmounted(mnt, maj, min)) {
+	if (rc == -ECONNABORTED && found == 0 && bfs_unmounted(mnt, maj, min)) {
 		bfs_info("unmounted while requests were still queued: a clean exit");
 		rc = 0;
 	}
@@ -767,6 +548,7 @@ out_session:
 	fuse_session_destroy(se);
 	if (fs_up)
 		bfs_fs_destroy(&fs);
+	bfs_spill_shutdown();
 out_opts:
 	free(mnt);
 	free(cl.mountpoint);

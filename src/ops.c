@@ -20,6 +20,7 @@
 #include "blockfs/file.h"
 #include "blockfs/log.h"
 #include "blockfs/push.h"
+#include "blockfs/stats.h"
 #include "blockfs/stream.h"
 #include "blockfs/workq.h"
 #include "fs_i.h"
@@ -89,9 +90,16 @@ int bfs_ops_push(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t 
  * looked up or opened, a first reply carries attributes for as many
  * entries as fit, else names alone (node id 0: the kernel makes no
  * dentry, as for a READDIR reply). Directories do not count: find looks
- * up each one it descends into. Both counts are halved once RDP_WINDOW
- * files were listed, so the mount follows a change of reader within a few
- * directories.
+ * up each one it descends into. Files given with their attributes are
+ * looked up by no one, so their use shows otherwise: the kernel asks
+ * for attributes with a later chunk of a listing only when the reader
+ * has looked up or stat'ed an entry of it since the last chunk (ls -l
+ * does, find does not), and then the files of the reply before count as
+ * used; without this ls -lR, never looking a file up, would turn the
+ * mount to names alone, and then look up every file of each first reply
+ * (the kernel's replies hold hundreds of entries). Both counts are
+ * halved once RDP_WINDOW files were listed, so the mount follows a
+ * change of reader within a few directories.
  */
 #define RDP_WINDOW 4096u
 
@@ -123,12 +131,17 @@ static void rdp_listed(struct bfs_fs *fs, unsigned int n)
 	}
 }
 
-/* A non-directory was looked up or opened. Bounded: uses without listings say little. */
+/* @n non-directories were looked up, opened or stat'ed. Bounded: uses alone say little. */
+static void rdp_used_n(struct bfs_fs *fs, unsigned int n)
+{
+	if (fs->opts->readdirplus_auto && n > 0 &&
+	    atomic_load_explicit(&fs->rdp_used, memory_order_relaxed) < 2 * RDP_WINDOW)
+		atomic_fetch_add_explicit(&fs->rdp_used, n, memory_order_relaxed);
+}
+
 static void rdp_used(struct bfs_fs *fs)
 {
-	if (fs->opts->readdirplus_auto &&
-	    atomic_load_explicit(&fs->rdp_used, memory_order_relaxed) < 2 * RDP_WINDOW)
-		atomic_fetch_add_explicit(&fs->rdp_used, 1, memory_order_relaxed);
+	rdp_used_n(fs, 1);
 }
 
 static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -171,12 +184,13 @@ static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 	/*
 	 * The kernel offers its bdi's read-ahead and keeps the smaller of
 	 * that and this; main.c has raised the bdi to -o kernel_readahead
-	 * already, so ask for as much here or the reply lowers it again.
+	 * already (bfs_set_kernel_readahead()), so ask for as much here or
+	 * the reply lowers it again.
 	 */
 	if (fs->opts->kernel_readahead > conn->max_readahead)
 		conn->max_readahead = (unsigned int)fs->opts->kernel_readahead;
 	/* libfuse ends the session unless this is the max_read it mounted with. */
-	if (fs->opts->max_read_s)
+	if (bfs_opts_given(fs->opts, "max_read"))
 		conn->max_read = fs->opts->max_read;
 }
 
@@ -538,8 +552,17 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	 * or a short reply, though never an empty one, which would end the
 	 * listing.
 	 */
-	if (plus && off == 0 && names_suffice(fs))
+	if (plus && off > 0) {
+		/* attributes asked for again: the last reply's were used (names_suffice) */
+		unsigned int n = atomic_exchange_explicit(&d->rdp_pending, 0, memory_order_relaxed);
+
+		rdp_used_n(fs, n);
+		BFS_COUNT(fs->env.mount, attrs_used, n);
+	}
+	if (plus && off == 0 && names_suffice(fs)) {
 		bare = true;
+		BFS_COUNT(fs->env.mount, names_only_replies, 1);
+	}
 	else if (plus && off == 0 && !fs->opts->readdirplus_auto)
 		head = fs->opts->readdirplus;
 	/* (names alone too: ls -l looks each up next, and the big ones' walks run side by side) */
@@ -568,6 +591,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		files += de->type != DT_DIR && !is_dot(de->name);
 	}
 	rdp_listed(fs, files);
+	atomic_store_explicit(&d->rdp_pending, plus && !bare ? files : 0, memory_order_relaxed);
 	bfs_walk_ahead_done(fs, ahead);
 	bfs_inode_fd_put(fs, dir);
 	if (rc == 1)

@@ -2,7 +2,7 @@
 /*
  * Decoding ahead and pushing into the kernel's page cache (contract in
  * push.h). Below the stream policy (stream.c) and the willneed hint, above
- * the block fetch (file.c): calls go down only, and the push itself is a
+ * the block fetch (read.c): calls go down only, and the push itself is a
  * function pointer that ops.c put in the environment.
  */
 #include "config.h"

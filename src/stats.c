@@ -76,9 +76,18 @@ int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache 
 		{ "dirs_read_ahead", LOAD(m, dirs_ahead), true },
 		{ "dirs_ahead_used", LOAD(m, dirs_ahead_used), true },
 		{ "dirs_forgotten", LOAD(m, forgotten_dirs), true },
+		{ "names_only_replies", LOAD(m, names_only_replies), true },
+		{ "attrs_used", LOAD(m, attrs_used), true },
 		{ "inodes", cache ? cache->inodes : 0, true },
 		{ "cache_bytes", cache ? cache->bytes : 0, true },
 		{ "cache_limit", cache ? cache->limit : 0, true },
+		{ "spill_bytes", cache ? cache->spill_bytes : 0, true },
+		{ "spill_limit", cache ? cache->spill_limit : 0, true },
+		{ "spill_proofs", cache ? cache->spill_proofs : 0, true },
+		{ "spill_sealed", cache ? cache->spill_sealed : 0, true },
+		{ "spill_reads", cache ? cache->spill_reads : 0, true },
+		{ "spill_dropped", cache ? cache->spill_dropped : 0, true },
+		{ "spill_failed", cache ? cache->spill_failed : 0, true },
 	};
 	size_t at = 0;
 

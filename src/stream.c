@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * A reader's stream (contract in stream.h): serve its READs through the
- * block fetch, then move its window of pushes. Above push.c and file.c,
+ * block fetch, then move its window of pushes. Above push.c and read.c,
  * below ops.c; the window's arithmetic is pure (bfs_window_*), the rest
  * is bookkeeping around it.
  */
@@ -122,6 +122,7 @@ int bfs_stream_new(struct bfs_stream **out, struct bfs_file *f, uint64_t ino)
 		return -ENOMEM;
 	}
 	s->f = bfs_file_get(f);
+	atomic_fetch_add_explicit(&f->readers, 1, memory_order_relaxed);
 	s->ino = ino;
 	bfs_mutex_init(&s->lock);
 	bfs_window_init(&s->win);
@@ -141,6 +142,7 @@ void bfs_stream_put(struct bfs_stream *s)
 		return;
 	bfs_push_window_put(s->pw);
 	pthread_mutex_destroy(&s->lock);
+	atomic_fetch_sub_explicit(&s->f->readers, 1, memory_order_release);
 	bfs_file_put(s->f);
 	free(s);
 }

@@ -25,6 +25,7 @@
 #include "blockfs/file.h"
 #include "blockfs/mmap.h"
 #include "blockfs/hints.h"
+#include "blockfs/spill.h"
 #include "fs_i.h"
 #include "xattr.h"
 
@@ -82,6 +83,55 @@ static int get_blocks(struct xctx *x, char *out)
 		return -ENODATA;
 	/* The poison entry that marks damage is not a block of the file. */
 	return snprintf(out, VALUE_MAX, "%zu", x->f->idx.n - (x->f->idx.broken ? 1 : 0));
+}
+
+/*
+ * The units of @idx a read decodes from their own start: each block, but
+ * a chain of spans (one zstd frame or xz block, BFS_BLK_CHAIN) as one,
+ * since a read far from any parked decoder decodes from its first span.
+ * *@max: the decoded bytes of the largest. The poison entry of damage
+ * is not counted.
+ */
+static size_t units_of(const struct bfs_codec *c, const struct bfs_index *idx, uint64_t *max)
+{
+	size_t n = idx->n - (idx->broken ? 1 : 0), units = 0;
+	uint64_t cur = 0;
+
+	*max = 0;
+	for (size_t k = 0; k < n; k++) {
+		const struct bfs_blk *b = &idx->blk[k];
+		bool joins = k > 0 && (b->flags & BFS_BLK_CHAIN) &&
+			     (idx->blk[k - 1].flags & BFS_BLK_CHAIN) && c->chain_head &&
+			     !c->chain_head(b);
+
+		if (!joins) {
+			units++;
+			cur = 0;
+		}
+		cur += b->usize;
+		if (cur > *max)
+			*max = cur;
+	}
+	return units;
+}
+
+static int get_units(struct xctx *x, char *out)
+{
+	uint64_t max;
+
+	if (!x->f->codec)
+		return -ENODATA;
+	return snprintf(out, VALUE_MAX, "%zu", units_of(x->f->codec, &x->f->idx, &max));
+}
+
+static int get_unit_max(struct xctx *x, char *out)
+{
+	uint64_t max;
+
+	if (!x->f->codec)
+		return -ENODATA;
+	(void)units_of(x->f->codec, &x->f->idx, &max);
+	return snprintf(out, VALUE_MAX, "%" PRIu64, max);
 }
 
 /* --- index facts (index_cache.h, codec_gzip.c) ------------------------------ */
@@ -143,10 +193,18 @@ static int get_cached(struct xctx *x, char *out)
 static int get_stats(struct xctx *x, char *out)
 {
 	bool root = x->in == &x->fs->root;
-	struct bfs_stats_cache cache = {
+	struct bfs_spill_stats sp = { 0 };
+	struct bfs_stats_cache cache;
+
+	if (root)
+		bfs_spill_stats(&sp);
+	cache = (struct bfs_stats_cache){
 		.bytes = root ? bfs_cache_bytes(x->fs->env.cache) : 0,
 		.limit = root ? bfs_cache_limit(x->fs->env.cache) : 0,
 		.inodes = root ? bfs_inode_count(x->fs) : 0,
+		.spill_bytes = sp.bytes, .spill_limit = sp.limit, .spill_proofs = sp.proofs,
+		.spill_sealed = sp.sealed, .spill_reads = sp.reads, .spill_dropped = sp.dropped,
+		.spill_failed = sp.failed,
 	};
 
 	return bfs_stats_format(root ? x->fs->env.mount : x->f->ctr, root ? &cache : NULL, out,
@@ -308,6 +366,8 @@ static const struct attr {
 	{ BFS_XATTR_PREFIX "compressed_size", ON_REG, true, false, -1, get_csize, NULL, NULL },
 	{ BFS_XATTR_PREFIX "block_size", ON_REG, true, false, -1, get_block_size, NULL, NULL },
 	{ BFS_XATTR_PREFIX "blocks", ON_REG, true, false, -1, get_blocks, NULL, NULL },
+	{ BFS_XATTR_PREFIX "units", ON_REG, true, false, -1, get_units, NULL, NULL },
+	{ BFS_XATTR_PREFIX "unit_max", ON_REG, true, false, -1, get_unit_max, NULL, NULL },
 	{ BFS_XATTR_PREFIX "cached", ON_REG, true, true, -1, get_cached, NULL, NULL },
 	{ BFS_XATTR_PREFIX "stats", ON_REG | ON_ROOT, true, true, -1, get_stats, NULL, NULL },
 	{ BFS_XATTR_PREFIX "advice", ON_REG | ON_DIR, false, false, BFS_HINT_ADVICE, get_advice,

@@ -85,7 +85,7 @@ static bool current(struct ctx *c, const char *out, const struct stat *ist)
 	    ost.st_mtim.tv_sec < ist->st_mtim.tv_sec ||
 	    (ost.st_mtim.tv_sec == ist->st_mtim.tv_sec &&
 	     ost.st_mtim.tv_nsec < ist->st_mtim.tv_nsec) ||
-	    !pk_output_current(out, c->o.codec, (uint64_t)ist->st_size))
+	    !pk_output_current(out, &c->o, (uint64_t)ist->st_size))
 		return false;
 	c->current++;
 	if (c->o.verbose)

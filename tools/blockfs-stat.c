@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,7 +36,10 @@ struct info {
 	char format[32], advice[64], readpath[32];
 	char index_source[32], walk[32];	/* "" when absent */
 	bool has_csize, has_bsize, has_blocks, has_cached, has_ibytes, has_cps;
-	uint64_t size, csize, bsize, blocks, cached, ibytes, cps;
+	bool has_units, has_umax;
+	uint64_t size, csize, bsize, blocks, cached, ibytes, cps, units, umax;
+	/* "" or: why random reads are costly, and the command that fixes it */
+	char repack[3 * PATH_MAX + 128], warning[3 * PATH_MAX + 640];
 	size_t nstats;
 	struct {
 		char key[48];
@@ -194,6 +198,10 @@ static int collect(const char *path, struct info *in, char *why, size_t wlen)
 		if (rc == 0)
 			rc = get_u64(path, PREFIX "blocks", &in->blocks, &in->has_blocks);
 		if (rc == 0)
+			rc = get_u64(path, PREFIX "units", &in->units, &in->has_units);
+		if (rc == 0)
+			rc = get_u64(path, PREFIX "unit_max", &in->umax, &in->has_umax);
+		if (rc == 0)
 			rc = get_u64(path, PREFIX "cached", &in->cached, &in->has_cached);
 		/* read by name: not listed, and absent where they do not apply */
 		if (rc == 0)
@@ -247,6 +255,7 @@ static bool is_bytes_key(const char *k)
 	size_t n = strlen(k);
 
 	return strcmp(k, "bytes") == 0 || strcmp(k, "cache_limit") == 0 ||
+	       strcmp(k, "spill_limit") == 0 ||
 	       (n > 6 && strcmp(k + n - 6, "_bytes") == 0);
 }
 
@@ -256,17 +265,92 @@ static bool is_bytes_key(const char *k)
  * Above this block size a random read is slow: each decodes a whole block
  * (with the lz4 CLI's default 4 MiB blocks, a 4 KiB read decodes 4 MiB:
  * about 600 reads a second, against 20,000 at 256 KiB in the README's
- * benchmark).
+ * benchmark). zstd and xz: the same bound on a unit (a frame or block,
+ * decoded from its start), blockfs-pack's default. bzip2 decodes many
+ * times slower than either, so its bound is lower: 256 KiB (bzip2 -3
+ * and up; bzip2's default, -9, makes 900 kB blocks).
  */
 #define SLOW_BLOCK (1u << 20)
+#define SLOW_BZIP2 (256u << 10)
 
-/* The advice for a file whose blocks make random reads slow, or NULL. */
-static const char *slow_blocks(const struct info *in)
+/* @s quoted for a shell when it needs to be, into @out. */
+static void shell_word(const char *s, char *out, size_t len)
 {
-	if (!in->has_bsize || in->bsize <= SLOW_BLOCK)
-		return NULL;
-	return "random reads decode a whole block each and will be slow; for random "
-	       "access repack with blockfs-pack (256 KiB blocks) or lz4 -B4 (64 KiB)";
+	size_t o = 0;
+
+	if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			    "0123456789_-./+,:=@%") == strlen(s)) {
+		snprintf(out, len, "%s", s);
+		return;
+	}
+	for (const char *p = s; *p && o + 6 < len; p++) {
+		if (o == 0)
+			out[o++] = '\'';
+		if (*p == '\'') {
+			memcpy(out + o, "'\\''", 4);
+			o += 4;
+		} else {
+			out[o++] = *p;
+		}
+	}
+	if (o == 0)
+		out[o++] = '\'';
+	out[o++] = '\'';
+	out[o] = '\0';
+}
+
+/*
+ * Fill in->warning (and in->repack, the command) for a file whose layout
+ * makes random reads costly; leave them "" otherwise. The command packs
+ * the decoded file, read through the mount at @in->path, into NAME.zst
+ * or NAME.xz in the current directory, to put in place of the backing
+ * file.
+ */
+static void judge_layout(struct info *in)
+{
+	const char *fmt = in->format, *codec = NULL, *unit = "block";
+	char h[64], name[PATH_MAX / 2], qname[PATH_MAX], qpath[2 * PATH_MAX];
+	const char *base = strrchr(in->path, '/');
+	uint64_t slow = strcmp(fmt, "bzip2") == 0 ? SLOW_BZIP2 : SLOW_BLOCK;
+
+	in->warning[0] = in->repack[0] = '\0';
+	if (strcmp(fmt, "zstd") == 0)
+		codec = "zstd", unit = "frame";
+	else if (strcmp(fmt, "xz") == 0 || strcmp(fmt, "bzip2") == 0)
+		codec = "xz";
+	if (!codec) {
+		if (in->has_bsize && in->bsize > SLOW_BLOCK)
+			snprintf(in->warning, sizeof(in->warning), "%s",
+				 "random reads decode a whole block each and will be slow; for "
+				 "random access repack with blockfs-pack (256 KiB blocks) or "
+				 "lz4 -B4 (64 KiB)");
+		return;
+	}
+	if (!in->has_units || !in->has_umax || in->umax <= slow)
+		return;
+	base = base ? base + 1 : in->path;
+	snprintf(name, sizeof(name), "%s.%s", *base ? base : "out",
+		 strcmp(codec, "zstd") == 0 ? "zst" : "xz");
+	shell_word(name, qname, sizeof(qname));
+	shell_word(in->path, qpath, sizeof(qpath));
+	snprintf(in->repack, sizeof(in->repack), "blockfs-pack -c %s -o %s %s", codec, qname,
+		 qpath);
+	human(in->umax, h, sizeof(h));
+	if (strcmp(fmt, "bzip2") == 0)
+		snprintf(in->warning, sizeof(in->warning),
+			 "%" PRIu64 " bzip2 block%s of up to %s: each random read decodes a whole "
+			 "block, and bzip2 decodes slowly; make it seekable (1 MiB xz blocks) with: "
+			 "%s", in->units, in->units == 1 ? "" : "s", h, in->repack);
+	else if (in->units == 1)
+		snprintf(in->warning, sizeof(in->warning),
+			 "one %s %s of %s holds the whole file: a random read decodes from its "
+			 "start, up to all of it; make it seekable (1 MiB %ss) with: %s",
+			 fmt, unit, h, unit, in->repack);
+	else
+		snprintf(in->warning, sizeof(in->warning),
+			 "%" PRIu64 " %s %ss, the largest %s: a random read decodes from the start "
+			 "of its %s; make it seekable (1 MiB %ss) with: %s", in->units, fmt, unit,
+			 h, unit, unit, in->repack);
 }
 
 static void print_table(const struct info *in)
@@ -289,10 +373,16 @@ static void print_table(const struct info *in)
 			snprintf(v, sizeof(v), "%" PRIu64, in->blocks);
 			printf(ROW, "blocks", v);
 		}
+		/* Only where units are not blocks: chains of spans, one per frame or xz block. */
+		if (in->has_units && in->has_umax && in->has_blocks && in->units != in->blocks) {
+			snprintf(v, sizeof(v), "%" PRIu64 ", the largest ", in->units);
+			human(in->umax, h, sizeof(h));
+			printf("  %-20s %s%s\n", "decoded as", v, h);
+		}
 		if (in->has_cached)
 			printf(ROW, "cached", human(in->cached, h, sizeof(h)));
-		if (slow_blocks(in))
-			printf(ROW, "warning", slow_blocks(in));
+		if (*in->warning)
+			printf(ROW, "warning", in->warning);
 		if (*in->index_source)
 			printf(ROW, "index from", in->index_source);
 		if (in->has_ibytes)
@@ -365,11 +455,12 @@ static void print_json(const struct info *in, const char *err)
 		json_u64("block_size", in->bsize, in->has_bsize);
 		json_u64("blocks", in->blocks, in->has_blocks);
 		json_u64("cached", in->cached, in->has_cached);
+		json_u64("units", in->units, in->has_units);
+		json_u64("unit_max", in->umax, in->has_umax);
 		printf(", \"warning\": ");
-		if (slow_blocks(in))
-			json_str(slow_blocks(in));
-		else
-			printf("null");
+		*in->warning ? json_str(in->warning) : (void)printf("null");
+		printf(", \"repack\": ");
+		*in->repack ? json_str(in->repack) : (void)printf("null");
 		printf(", \"index_source\": ");
 		*in->index_source ? json_str(in->index_source) : (void)printf("null");
 		json_u64("index_bytes", in->ibytes, in->has_ibytes);
@@ -447,6 +538,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		bad = collect(argv[i], in, why, sizeof(why)) < 0;
+		if (!bad && !in->dir)
+			judge_layout(in);
 		if (bad) {
 			fprintf(stderr, "blockfs-stat: %s: %s\n", argv[i], why);
 			status = 1;

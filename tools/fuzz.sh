@@ -23,7 +23,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-TARGETS=(lz4 bgzf gzi seektable block hints opts gzip zstd xz bzip2)
+TARGETS=(lz4 lz4_linked bgzf gzi seektable block hints opts gzip zstd xz bzip2)
 target=${1:-all}
 secs=${2:-180}
 jobs=${FUZZ_JOBS:-$(nproc)}

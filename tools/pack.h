@@ -90,12 +90,15 @@ BFS_MUST_CHECK int pk_pool_run(struct pk_pool *p, int in, int out, int gzi,
 int pk_check_file(const char *path, const struct pk_opts *o);
 
 /*
- * -u: is @path a complete output of @codec that decodes to @usize bytes?
- * Its structure is checked, cheaply (the seek table, or a walk of the
- * block headers, and the BGZF end marker), not every block: that is -t.
+ * -u: is @path a complete output of @o->codec, in the layout @o asks for
+ * (blocks of @o->block bytes but the last, seekable), that decodes to
+ * @usize bytes? The codec blockfs would serve it with must be that one.
+ * Its structure is checked, cheaply (the LZ4 or zstd seek table, the xz
+ * index, or a walk of the block headers, and the BGZF end marker), not
+ * every block: that is -t.
  * Return: 1 or 0.
  */
-int pk_output_current(const char *path, enum pk_codec codec, uint64_t usize);
+int pk_output_current(const char *path, const struct pk_opts *o, uint64_t usize);
 
 /*
  * --index: give @path a seek table (LZ4, appended in place) or a .gzi

@@ -132,6 +132,14 @@ struct bfs_codec {
 			   bool verify, const char **why);
 
 	/*
+	 * Optional, with resume: does chained block @b start its chain (the
+	 * first span of its zstd frame or xz block)? From the entry alone,
+	 * so that a pass over the index finds the units a read decodes from
+	 * the start of (user.blockfs.units, unit_max).
+	 */
+	bool (*chain_head)(const struct bfs_blk *b);
+
+	/*
 	 * The index cache (index_cache.h). NULL cache_load: this codec's
 	 * indexes are never cached.
 	 *

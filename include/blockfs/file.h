@@ -12,6 +12,9 @@
  * the descriptor limit. Whoever may read the backing file holds a *use*
  * (bfs_file_use(), bfs_file_use_fd(), bfs_file_unuse()); the last use
  * closes the descriptor, and the next one opens it again.
+ *
+ * file.c builds versions and holds their descriptor and mapping; read.c
+ * is the read path through one (bfs_file_readv() and its kin).
  */
 #ifndef BLOCKFS_FILE_H
 #define BLOCKFS_FILE_H
@@ -69,10 +72,21 @@ struct bfs_file_env {
 	 */
 	int (*push)(void *ctx, uint64_t ino, uint64_t off, const void *buf, size_t len);
 	void *push_ctx;
+	/*
+	 * Open the backing file at @name (a version's name: its path below
+	 * SOURCE) anew for reading; or NULL (tools, tests): set by fs.c. A
+	 * backing read that fails with EIO, ENOTCONN or ESTALE tries it once,
+	 * since a network filesystem's handle can die while its file lives
+	 * on (sshfs's handles of a connection that is gone). Return: an
+	 * O_RDONLY descriptor, or -errno.
+	 */
+	int (*reopen)(void *ctx, const char *name);
+	void *reopen_ctx;
 };
 
 struct bfs_file {
 	atomic_uint refs;
+	atomic_uint readers;		/* streams reading it (bfs_stream_new()): its open handles */
 	uint64_t id;			/* unique per version: a cache key */
 	int fd;				/* O_RDONLY backing descriptor, or -1 while closed */
 	struct bfs_io io;		/* reads it; fd and io.fd stay put while uses > 0 */

@@ -124,6 +124,8 @@ void bfs_icache_free(struct bfs_icache *c);	/* NULL is a no-op */
  * Context: before @c is shared between threads.
  */
 void bfs_icache_set_limit(struct bfs_icache *c, uint64_t bytes);
+/* The directory @c keeps entries in, as given to bfs_icache_open(). */
+const char *bfs_icache_dir(const struct bfs_icache *c);
 
 /**
  * bfs_icache_default_dir() - where the daemon keeps entries when not told:

@@ -23,16 +23,15 @@ struct fuse_args;
  */
 #define BFS_DEFAULT_CACHE_SIZE (32ull << 20)
 #define BFS_DEFAULT_READAHEAD (8ull << 20)
-/* The mount's bdi read_ahead_kb, as bytes: md5sum 0.85-0.95x plain at 1M, 0.70-0.85x at the kernel's 128K (README) */
+/* The mount's bdi read_ahead_kb, as bytes (doc/decisions/0001-kernel-readahead.md) */
 #define BFS_DEFAULT_KERNEL_READAHEAD (1ull << 20)
 #define BFS_MIN_KERNEL_READAHEAD (4ull << 10)	/* a page; 0 means "the kernel's" */
 #define BFS_MAX_KERNEL_READAHEAD (1ull << 30)
 #define BFS_MAX_WORKERS 256
 #define BFS_MAX_LIVE_MAPS 1024	/* mappings kept at once; far below vm.max_map_count */
 /*
- * How long the kernel trusts names (and absences) and attributes, seconds:
- * find | xargs cat over 30,000 files of bench/trees.py took 3.7-3.8 s
- * with 10 s, 3.8-4.0 s with 60 s, 4.4-5.2 s with libfuse's 1 s (README).
+ * How long the kernel trusts names (and absences) and attributes, seconds
+ * (doc/decisions/0002-timeouts.md).
  */
 #define BFS_DEFAULT_ENTRY_TIMEOUT 10.0
 #define BFS_DEFAULT_ATTR_TIMEOUT 10.0
@@ -43,6 +42,13 @@ struct fuse_args;
  * a 1 TiB stock lz4 -B4 file's index (384 MiB) still fits.
  */
 #define BFS_DEFAULT_INDEX_CACHE_SIZE (1ull << 30)
+/*
+ * Bytes of decoded output of big zstd frames and xz blocks kept on disk
+ * beside the index cache (spill.h): as much as that cache may hold, so a
+ * default mount takes at most twice that there; a zstd or xz -T1 file of
+ * up to 1 GiB decompressed is then decoded once instead of twice.
+ */
+#define BFS_DEFAULT_SPILL_SIZE (1ull << 30)
 /* Inodes the daemon keeps before asking the kernel to forget directories (trim.c). */
 #define BFS_DEFAULT_MAX_INODES 131072u
 #define BFS_MIN_MAX_INODES 1024u	/* fewer would forget what readers are in */
@@ -50,25 +56,24 @@ struct fuse_args;
 #define BFS_READDIRPLUS_ON SIZE_MAX
 #define BFS_MAX_TIMEOUT 4294967295.0	/* what the kernel's 64-bit seconds and libfuse take easily */
 /*
- * Microseconds the FUSE loop's reader polls before it sleeps (loop.c): on
- * a quiet 2-vCPU VM find | xargs cat over 100,000 small files took 0.69x
- * the time of a reader that sleeps at once, ls -lR 0.66x; beside a busy
- * loop ls -lR 1.09x (README, "The FUSE loop").
+ * Microseconds the FUSE loop's reader polls before it sleeps (loop.c;
+ * doc/decisions/0003-fuse-loop.md).
  */
 #define BFS_DEFAULT_BUSY_POLL_US 50u
 #define BFS_MAX_BUSY_POLL_US 1000000u
+
+/* Options with values blockfs can take, at most (opts.c's table) */
+#define BFS_OPTS_MAX 48
 
 struct bfs_opts {
 	char *source;		/* first positional argument: the backing directory */
 	char *mountpoint;	/* second, as given (main.c resolves and checks it) */
 
-	/* As given with -o; NULL when absent. Owned; bfs_opts_release() frees. */
-	char *readpath_s, *verify_s, *populate_s, *advice_s;
-	char *cache_size_s, *readahead_s, *workers_s, *willneed_s, *kernel_readahead_s;
-	char *entry_timeout_s, *attr_timeout_s, *negative_timeout_s;
-	char *max_read_s;	/* a FUSE option: also left in the arguments for libfuse */
-	char *index_cache_s, *index_cache_size_s, *gzip_s, *gzip_span_s, *max_inodes_s;
-	char *readdirplus_s, *loop_s, *busy_poll_s;
+	/*
+	 * As given with -o, by row of opts.c's table (bfs_opts_given());
+	 * NULL when absent. Owned; bfs_opts_release() frees.
+	 */
+	char *given[BFS_OPTS_MAX];
 
 	/* Checked values. */
 	enum bfs_readpath readpath;
@@ -88,10 +93,11 @@ struct bfs_opts {
 	int kernel_open;	/* -o kernel_open: the kernel opens files without asking */
 	int suid, dev;		/* -o suid, -o dev: asked for explicitly (else nosuid, nodev) */
 	uint32_t max_read;	/* -o max_read: INIT must ask for it too; 0 when not given */
-	const char *index_cache;	/* directory of kept indexes (index_cache_s); NULL: the
+	const char *index_cache;	/* directory of kept indexes (as given); NULL: the
 					   default place (bfs_icache_default_dir()) */
 	bool index_cache_off;	/* -o index_cache=off: none at all */
 	uint64_t index_cache_size; /* bytes of entries kept there; 0: no bound */
+	uint64_t spill_size;	/* bytes of proven output spilled to disk; 0: no spill */
 	bool gzip_index;	/* plain gzip shown decoded (gzip=index), not unchanged */
 	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
 	size_t max_inodes;	/* inodes kept before the kernel is asked to forget some; 0: no bound */
@@ -111,8 +117,15 @@ struct bfs_opts {
  */
 BFS_MUST_CHECK int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o);
 
-/* Check the strings in @o; on failure write a one-line reason to @err. */
+/*
+ * Check the strings in @o: every option's default, or its given value
+ * checked. On failure write a one-line reason to @err.
+ */
 BFS_MUST_CHECK int bfs_opts_check(struct bfs_opts *o, char *err, size_t errlen);
+/* What -o @name=VALUE gave (before bfs_opts_check() read it), or NULL. */
+const char *bfs_opts_given(const struct bfs_opts *o, const char *name);
+/* Give @value to option @name as -o would (a copy). Return: 0, -EINVAL (no such option), -ENOMEM. */
+BFS_MUST_CHECK int bfs_opts_give(struct bfs_opts *o, const char *name, const char *value);
 void bfs_opts_release(struct bfs_opts *o);
 /* One line per blockfs option, in man page order. */
 void bfs_opts_help(FILE *out);

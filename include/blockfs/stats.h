@@ -36,6 +36,8 @@ struct bfs_counters {
 	atomic_uint_fast64_t dirs_ahead;	/* mount only: directories read ahead of a walk (dir.c) */
 	atomic_uint_fast64_t dirs_ahead_used;	/* mount only: ... and then listed or looked in */
 	atomic_uint_fast64_t forgotten_dirs;	/* mount only: directories the kernel was asked to forget */
+	atomic_uint_fast64_t names_only_replies; /* mount only: first replies, names alone (ops.c) */
+	atomic_uint_fast64_t attrs_used;	/* mount only: files listed with attributes, stat'ed */
 };
 
 /* New counters that also add to @parent (NULL for none). */
@@ -55,10 +57,15 @@ void bfs_counters_put(struct bfs_counters *c);	/* NULL is a no-op */
 
 /* --- user.blockfs.stats --------------------------------------------------- */
 
-/* For the mount root: the cache's bytes and bound, and the inodes kept, added to its counters. */
+/*
+ * For the mount root: the cache's bytes and bound, the inodes kept, and
+ * the spill's counters (spill.h), added to its counters.
+ */
 struct bfs_stats_cache {
 	uint64_t bytes, limit;
 	uint64_t inodes;
+	uint64_t spill_bytes, spill_limit, spill_proofs, spill_sealed, spill_reads;
+	uint64_t spill_dropped, spill_failed;
 };
 
 /**
@@ -67,13 +74,15 @@ struct bfs_stats_cache {
  *         cache_limit); NULL for a file.
  * Keys, in order: reads bytes cache_hits cache_misses blocks_decompressed
  * decompress_ns blocks_prefetched prefetched_used backing_syscalls
- * checksum_failures errors cached_bytes [cache_bytes cache_limit].
+ * checksum_failures errors cached_bytes [the root's: ... cache_bytes
+ * cache_limit spill_bytes spill_limit spill_proofs spill_sealed
+ * spill_reads spill_dropped spill_failed].
  * Return: length written (no NUL counted), or -ERANGE when @len is short.
  */
 BFS_MUST_CHECK int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache *cache,
 		     char *buf, size_t len);
 
 /* A buffer this big holds any bfs_stats_format() output. */
-#define BFS_STATS_MAX 1024
+#define BFS_STATS_MAX 2048
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One reader of one file (an open handle): the read-ahead policy. It
- * serves the reader's READs through the block fetch (file.c) and, when
+ * serves the reader's READs through the block fetch (read.c) and, when
  * the reader is sequential, keeps a window of decoded pages ahead of it
  * in the kernel's page cache (push.h), so that its read(2) calls are page
  * cache hits that never reach the daemon.

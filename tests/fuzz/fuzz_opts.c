@@ -27,18 +27,21 @@
 
 static void check_values(const struct bfs_opts *o)
 {
+	const char *workers = bfs_opts_given(o, "workers");
+	const char *cache_size = bfs_opts_given(o, "cache_size");
+	const char *readahead = bfs_opts_given(o, "readahead");
 	uint64_t v;
 
 	FZ_CHECK(bfs_readpath_name((int)o->readpath) != NULL);
-	FZ_CHECK(o->workers <= BFS_MAX_WORKERS || !o->workers_s);
+	FZ_CHECK(o->workers <= BFS_MAX_WORKERS || !workers);
 	FZ_CHECK(o->populate >= BFS_POPULATE_OFF && o->populate <= BFS_POPULATE_ASYNC);
 	FZ_CHECK(bfs_advice_name(o->advice) != NULL && o->advice != BFS_ADV_DONTNEED);
-	if (o->cache_size_s)
-		FZ_CHECK(bfs_parse_size(o->cache_size_s, &v) == 0 && v == o->cache_size);
-	if (o->readahead_s)
-		FZ_CHECK(bfs_parse_size(o->readahead_s, &v) == 0 && v == o->readahead);
-	if (o->workers_s)
-		FZ_CHECK(strtoull(o->workers_s, NULL, 10) == o->workers);
+	if (cache_size)
+		FZ_CHECK(bfs_parse_size(cache_size, &v) == 0 && v == o->cache_size);
+	if (readahead)
+		FZ_CHECK(bfs_parse_size(readahead, &v) == 0 && v == o->readahead);
+	if (workers)
+		FZ_CHECK(strtoull(workers, NULL, 10) == o->workers);
 }
 
 /* Parse "blockfs -o OPTS src mnt"; 0 and @o filled, or -1. */
@@ -60,7 +63,7 @@ static void check_canonical(const struct bfs_opts *o)
 	struct bfs_opts o2;
 
 	/* the default count is the CPUs', which may exceed what -o accepts */
-	if (o->workers_s)
+	if (bfs_opts_given(o, "workers"))
 		snprintf(workers, sizeof(workers), ",workers=%u", o->workers);
 	snprintf(line, sizeof(line),
 		 "readpath=%s,populate=%s,advice=%s,cache_size=%" PRIu64 ",readahead=%" PRIu64

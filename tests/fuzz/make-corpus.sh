@@ -21,7 +21,7 @@ C=$PWD/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-for t in lz4 bgzf gzi seektable block hints opts gzip zstd xz bzip2; do
+for t in lz4 lz4_linked bgzf gzi seektable block hints opts gzip zstd xz bzip2; do
 	mkdir -p "$C/$t"
 	rm -f "$C/$t"/seed-*
 done
@@ -85,6 +85,22 @@ cat "$L/seed-hello.lz4" "$L/seed-B5-bx.lz4" "$L/seed-empty.lz4" > "$L/seed-conca
 head -c 15000 "$L/seed-B4-text.lz4" > "$L/seed-truncated.lz4"
 "$pack" -q -B 4K -o "$L/seed-pack-4k.lz4" "$T/text20k"
 "$pack" -q -B 64K --no-checksum -o "$L/seed-pack-64k-nocsum.lz4" "$T/text70k"
+
+# --- lz4_linked: a flags byte, a seed for the content, 64 bytes of edits -----
+# (the harness writes the linked frame itself with liblz4)
+python3 - "$C/lz4_linked" <<'PY'
+import os, sys
+d = sys.argv[1]
+seed = b"read block 7 ok\nseek to 4096\ncache hit 12\n" * 20
+none = bytes(64)                      # no edit: the checkpoints load as saved
+flip = bytes(range(1, 65))            # 32 byte flips
+cut = bytes(63) + b"\x80"              # a cut at half
+for name, flags, edits in [("plain", 0, none), ("csum-256k", 0x0f, none),
+                           ("flip", 0x02, flip), ("cut", 0x05, cut), ("empty-seed", 0x08, b"")]:
+    body = b"" if name == "empty-seed" else seed
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(bytes([flags]) + body + edits)
+PY
 
 # --- bgzf: whole files ---------------------------------------------------
 G=$C/bgzf

@@ -7,7 +7,9 @@
 # error a user can meet, with the errno text setfattr/getfattr print;
 # willneed decoding in the background; dontneed emptying blockfs's cache and
 # the kernel's; counters that move as reads happen; the mount-wide stats on
-# the root; blockfs-stat; reads that stay byte-identical throughout; -o ro.
+# the root; blockfs-stat (its random-read warning for 4 MiB LZ4 blocks and
+# one-block xz, none for 1 MiB xz blocks); reads that stay byte-identical
+# throughout; -o ro.
 #
 # Reads meant for blockfs's counters use "dd iflag=direct": with keep_cache
 # the kernel's page cache would serve a second read without asking blockfs.
@@ -46,6 +48,13 @@ lz4 -q -B4 "$STATE/plain" "$SRC/d/e/c.lz4"
 cp "$STATE/plain" "$SRC/d/e/raw.txt"
 mkdir "$SRC/slow"
 lz4 -q "$STATE/plain" "$SRC/slow/big4m.lz4"	# the lz4 CLI's default 4 MiB blocks
+# xz's one block, and xz -T2's 1 MiB blocks, when xz is there
+HAVE_XZ=0
+if command -v xz >/dev/null; then
+	HAVE_XZ=1
+	xz -q -T1 -0 -c "$STATE/plain" >"$SRC/slow/one.xz"
+	xz -q -T2 -0 --block-size=1MiB -c "$STATE/plain" >"$SRC/slow/blocks.xz"
+fi
 FILES=(a d/b d/e/c d/e/raw.txt)
 
 A=user.blockfs.advice
@@ -196,7 +205,7 @@ t setfattr -x $R "$MNT/d"
 check_eq "removed: back to the mount's pread" "pread pread" "$(get a $R) $(get d/b $R)"
 check_fails "readpath bogus: EINVAL" "Invalid argument" setfattr -n $R -v fast "$MNT/a"
 check_eq "a refused value changes nothing" "normal pread" "$(get a $A) $(get a $R)"
-for n in format compressed_size block_size blocks cached stats; do
+for n in format compressed_size block_size blocks cached stats units unit_max; do
 	check_fails "set read-only $n: EPERM" "Operation not permitted" \
 		setfattr -n user.blockfs.$n -v 1 "$MNT/a"
 	check_fails "remove read-only $n: EPERM" "Operation not permitted" \
@@ -267,6 +276,7 @@ check "root stats: every key" bash -c '
 	for k in reads bytes cache_hits cache_misses blocks_decompressed decompress_ns \
 		blocks_prefetched prefetched_used pushed_bytes backing_syscalls checksum_failures errors \
 		cached_bytes lookup_opens walked_ahead dir_memos dirs_read_ahead dirs_ahead_used dirs_forgotten \
+		names_only_replies attrs_used \
 		inodes cache_bytes cache_limit; do
 		grep -q "^$k [0-9][0-9]*$" <<<"$1" || { echo "no $k"; exit 1; }
 	done' _ "$root"
@@ -398,6 +408,15 @@ import json, sys
 s, a = json.load(sys.stdin)
 assert \"lz4 -B4\" in s[\"warning\"] and a[\"warning\"] is None, (s, a)
 "' _ "$STAT" "$MNT"
+	fi
+	if ((HAVE_XZ)); then
+		out=$(t "$STAT" "$MNT/slow/one" 2>&1)
+		check "blockfs-stat: one xz block gets the layout and the -c xz command" bash -c '
+			grep -q "warning  *one xz block of .* ($2) holds the whole file.* with: blockfs-pack -c xz -o one.xz $3\$" <<<"$1"' \
+			_ "$out" "$SIZE" "$MNT/slow/one"
+		out=$(t "$STAT" "$MNT/slow/blocks" 2>&1)
+		check "... 1 MiB xz blocks none (their 2 MiB span size is no block size)" \
+			bash -c '! grep -q warning <<<"$1"' _ "$out"
 	fi
 	check_fails "blockfs-stat on a path not on blockfs: message, exit 1" \
 		"not on a blockfs mount" "$STAT" "$STATE/plain"

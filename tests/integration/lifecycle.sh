@@ -440,4 +440,35 @@ else
 	show_log
 fi
 
+# --- a stat shows what open readers read --------------------------------------
+# While a reader holds a file open (and has read: an open alone builds
+# nothing, inode.c), a stat shows the size of the version it
+# reads, even after its backing file was rewritten in place (a file
+# replaced by rename is another inode); once the last reader has
+# closed it, the next stat shows the new file. attr_timeout=0: every stat
+# reaches the daemon.
+mkdir -p "$T/vs" "$T/vm"
+head -c 100000 "$O/big" | lz4 -q -c >"$T/vs/v.lz4"
+if bfs_mount "$T/vs" "$T/vm" "$T/daemon-v.log" attr_timeout=0,entry_timeout=0; then
+	exec 8<"$T/vm/v"
+	dd bs=1 count=1 status=none <&8 >/dev/null	# a read: the reader's version is built
+	head -c 150000 "$O/big" | lz4 -q -c >"$T/vs/v.new" && cat "$T/vs/v.new" >"$T/vs/v.lz4"
+	check_eq "rewritten in place while open: a stat shows the open reader's size" 100000 \
+		"$(t stat -c %s "$T/vm/v")"
+	# its bytes are gone from the disk: the rest of what it read before, or EIO
+	r=$(md5sum <&8 2>&1)
+	check "... and the reader reads its old bytes or EIO, never the new ones ($r)" \
+		test "$r" = "$(head -c 100000 "$O/big" | tail -c +2 | md5sum)" \
+		-o "$r" = "md5sum: -: Input/output error"
+	exec 8<&-
+	check_eq "the reader closed: the next stat shows the new size" 150000 \
+		"$(t stat -c %s "$T/vm/v")"
+	check "... and a new open reads the new bytes" cmp "$T/vm/v" <(head -c 150000 "$O/big")
+	bfs_umount
+	check_eq "unmount, exit 0" 0 "$?"
+else
+	not_ok "mount with attr_timeout=0" "exit ${BFS_EXIT:-none}"
+	show_log
+fi
+
 bfs_end

@@ -13,6 +13,13 @@
 #   listing giving names alone;
 # - then a cat of one file: strace does see its open and read (the count
 #   above can fail), and the bytes are the decoded ones.
+# - ls -lR on a fresh mount (auto): every file with its decoded size, and
+#   after the first directory the first replies carry attributes
+#   (names_only_replies at most 2, the root and d00): the READDIRPLUS
+#   the kernel sends for a later chunk once ls has stat'ed entries counts
+#   the reply before as used (attrs_used), so the mount does not turn to
+#   names alone, which would make the kernel look up every file; a find
+#   after it turns back to names alone within a few directories.
 # Skips without strace.
 #
 # Usage: listing.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
@@ -65,7 +72,8 @@ umount_ok() {
 	check_eq "unmount ($1), exit 0" 0 "$rc"
 }
 
-opens() { t getfattr --only-values -n user.blockfs.stats "$M" | awk '$1 == "lookup_opens" { print $2 }'; }
+stat_of() { t getfattr --only-values -n user.blockfs.stats "$M" | awk -v k="$1" '$1 == k { print $2 }'; }
+opens() { stat_of lookup_opens; }
 
 # strace_start: attach strace to every thread of the daemon, output in $T/strace.
 STRACE_PID=
@@ -156,5 +164,22 @@ for rp in off auto; do
 	check "readdirplus=$rp: the daemon is alive" kill -0 "$BFS_PID"
 	umount_ok "readdirplus=$rp"
 done
+
+# ls -lR with readdirplus=auto: attributes in first replies after d00
+mount_or_die readpath=pread
+check_eq "ls -lR: every f*.txt with its decoded size, $(wc -c <"$T/one") bytes" \
+	"$((NDIRS * (PER - 4)))" \
+	"$(cd "$M" && t ls -lR . | awk -v n="$(wc -c <"$T/one")" '$NF ~ /^f[0-9]+\.txt$/ && $5 == n' | wc -l)"
+nor=$(stat_of names_only_replies)
+check "ls -lR: names alone in 2 first replies at most (the root, d00), not one per directory" \
+	test "${nor:-99}" -le 2
+au=$(stat_of attrs_used)
+check "ls -lR: the files given with attributes counted as used ($au of $((NDIRS * (PER - 1))))" \
+	test "${au:-0}" -ge $(((NDIRS - 2) * (PER - 1)))
+(cd "$M" && t find . >/dev/null)
+check "find after ls -lR: back to names alone ($nor -> $(stat_of names_only_replies) replies)" \
+	test "$(stat_of names_only_replies)" -gt "$nor"
+check "ls -lR: the daemon is alive" kill -0 "$BFS_PID"
+umount_ok "ls -lR"
 
 bfs_end

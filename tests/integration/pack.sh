@@ -14,7 +14,11 @@
 #
 # Also: one message and exit 1 when the target fills up or is read-only,
 # -u resuming an interrupted tree, no .gzi for one-member BGZF files, and
-# -v's ratio against blockfs-stat's.
+# -v's ratio against blockfs-stat's. zstd, xz and bzip2 files of their own
+# writers (zstd, pzstd, xz, xz -T2, bzip2): -t of good, flipped and cut
+# copies, --index-cache entries a mount then opens without a walk, -u
+# keeping good outputs and making one-frame / one-block ones again, and
+# blockfs-stat's warning about their layout, whose command is run.
 #
 # Usage: pack.sh BLOCKFS BLOCKFS_PACK [BLOCKFS_STAT]   (meson passes all three)
 # Exit: 0 all passed, 1 something failed, 77 skipped (no FUSE/tools/root).
@@ -585,26 +589,305 @@ mv "$STATE/zx/text.zst" "$STATE/zxm/z.zst"
 mv "$STATE/zx/text.xz" "$STATE/zxm/x.xz"
 : | "$PACK" -q -c zstd -o "$STATE/zxm/empty.zst" -
 check "an empty input makes a zstd file zstd -t accepts" zstd -q -t "$STATE/zxm/empty.zst"
+# seeded_misses GOT WANT N SEED: 1 if any of N 4 KiB reads of GOT at seeded
+# offsets differs from WANT's bytes there, else 0.
+seeded_misses() {
+	local size i off miss=0
+	size=$(stat -c %s "$2")
+	for ((i = 1; i <= $3; i++)); do
+		off=$(( (i * 7919 * 104729 + $4) % (size - 5000) ))
+		cmp -s <(dd if="$1" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) \
+		       <(dd if="$2" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) || miss=1
+	done
+	echo "$miss"
+}
+
 if bfs_mount "$STATE/zxm" "$MNT" "$STATE/daemon-zx.log" "readpath=pread"; then
 	check_eq "blockfs indexes the zstd output from its seek table" "seektable" \
 		"$(getfattr --only-values -n user.blockfs.index_source "$MNT/z" 2>/dev/null)"
 	for f in z x; do
 		check "$f: read whole through the mount" cmp "$MNT/$f" "$STATE/zx/text"
-		size=$(stat -c %s "$STATE/zx/text")
-		bad=0
-		for i in 1 2 3 4 5 6; do
-			off=$(( (i * 7919 * 104729 + 12345) % (size - 5000) ))
-			cmp <(dd if="$MNT/$f" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) \
-			    <(dd if="$STATE/zx/text" bs=4096 count=1 iflag=skip_bytes skip=$off 2>/dev/null) ||
-				bad=1
-		done
-		check_eq "$f: 6 reads at seeded offsets match the input" 0 "$bad"
+		check_eq "$f: 6 reads at seeded offsets match the input" 0 \
+			"$(seeded_misses "$MNT/$f" "$STATE/zx/text" 6 12345)"
 	done
 	check_eq "the empty zstd output is shown empty" 0 "$(stat -c %s "$MNT/empty")"
 	bfs_umount || not_ok "unmount of the zstd/xz tree"
 else
 	not_ok "mount of the zstd/xz tree"
 	show_log
+fi
+
+# ----------------------- zstd, xz and bzip2 from their own writers
+
+# Files of the real writers (zstd, pzstd, xz, xz -T2, bzip2) and of -c zstd
+# / -c xz: -t, damaged copies, --index-cache then a mount, -u, and the
+# warning of blockfs-stat with the command it gives, run as given.
+if ! command -v zstd pzstd xz bzip2 getfattr >/dev/null 2>&1 ||
+	[[ $(command -v zstd pzstd xz bzip2 getfattr | wc -l) != 5 ]]; then
+	diag "zstd, pzstd, xz, bzip2 or getfattr missing: their section skipped"
+else
+W=$STATE/w			# the inputs
+F=$STATE/f			# what the writers made
+mkdir -p "$W" "$F"
+seq 1 400000 | sed 's/$/ some words of text to compress/' >"$W/textsrc"
+# mix: text and random bytes (11.5 MB); big: 7 of those (80.5 MB), one
+# unit of which is past what blockfs decodes whole (zstd 32 MiB, xz 64
+# MiB). The random bytes make the walks long enough (at least 8 reads)
+# for their indexes to be worth an index cache entry.
+{ head -c 9000000 "$W/textsrc"; head -c 2500000 /dev/urandom; } >"$W/mix"
+for i in 1 2 3 4 5 6 7; do
+	head -c 9000000 "$W/textsrc"
+	head -c 2500000 /dev/urandom
+done >"$W/big"
+MIXSZ=$(stat -c %s "$W/mix") BIGSZ=$(stat -c %s "$W/big")
+zstd -q -c "$W/mix" >"$F/z1.zst"			# one frame, with its content size
+zstd -q -c -1 "$W/big" >"$F/zbig.zst"			# one frame of 71 MB: spans
+pzstd -q -p 2 -c "$W/mix" >"$F/pz.zst"			# pzstd's frames
+xz -q -T1 -0 -c "$W/mix" >"$F/x1.xz"			# one block
+xz -q -T1 -0 -c "$W/big" >"$F/xbig.xz"			# one block of 71 MB: spans
+xz -q -T2 -0 --block-size=1MiB -c "$W/mix" >"$F/xt2.xz"	# many blocks
+bzip2 -q -c "$W/mix" >"$F/b.bz2"			# 900 kB blocks
+"$PACK" -q -c zstd -o "$F/zs.zst" "$W/mix"
+"$PACK" -q -c xz -o "$F/xs.xz" "$W/mix"
+
+# -- -t
+
+for f in z1.zst zbig.zst pz.zst x1.xz xbig.xz xt2.xz b.bz2 zs.zst xs.xz; do
+	out=$(t "$PACK" -t -v "$F/$f" 2>&1)
+	rc=$?
+	check_eq "-t $f (by its writer): exit 0, OK" "0 $F/$f: OK" "$rc $(tail -n 1 <<<"$out")"
+done
+mkdir -p "$STATE/dmg"
+# damaged COPY: a byte in the middle flipped, and the file cut at 2/3
+for f in z1.zst pz.zst x1.xz xt2.xz b.bz2 zs.zst xs.xz; do
+	size=$(stat -c %s "$F/$f")
+	cp "$F/$f" "$STATE/dmg/flip-$f"
+	python3 -c '
+import sys
+p, off = sys.argv[1], int(sys.argv[2])
+with open(p, "r+b") as f:
+    f.seek(off); b = f.read(1); f.seek(off); f.write(bytes([b[0] ^ 0xff]))' \
+		"$STATE/dmg/flip-$f" $((size / 2))
+	head -c $((size * 2 / 3)) "$F/$f" >"$STATE/dmg/cut-$f"
+	for d in flip cut; do
+		out=$(t "$PACK" -t "$STATE/dmg/$d-$f" 2>&1)
+		rc=$?
+		if ((rc == 1)) && [[ $(grep -c . <<<"$out") == 1 &&
+			$out == "blockfs-pack: $STATE/dmg/$d-$f: damaged"* ]]; then
+			ok "-t $d-$f: exit 1, one line naming the file and the damage"
+		else
+			not_ok "-t $d-$f: exit 1, one line naming the file and the damage" \
+				"exit $rc, output: $out"
+		fi
+	done
+done
+# a seek table entry damaged: zstd -t skips the table, blockfs walks the frames
+size=$(stat -c %s "$F/zs.zst")
+cp "$F/zs.zst" "$STATE/dmg/table-zs.zst"
+printf '\x77' | dd of="$STATE/dmg/table-zs.zst" bs=1 seek=$((size - 20)) conv=notrunc 2>/dev/null
+check "a -c zstd output with a seek table entry damaged: zstd -t accepts it" \
+	zstd -q -t "$STATE/dmg/table-zs.zst"
+check_fails "... -t does not: blockfs would walk it" "seek table unusable (blockfs ignores it" \
+	"$PACK" -t "$STATE/dmg/table-zs.zst"
+diag "-t of a damaged copy: $(t "$PACK" -t "$STATE/dmg/flip-b.bz2" 2>&1)"
+diag "-t of a cut copy: $(t "$PACK" -t "$STATE/dmg/cut-xt2.xz" 2>&1)"
+out=$(t "$PACK" -t "$F/zs.zst" "$STATE/dmg/cut-zs.zst" "$F/b.bz2" 2>&1)
+check_eq "-t of three files, one bad: exit 1, one line" "1 1" "$? $(grep -c . <<<"$out")"
+
+# -- --index and --index-cache
+
+IC=$STATE/icache
+mkdir -m 700 "$IC"
+# the mount's source, linked first: a link changes the inode's ctime, which keys the entry
+mkdir -p "$STATE/icsrc"
+for f in zbig.zst xbig.xz b.bz2; do ln "$F/$f" "$STATE/icsrc/$f"; done
+ids() { (cd "$F" && stat -c '%n %i %s %Y %Z' zbig.zst xbig.xz b.bz2 && md5sum zbig.zst xbig.xz b.bz2); }
+before=$(ids)
+out=$(t "$PACK" -v --index --index-cache "$IC" "$F/zbig.zst" "$F/xbig.xz" "$F/b.bz2" 2>&1)
+check_eq "--index --index-cache of one-frame zstd, one-block xz, bzip2: exit 0" 0 "$?"
+for c in zstd bzip2; do
+	check "... kept a $c index (its walk reads the file)" grep -q "kept its $c index" <<<"$out"
+done
+# xz states every block's sizes in its own index: a mount reads that, a
+# few reads from the end, and spans a big block without decoding it first
+check "... none of the xz file (it has its own index: a few reads)" \
+	grep -q "xbig.xz: walked in [0-9] reads.*not kept" <<<"$out"
+check_eq "... 2 entries in the cache" 2 "$(find "$IC" -name '*.idx' | wc -l)"
+check_eq "... the files left as they were" "$before" "$(ids)"
+out=$(t "$PACK" --index --index-cache "$IC" "$F/zs.zst" "$F/xt2.xz" 2>&1)
+check_eq "... a seekable zstd and a many-block xz: exit 0, nothing kept" \
+	"0 2" "$? $(find "$IC" -name '*.idx' | wc -l)"
+check "... saying why (a seek table; the xz index costs a few reads)" bash -c \
+	'grep -q "has its own index (a seek table)" <<<"$1" && grep -q "walked in .* reads" <<<"$1"' \
+	_ "$out"
+check_fails "... a damaged bzip2 file refused" "damaged, not indexed" \
+	"$PACK" --index --index-cache "$IC" "$STATE/dmg/flip-b.bz2"
+check_fails "--index alone of a zstd file: nothing to add in place, and what does" \
+	"--index-cache DIR keeps the index" "$PACK" --index "$F/z1.zst"
+# A mount with that cache opens them from the entries: index_source cache,
+# a few backing reads for the first stat; one without it walks them.
+# first_stat NAME: "SOURCE READS" of NAME after a stat on a fresh mount
+first_stat() {
+	stat -c %s "$MNT/$1" >/dev/null
+	echo "$(getfattr --only-values -n user.blockfs.index_source "$MNT/$1" 2>/dev/null)" \
+		"$(getfattr --only-values -n user.blockfs.stats "$MNT/$1" 2>/dev/null |
+			awk '$1 == "backing_syscalls" { print $2 }')"
+}
+declare -A WALKED SRC=([zbig]=big [xbig]=big [b]=mix)
+if bfs_mount "$STATE/icsrc" "$MNT" "$STATE/daemon-ic0.log" "readpath=pread"; then
+	for f in zbig xbig b; do WALKED[$f]=$(first_stat $f); done
+	bfs_umount || not_ok "unmount of the uncached mount"
+fi
+if bfs_mount "$STATE/icsrc" "$MNT" "$STATE/daemon-ic.log" "readpath=pread,index_cache=$IC"; then
+	for f in zbig xbig b; do
+		src=${SRC[$f]}
+		got=$(first_stat $f)
+		walked=${WALKED[$f]:-?}
+		diag "$f: first stat without the cache: index ${walked% *}, ${walked#* } reads;" \
+			"with it: index ${got% *}, ${got#* } reads"
+		if [[ $f == xbig ]]; then
+			if [[ ${got% *} == xz-walk && ${got#* } -le 8 ]]; then
+				ok "$f: the mount reads the xz index, no entry needed (${got#* } reads)"
+			else
+				not_ok "$f: the mount reads the xz index" "$got"
+			fi
+		elif [[ ${got% *} == cache && ${got#* } -le 2 && ${walked% *} == *-walk &&
+			${walked#* } -gt ${got#* } ]]; then
+			ok "$f: the mount takes the index from the entry, no walk (${got#* } reads, a walk ${walked#* })"
+		else
+			not_ok "$f: the mount takes the index from the entry, no walk" \
+				"with the cache: $got; without: $walked"
+		fi
+		check_eq "$f: ... walk: complete" complete \
+			"$(getfattr --only-values -n user.blockfs.walk "$MNT/$f" 2>/dev/null)"
+		check "$f: ... and reads whole exact" cmp "$MNT/$f" "$W/$src"
+		check_eq "$f: ... 4 reads at seeded offsets exact" 0 \
+			"$(seeded_misses "$MNT/$f" "$W/$src" 4 4242)"
+	done
+	bfs_umount || not_ok "unmount of the cached mount"
+else
+	not_ok "mount with the index cache"
+	show_log
+fi
+
+# -- -u: the codec asked says whether an output is current
+
+U=$STATE/u
+mkdir -p "$U"
+cp -p "$W/mix" "$U/mix"
+"$PACK" -q -c zstd "$U/mix"
+"$PACK" -q -c xz "$U/mix"
+idz() { stat -c '%i %Y %z' "$U/mix.zst"; }
+idx_() { stat -c '%i %Y %z' "$U/mix.xz"; }
+bz=$(idz) bx=$(idx_)
+out=$(t "$PACK" -v -u -c zstd "$U/mix" 2>&1)
+check_eq "-u -c zstd over its own output: kept, up to date" "0 $U/mix.zst: up to date" "$? $out"
+check_eq "... the same file (inode, mtime, ctime)" "$bz" "$(idz)"
+out=$(t "$PACK" -v -u -c xz "$U/mix" 2>&1)
+check_eq "-u -c xz over its own output: kept, up to date" "0 $U/mix.xz: up to date" "$? $out"
+check_eq "... the same file (inode, mtime, ctime)" "$bx" "$(idx_)"
+t "$PACK" -q -u -c zstd -B 512K "$U/mix"
+check "-u -c zstd -B 512K: frames of another size are made again" \
+	test "$bz" != "$(idz)"
+check_eq "... as 512K frames" $(( ($(stat -c %s "$U/mix") + 524287) / 524288 )) \
+	"$(tail -c 9 "$U/mix.zst" | od -An -tu4 -N4 | tr -d ' ')"
+# the stock tools' output, with the input's mtime (as they keep it): not seekable
+rm "$U/mix.zst" "$U/mix.xz"
+zstd -q -k "$U/mix"
+xz -q -k -T1 -0 "$U/mix"
+bz=$(idz) bx=$(idx_)
+check_eq "(zstd and xz keep the input's mtime)" "$(stat -c %Y "$U/mix") $(stat -c %Y "$U/mix")" \
+	"$(stat -c %Y "$U/mix.zst") $(stat -c %Y "$U/mix.xz")"
+t "$PACK" -q -u -c zstd "$U/mix"
+t "$PACK" -q -u -c xz "$U/mix"
+check "-u over zstd's one frame and xz's one block: both made again" \
+	test "$bz" != "$(idz)" -a "$bx" != "$(idx_)"
+check "... as the seekable format (its footer) and many xz blocks" bash -c \
+	'[[ $(tail -c 4 "$1.zst" | od -An -tx4 | tr -d " ") == 8f92eab1 ]] &&
+	 (($(xz --robot -l "$1.xz" | awk "\$1 == \"file\" { print \$3 }") > 1))' _ "$U/mix"
+check "... both pass -t" "$PACK" -t "$U/mix.zst" "$U/mix.xz"
+cut=$(idz)
+truncate -s -100 "$U/mix.zst"
+touch -r "$U/mix" "$U/mix.zst"
+t "$PACK" -q -u -c zstd "$U/mix"
+check "-u over a cut -c zstd output: made again, whole" bash -c \
+	'[[ $1 != $(stat -c "%i %Y %z" "$2.zst") ]] && zstd -q -dc "$2.zst" | cmp -s - "$2"' \
+	_ "$cut" "$U/mix"
+
+# -- blockfs-stat: the layout behind random reads, and the command that fixes it
+
+if [[ -n "$STAT" ]]; then
+	L=$STATE/layout
+	mkdir -p "$L"
+	ln "$F/zbig.zst" "$L/zbig.zst"
+	ln "$F/z1.zst" "$L/z1.zst"
+	ln "$F/x1.xz" "$L/x1.xz"
+	ln "$F/b.bz2" "$L/b.bz2"
+	ln "$F/zs.zst" "$L/zs.zst"
+	ln "$F/xs.xz" "$L/xs.xz"
+	if bfs_mount "$L" "$MNT" "$STATE/daemon-l.log" "readpath=pread"; then
+		for f in zbig:"one zstd frame of .* ($BIGSZ) holds the whole file" \
+			 z1:"one zstd frame of .* ($MIXSZ) holds the whole file" \
+			 x1:"one xz block of .* ($MIXSZ) holds the whole file" \
+			 b:"[0-9]* bzip2 blocks of up to"; do
+			n=${f%%:*} want=${f#*:}
+			case $n in z*) cmd="blockfs-pack -c zstd -o $n.zst $MNT/$n" ;;
+				   *) cmd="blockfs-pack -c xz -o $n.xz $MNT/$n" ;; esac
+			out=$(t "$STAT" "$MNT/$n" 2>&1)
+			check "blockfs-stat $n: the warning names the layout and the command" bash -c \
+				'grep -q "^  warning .*$2.*make it seekable.* with: $3\$" <<<"$1"' \
+				_ "$out" "$want" "$cmd"
+			check "... --json: warning and repack" python3 -c '
+import json, re, subprocess, sys
+[j] = json.loads(subprocess.run([sys.argv[1], "--json", sys.argv[2]], capture_output=True,
+                                check=True).stdout)
+want = sys.argv[3].replace("(", "[(]").replace(")", "[)]")
+assert re.search(want, j["warning"]) and j["repack"] == sys.argv[4], j
+assert j["units"] >= 1 and j["unit_max"] > 262144, j
+' "$STAT" "$MNT/$n" "$want" "$cmd"
+		done
+		check "blockfs-stat zbig: shows its spans decoded as one unit" bash -c \
+			'grep -q "^  decoded as  *1, the largest .* ($2)" <<<"$1"' _ \
+			"$(t "$STAT" "$MNT/zbig")" "$BIGSZ"
+		for n in zs xs; do
+			check "blockfs-stat $n (blockfs-pack's 1 MiB units): no warning" python3 -c '
+import json, subprocess, sys
+[j] = json.loads(subprocess.run([sys.argv[1], "--json", sys.argv[2]], capture_output=True,
+                                check=True).stdout)
+assert j["warning"] is None and j["repack"] is None and j["unit_max"] == 1048576, j
+' "$STAT" "$MNT/$n"
+		done
+		# The command as blockfs-stat gives it, run in a directory of its own.
+		mkdir -p "$STATE/repack"
+		for n in zbig x1 b; do
+			cmd=$("$STAT" --json "$MNT/$n" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["repack"])')
+			check "$n: the command blockfs-stat gives runs" bash -c \
+				'cd "$1" && PATH=$(dirname "$2"):$PATH eval "$3 -q"' _ "$STATE/repack" "$PACK" "$cmd"
+		done
+		bfs_umount || not_ok "unmount of the layout tree"
+		check "... and makes files -t passes" "$PACK" -t "$STATE/repack/zbig.zst" \
+			"$STATE/repack/x1.xz" "$STATE/repack/b.xz"
+		check "... which decode to the originals" bash -c \
+			'zstd -q -dc "$1/zbig.zst" | cmp -s - "$2/big" && xz -dc "$1/x1.xz" | cmp -s - "$2/mix" &&
+			 xz -dc "$1/b.xz" | cmp -s - "$2/mix"' _ "$STATE/repack" "$W"
+		rm -f "$L"/*
+		mv "$STATE/repack/zbig.zst" "$STATE/repack/x1.xz" "$STATE/repack/b.xz" "$L/"
+		if bfs_mount "$L" "$MNT" "$STATE/daemon-l2.log" "readpath=pread"; then
+			for n in zbig x1 b; do
+				check "$n repacked: no warning now, 1 MiB units" python3 -c '
+import json, subprocess, sys
+[j] = json.loads(subprocess.run([sys.argv[1], "--json", sys.argv[2]], capture_output=True,
+                                check=True).stdout)
+assert j["warning"] is None and j["unit_max"] == 1048576 and j["units"] > 1, j
+' "$STAT" "$MNT/$n"
+			done
+			bfs_umount || not_ok "unmount of the repacked layout tree"
+		fi
+	else
+		not_ok "mount of the layout tree"
+		show_log
+	fi
+fi
 fi
 
 bfs_end

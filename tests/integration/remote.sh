@@ -12,12 +12,12 @@
 # SOURCE", sets out what a reader gets and what comes back):
 #   stall    the network frozen 2 s (proxy stopped): the read only waits
 #   cut      the network cut (proxy killed) and brought back: sshfs
-#            reconnects; the reader gets EIO, files not opened before
-#            read exact afterwards; files opened before keep EIO until
-#            their backing file changes (codec files) or blockfs is
-#            mounted again (raw files)
-#   sshfs dies   reads and lookups get ENOTCONN; blockfs answers only
-#            after both sshfs and blockfs are mounted again
+#            reconnects; the reader gets EIO while it is gone; afterwards
+#            every file reads exact, those opened before too (their
+#            backing files are opened again by path on EIO)
+#   sshfs dies   reads and lookups get ENOTCONN (of names never looked up
+#            too); blockfs answers only after both sshfs and blockfs are
+#            mounted again
 # The daemon stays alive throughout and unmounts with exit status 0.
 # About 30 s.
 #
@@ -62,13 +62,15 @@ open(os.path.join(w, "tree/plain3.txt"), "wb").write(b"")
 # base64 of random bytes: lz4 keeps it about the same size, so these stock
 # lz4 -B4 files hold about 32 and 16 MiB of 64 KiB blocks
 for name, n in (("big.txt", 32 << 20), ("stall.txt", 16 << 20), ("cut.txt", 16 << 20),
-                ("gone.txt", 16 << 20)):
+                ("gone.txt", 16 << 20), ("swap.txt", 24 << 20), ("swap.new", 8 << 20)):
     with open(os.path.join(w, name), "wb") as f:
         f.write(base64.encodebytes(r.randbytes(n * 3 // 4)))
 PY
-for f in tree/t1.txt tree/sub/t4.txt tree/t5.txt fresh.txt big.txt stall.txt cut.txt gone.txt; do
+for f in tree/t1.txt tree/sub/t4.txt tree/t5.txt fresh.txt big.txt stall.txt cut.txt gone.txt \
+	swap.txt; do
 	lz4 -q -B4 "$W/$f" "$E/$f.lz4"
 done
+lz4 -q -B4 "$W/swap.new" "$T/swap.new.lz4"
 lz4 -q -B4 "$W/t1.new" "$T/t1.new.lz4"
 bgzip -c "$W/tree/t2.vcf" >"$E/tree/t2.vcf.gz"
 gzip -6 -c "$W/tree/t3.csv" >"$E/tree/t3.csv.gz"
@@ -277,8 +279,18 @@ t stat "$M/cut.txt" >/dev/null
 uncache cut.txt
 uncache_sshfs cut.txt.lz4
 start_reader cut "$M/cut.txt" "$W/cut.txt"
+CUT_PID=$READER_PID
+# swap.txt: read when the network goes, replaced on the server meanwhile
+t stat "$M/swap.txt" >/dev/null
+uncache swap.txt
+uncache_sshfs swap.txt.lz4
+start_reader swap "$M/swap.txt" "$W/swap.txt"
+SWAP_PID=$READER_PID
 wait_progress cut $((2 << 20)) || not_ok "cut: the reader started" "$(cat "$T/cut.out")"
+wait_progress swap $((2 << 20)) || not_ok "cut: swap's reader started" "$(cat "$T/swap.out")"
 remote_proxy_kill
+cp "$T/swap.new.lz4" "$E/.swap.tmp"
+mv -f "$E/.swap.tmp" "$E/swap.txt.lz4"
 deadline=$((SECONDS + 20))
 until grep -q . "$T/cut.out" || ((SECONDS >= deadline)); do sleep 0.1; done
 out=$(head -n 1 "$T/cut.out")
@@ -293,7 +305,7 @@ remote_proxy_start || not_ok "cut: the proxy back on port $RMT_PROXY_PORT"
 remote_wait_for "sshfs reconnected" 15 test -s "$S/tree/plain1.txt"
 check "cut: sshfs answers again (it reconnected)" cmp "$S/tree/plain1.txt" "$W/tree/plain1.txt"
 touch "$T/cut.go"
-bfs_end_readers "$READER_PID"
+bfs_end_readers "$CUT_PID"
 diag "cut: after the reconnect, the reader: $(tail -n +2 "$T/cut.out" | tr '\n' ' ')"
 check "cut: the daemon is alive" kill -0 "$BFS_PID"
 check "cut: a file not opened before reads exact" cmp "$M/fresh.txt" "$W/fresh.txt"
@@ -308,25 +320,41 @@ check "cut: a file made on the server afterwards reads exact (2 s later)" \
 	cmp "$M/late.txt" "$W/late.txt"
 check "cut: a listing answers" ls "$M/tree"
 # What blockfs still holds from before the cut are sshfs handles of the
-# old connection, which sshfs answers with EIO for good; blockfs does not
-# open its backing files again on EIO (tests/README.md, "Remote SOURCE").
-check_eq "cut: the reader's descriptor: still EIO (a dead sshfs handle)" "retry EIO" \
+# old connection, which sshfs answers with EIO for good: a backing read
+# that fails so opens the file again by path, once, and reads on if it is
+# still the same file (device, inode, size, times).
+check_eq "cut: the reader's descriptor reads on (its backing file opened again)" "retry exact" \
 	"$(grep '^retry' "$T/cut.out")"
-check_eq "cut: a new open of the file cut mid-read: still EIO" "reopen EIO" \
+check_eq "cut: a new open of the file cut mid-read reads exact" "reopen exact" \
 	"$(grep '^reopen' "$T/cut.out")"
 uncache tree/plain1.txt tree/t5.txt
 uncache_sshfs tree/plain1.txt tree/t5.txt.lz4
-check_eq "cut: a codec file opened before the cut, its caches dropped: EIO" EIO \
+check_eq "cut: a codec file opened before the cut, its caches dropped: exact" ok \
 	"$(errno_of read "$M/tree/t5.txt")"
-check_eq "cut: a raw file opened before the cut, its caches dropped: EIO" EIO \
-	"$(errno_of read "$M/tree/plain1.txt")"
+check "cut: a raw file opened before the cut, its caches dropped: exact" \
+	cmp "$M/tree/plain1.txt" "$W/tree/plain1.txt"
+check "cut: the log says a backing file was opened again" \
+	grep -q "cut.txt.lz4: a backing read failed (Input/output error): opened again by name" \
+	"$T/daemon.log"
+# the failed block's line says what the read met, not "shrank"
+diag "cut: the log on cut.txt: $(grep -m 3 'cut.txt.lz4: block' "$T/daemon.log" | tr '\n' ' ')"
+check "cut: the log names the read's error (EIO), not a file that shrank" \
+	grep -q "cut.txt.lz4: block [0-9]* at byte [0-9]*: Input/output error" "$T/daemon.log"
+check_eq "cut: the log says cut.txt did not shrink" 0 "$(grep -c 'cut.txt.lz4.*shrank' "$T/daemon.log")"
+# swap.txt.lz4 is another file now: what was open of it stays EIO, a new open reads the new one
+sleep 2.2	# sshfs's directory cache and its kernel attributes
+touch "$T/swap.go"
+bfs_end_readers "$SWAP_PID"
+diag "cut: swap.txt, replaced on the server while the network was gone: $(tr '\n' ' ' <"$T/swap.out")"
+check_eq "cut: a file replaced meanwhile: the reader's descriptor: EIO" "retry EIO" \
+	"$(grep '^retry' "$T/swap.out")"
+check "cut: a file replaced meanwhile: a new open reads the new file" cmp "$M/swap.txt" "$W/swap.new"
+diag "cut: the log on swap.txt: $(grep 'swap.txt' "$T/daemon.log" | tr '\n' ' ')"
 sleep 1.1
-touch "$E/cut.txt.lz4" "$E/tree/plain1.txt"
+touch "$E/cut.txt.lz4"
 sleep 2.2
 check "cut: the codec file changed on the server (touch): a new open reads exact" \
 	cmp "$M/cut.txt" "$W/cut.txt"
-check_eq "cut: the raw file changed on the server (touch): still EIO" EIO \
-	"$(errno_of read "$M/tree/plain1.txt")"
 bfs_umount
 check_eq "cut: unmount; daemon exits 0" 0 "$?"
 if bfs_mount "$S" "$M" "$T/daemon2.log" index_cache=off; then
@@ -357,11 +385,12 @@ check_eq "sshfs dies: the reader's pread fails with ENOTCONN (passed through)" E
 check "sshfs dies: the daemon is alive" kill -0 "$BFS_PID"
 check_eq "sshfs dies: listing the mount: ENOTCONN" ENOTCONN "$(errno_of list "$M/tree")"
 diag "sshfs dies: stat of a file looked up before: $(errno_of stat "$M/tree/t5.txt")"
-# the name rules ask "is there a file X.lz4?": a stat that fails with
-# another error than ENOENT fails the lookup with it, so a name the
-# kernel does not hold meets ENOTCONN too, never a false ENOENT
-check_eq "sshfs dies: a name not looked up on this mount: ENOTCONN" ENOTCONN \
+# the name rules ask "is there a file X.lz4?": a stat that fails for
+# another reason than "no such name" fails the lookup with it
+check_eq "sshfs dies: a name not looked up on this mount: ENOTCONN (not ENOENT)" ENOTCONN \
 	"$(errno_of stat "$M/late.txt")"
+check_eq "sshfs dies: a name that is nowhere: ENOTCONN (not ENOENT)" ENOTCONN \
+	"$(errno_of stat "$M/nowhere.txt")"
 fusermount3 -uz "$S"
 remote_mount "$E" "$S" dcache_timeout=1 || not_ok "sshfs mounted again"
 check "sshfs dies: sshfs mounted again answers" cmp "$S/tree/plain1.txt" "$W/tree/plain1.txt"

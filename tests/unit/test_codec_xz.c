@@ -22,11 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
+#include "blockfs/spill.h"
 #include "blockfs/xxh32.h"
 
 /* codec_xz.c: the test knob, declared there and here only */
@@ -805,6 +807,82 @@ static void test_chain_check(void **state)
 }
 
 /*
+ * The spill (spill.h): with verify the proof of an open chain writes its
+ * output there, and every span is then read from it, in any order, a
+ * prefix too, without a decoder; a bad check spills nothing; a chain
+ * bigger than the budget is decoded as without a spill.
+ */
+static void test_chain_spilled(void **state)
+{
+	size_t len = 1000000, n;
+	uint8_t *d = gen_text(len, 16), *dst = malloc(T_SPAN);
+	char dir[] = "/tmp/test_xz_spill.XXXXXX";
+	struct bfs_spill_stats st0, st;
+	struct buf b = { 0 };
+	struct idx_fix f;
+	size_t csum;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(bfs_spill_configure(dir, 4 << 20), 0);
+	bfs_codec_xz_limits(T_DIRECT, T_SPAN);
+	make_xz(&b, d, len, 0, LZMA_CHECK_CRC64, false);
+	assert_int_equal(scan(&f, &b), 0);
+	n = f.idx.n;
+	assert_true(f.idx.blk[0].flags & BFS_BLK_OPEN);
+	bfs_spill_stats(&st0);
+	assert_int_equal(C->resume(&f.idx, 5), 0);	/* not proven yet: from the start */
+	read_span(&f, 0, d);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.proofs - st0.proofs, 1);
+	assert_int_equal(st.sealed - st0.sealed, 1);
+	assert_int_equal(st.bytes, len);
+	/* spilled: any span is where it is wanted, no decoder parked anywhere */
+	for (size_t k = 0; k < n; k++)
+		assert_int_equal(C->resume(&f.idx, k), k);
+	read_span(&f, n - 1, d);
+	read_span(&f, 5, d);
+	assert_int_equal(dec(&f, 7, dst, 100, true), 0);
+	assert_memory_equal(dst, d + 7 * T_SPAN, 100);
+	assert_int_equal(read_all(&f, d, len, true), 0);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.proofs - st0.proofs, 1);	/* decoded once */
+	assert_int_equal(st.reads - st0.reads, 4 + n);
+	done(&f);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.bytes, 0);		/* gone with the index */
+
+	/* a bad check: proven bad, nothing spilled, nothing served */
+	csum = b.len - 12 - (bfs_le32(b.p + b.len - 8) + 1) * 4 - 1;
+	b.p[csum] ^= 0x08;
+	assert_int_equal(scan(&f, &b), 0);
+	bfs_spill_stats(&st0);
+	assert_int_equal(read_all(&f, d, len, true), n);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.sealed - st0.sealed, 0);
+	assert_int_equal(st.bytes, 0);
+	done(&f);
+	b.p[csum] ^= 0x08;
+
+	/* a budget smaller than the chain: decoded, exact */
+	assert_int_equal(bfs_spill_configure(dir, len / 2), 0);
+	assert_int_equal(scan(&f, &b), 0);
+	bfs_spill_stats(&st0);
+	assert_int_equal(read_all(&f, d, len, true), 0);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.proofs - st0.proofs, 1);
+	assert_int_equal(st.sealed - st0.sealed, 0);
+	assert_int_equal(st.reads - st0.reads, 0);
+	done(&f);
+	bfs_spill_shutdown();
+	assert_int_equal(rmdir(dir), 0);
+	free(b.p);
+	free(dst);
+	free(d);
+	bfs_codec_xz_limits(0, 0);
+}
+
+/*
  * Damage inside a chained block. Open spans (the index intact): with
  * verify nothing of the block is served; without, the spans before the
  * damage are, and then the rest fail. A walked block (a truncated file,
@@ -867,6 +945,7 @@ int main(void)
 		cmocka_unit_test_setup(test_chain_cache, setup),
 		cmocka_unit_test_setup(test_chain_mixed, setup),
 		cmocka_unit_test_setup(test_chain_check, setup),
+		cmocka_unit_test_setup(test_chain_spilled, setup),
 		cmocka_unit_test_setup(test_chain_damage, setup),
 	};
 

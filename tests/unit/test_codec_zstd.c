@@ -35,6 +35,7 @@
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
 #include "blockfs/push.h"
+#include "blockfs/spill.h"
 #include "blockfs/stats.h"
 #include "blockfs/workq.h"
 #include "blockfs/xxh32.h"
@@ -1079,6 +1080,63 @@ static void test_file_damaged_open(void **state)
 	fx_free(x);
 }
 
+/*
+ * The read path with the spill (spill.h): the frame is decoded once, by
+ * its proof, and every span is then read from the spill, by a cat and by
+ * readers at once; a frame with a flipped byte spills nothing.
+ */
+static void test_file_spilled(void **state)
+{
+	char dir[] = "/tmp/test_zstd_spill.XXXXXX";
+	struct bfs_spill_stats st0, st;
+	struct rd_arg a[4];
+	pthread_t th[4];
+	uint8_t buf[4096];
+	struct fx *x;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(bfs_spill_configure(dir, 64 * MiB), 0);
+	bfs_spill_stats(&st0);
+	x = fx_new(40 * MiB, 4 * MiB, 2);
+	for (uint64_t off = 0; off < x->len; off += 128 << 10)
+		assert_int_equal(read_cmp(x, off, 128 << 10), 0);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.proofs - st0.proofs, 1);
+	assert_int_equal(st.sealed - st0.sealed, 1);
+	assert_int_equal(st.bytes, 40 * MiB);
+	/* every span the read path took came from the spill: none was decoded again */
+	assert_int_equal(st.reads - st0.reads, atomic_load(&x->f->ctr->decoded));
+	assert_int_equal(bfs_zstd_parked_bytes(), 0);
+	for (int i = 0; i < 4; i++) {
+		a[i] = (struct rd_arg){ .x = x, .seed = (unsigned int)i + 7 };
+		assert_int_equal(pthread_create(&th[i], NULL, i < 2 ? seq_reader : random_reader,
+						&a[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(a[i].bad, 0);
+	}
+	bfs_spill_stats(&st);
+	assert_int_equal(st.proofs - st0.proofs, 1);
+	assert_int_equal(bfs_zstd_parked_bytes(), 0);
+	fx_free(x);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.bytes, 0);		/* gone with the file */
+
+	x = fx_frame(34 * MiB, 64 * MiB, 1, true, true, LONG_MAX);
+	bfs_spill_stats(&st0);
+	assert_true(bfs_file_read(x->f, buf, sizeof(buf), 3 * MiB) < 0);
+	assert_true(bfs_file_read(x->f, buf, sizeof(buf), 0) < 0);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.proofs - st0.proofs, 1);
+	assert_int_equal(st.sealed - st0.sealed, 0);
+	assert_int_equal(st.bytes, 0);
+	fx_free(x);
+	bfs_spill_shutdown();
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1103,6 +1161,7 @@ int main(void)
 		cmocka_unit_test(test_file_concurrent_readers_and_ahead),
 		cmocka_unit_test(test_file_damaged_chain),
 		cmocka_unit_test(test_file_damaged_open),
+		cmocka_unit_test(test_file_spilled),
 		cmocka_unit_test(test_park_budget),
 	};
 

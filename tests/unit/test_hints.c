@@ -331,16 +331,22 @@ static void test_stats_root_and_short_buffer(void **state)
 
 	(void)state;
 	assert_int_equal(bfs_cache_new(&cache, 1 << 20), 0);
-	sc = (struct bfs_stats_cache){ bfs_cache_bytes(cache), bfs_cache_limit(cache), 7 };
+	sc = (struct bfs_stats_cache){ .bytes = bfs_cache_bytes(cache),
+				       .limit = bfs_cache_limit(cache), .inodes = 7,
+				       .spill_limit = 5, .spill_reads = 3 };
 	n = bfs_stats_format(m, &sc, buf, sizeof(buf));
 	assert_true(n > 0);
 	assert_non_null(strstr(buf, "reads 0\n"));
 	assert_non_null(strstr(buf, "\ninodes 7\ncache_bytes 0\ncache_limit 1048576\n"));
+	assert_non_null(strstr(buf, "\nspill_bytes 0\nspill_limit 5\nspill_proofs 0\n"
+				    "spill_sealed 0\nspill_reads 3\nspill_dropped 0\n"
+				    "spill_failed 0\n"));
 	/* a file's counters have none of the root's rows */
 	n = bfs_stats_format(m, NULL, buf, sizeof(buf));
 	assert_true(n > 0);
 	assert_null(strstr(buf, "inodes"));
 	assert_null(strstr(buf, "probed_ahead"));
+	assert_null(strstr(buf, "spill"));
 	assert_non_null(strstr(buf, "\ncached_bytes 0\n"));
 	n = bfs_stats_format(m, &sc, buf, sizeof(buf));
 	assert_int_equal(buf[n - 1], '\n');

@@ -406,7 +406,7 @@ static void test_willneed(void **state)
 	char *cache[] = { "blockfs", "-o", "willneed=cache", "src", "mnt" };
 	struct fuse_args rest;
 	struct bfs_opts o;
-	struct bfs_opts bad = { .willneed_s = "pagecache" };
+	struct bfs_opts bad = { 0 };
 	char err[256];
 
 	(void)state;
@@ -420,24 +420,26 @@ static void test_willneed(void **state)
 	fuse_opt_free_args(&rest);
 	expect_refused("willneed=Kernel");
 	expect_refused("willneed=");
+	assert_int_equal(bfs_opts_give(&bad, "willneed", "pagecache"), 0);
 	assert_int_equal(bfs_opts_check(&bad, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "bad value 'pagecache' for option willneed: expected cache or kernel");
+	bfs_opts_release(&bad);
 }
 
 /*
  * gzip=index|raw, gzip_span (64K..32M), index_cache=DIR|off (the directory
- * is checked by main: a string here), index_cache_size
+ * is checked by main: a string here), index_cache_size, spill_size
  */
 static void test_gzip_and_index_cache(void **state)
 {
 	char *none[] = { "blockfs", "src", "mnt" };
 	char *on[] = { "blockfs", "-o", "gzip=index,gzip_span=4M,index_cache=/var/cache/x", "src",
 		       "mnt" };
-	char *off[] = { "blockfs", "-o", "gzip=raw,index_cache=off,index_cache_size=0", "src",
-			 "mnt" };
-	char *dot_off[] = { "blockfs", "-o", "index_cache=./off,index_cache_size=2G", "src",
-			    "mnt" };
-	struct bfs_opts bad = { .gzip_span_s = "100M" };
+	char *off[] = { "blockfs", "-o", "gzip=raw,index_cache=off,index_cache_size=0,spill_size=0",
+			 "src", "mnt" };
+	char *dot_off[] = { "blockfs", "-o", "index_cache=./off,index_cache_size=2G,spill_size=64M",
+			    "src", "mnt" };
+	struct bfs_opts bad = { 0 };
 	struct fuse_args rest;
 	struct bfs_opts o;
 	char err[256];
@@ -449,6 +451,8 @@ static void test_gzip_and_index_cache(void **state)
 	assert_null(o.index_cache);		/* the default place */
 	assert_false(o.index_cache_off);
 	assert_int_equal(o.index_cache_size, 1u << 30);
+	assert_int_equal(o.spill_size, BFS_DEFAULT_SPILL_SIZE);
+	assert_int_equal(o.spill_size, 1u << 30);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, on), 0);
@@ -463,36 +467,48 @@ static void test_gzip_and_index_cache(void **state)
 	assert_null(o.index_cache);
 	assert_true(o.index_cache_off);
 	assert_int_equal(o.index_cache_size, 0);
+	assert_int_equal(o.spill_size, 0);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, dot_off), 0);
 	assert_string_equal(o.index_cache, "./off");	/* a directory called off */
 	assert_false(o.index_cache_off);
 	assert_int_equal(o.index_cache_size, 2ull << 30);
+	assert_int_equal(o.spill_size, 64u << 20);
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	expect_refused("index_cache_size=");
 	expect_refused("index_cache_size=lots");
 	expect_refused("index_cache_size=-1");
+	expect_refused("spill_size=");
+	expect_refused("spill_size=big");
+	expect_refused("spill_size=-1");
 	expect_refused("gzip=yes");
 	expect_refused("gzip_span=63K");
 	expect_refused("gzip_span=33M");
 	expect_refused("gzip_span=1X");
 	expect_refused("index_cache=");
+	assert_int_equal(bfs_opts_give(&bad, "gzip_span", "100M"), 0);
 	assert_int_equal(bfs_opts_check(&bad, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "bad value '100M' for option gzip_span: expected a size from 64K "
 			    "to 32M such as 1M");
+	bfs_opts_release(&bad);
 }
 
 static void test_check_message_names_option(void **state)
 {
-	struct bfs_opts o = { .readpath_s = "sideways" };
+	struct bfs_opts o = { 0 };
 	char err[256];
 
 	(void)state;
+	assert_int_equal(bfs_opts_give(&o, "readpath", "sideways"), 0);
 	assert_int_equal(bfs_opts_check(&o, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "readpath"));
-	assert_non_null(strstr(err, "pread, mmap or auto"));
+	assert_string_equal(err, "bad value 'sideways' for option readpath: expected pread, mmap "
+			    "or auto");
+	/* not an option, or a flag: nothing to give */
+	assert_int_equal(bfs_opts_give(&o, "readpaths", "pread"), -EINVAL);
+	assert_int_equal(bfs_opts_give(&o, "nonempty", "1"), -EINVAL);
+	bfs_opts_release(&o);
 }
 
 static void test_parse_size(void **state)

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The spill (-o spill_size): a one-frame zstd file and a one-block xz file
+# (xz -T1) of 80 MiB, read with verify on (the default). Their proof
+# decodes each once into an unlinked file of mode 0600 in the index_cache
+# directory, and every read after it is served from there: cat and seeded
+# random ranges (O_DIRECT, so each reaches the daemon) equal X -dc, four
+# readers at once too, with one proof per file and every block served
+# read from the spill (the root's spill_* counters). A budget smaller
+# than a file, one that holds only one of the two (the least recently
+# read is dropped), spill_size=0, a spill directory with no room, and
+# one that two spills at once overfill (writes fail: ENOSPC) all read
+# exact, decoding instead. A
+# flipped byte inside either file still fails with EIO, no byte served
+# and nothing spilled.
+#
+# Usage: spill.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
+
+set -u
+BLOCKFS=$(realpath "${1:?usage: spill.sh BLOCKFS}")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+bfs_begin spill zstd xz getfattr python3
+S=$T/src M=$T/mnt W=$T/work C=$T/cache
+mkdir -p "$S" "$M" "$W" "$C"
+chmod 700 "$C"
+
+# 80 MiB of text: more than zstd's one-block frames (32 MiB) and xz's (64 MiB),
+# so both are served as open spans, proven whole before a byte is served
+python3 -c '
+import sys, random
+r = random.Random(7); w = [b"spill", b"proof", b"frame", b"span", b"budget", b"\n"]
+out = bytearray()
+while len(out) < (80 << 20): out += b" ".join(r.choices(w, k=64)) + b"%d\n" % r.randrange(1 << 30)
+sys.stdout.buffer.write(out[:80 << 20])' >"$W/big"
+zstd -q -c "$W/big" >"$S/z.zst"
+xz -0 -T1 -c "$W/big" >"$S/x.xz"
+SIZE=$((80 << 20))
+if ! cmp <(zstd -dc "$S/z.zst") "$W/big" || ! cmp <(xz -dc "$S/x.xz") "$W/big"; then
+	echo "Bail out! fixtures do not round-trip"
+	exit 1
+fi
+# a byte flipped in the middle of each: without their checksums, megabytes of wrong bytes
+for f in z.zst x.xz; do
+	cp "$S/$f" "$S/flip-$f"
+	printf '\x55' | dd of="$S/flip-$f" bs=1 seek=$(($(stat -c %s "$S/$f") / 2)) \
+		conv=notrunc 2>/dev/null
+done
+
+# root KEY: the mount's counter KEY
+root() {
+	t getfattr --only-values -n user.blockfs.stats "$M" | awk -v k="$1" '$1 == k { print $2 }'
+}
+# stat_of KEY FILE: FILE's counter KEY
+stat_of() {
+	xattr stats "$2" | awk -v k="$1" '$1 == k { print $2 }'
+}
+
+# direct.py FILE REF N SEED: N seeded random reads with O_DIRECT (the page
+# cache kept out: each reaches the daemon), 4 KiB aligned, 4 KiB to 3 MiB
+cat >"$T/direct.py" <<'PY'
+import mmap, os, random, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+ref = open(sys.argv[2], "rb")
+size = os.fstat(ref.fileno()).st_size
+r = random.Random(int(sys.argv[4]))
+buf = mmap.mmap(-1, 3 << 20)
+for i in range(int(sys.argv[3])):
+    off = r.randrange(size >> 12) << 12
+    n = min(r.choice([4096, 65536, 1 << 20, 3 << 20, r.randrange(1, 700) << 12]), size - off)
+    got = os.preadv(fd, [memoryview(buf)[:n]], off)
+    ref.seek(off)
+    if got != n or buf[:n] != ref.read(n):
+        sys.exit("range %d at %d, %d bytes differs (%d read)" % (i, off, n, got))
+PY
+
+# exact NAME: the file reads as zstd/xz -dc does, whole and at 40 random places
+exact() {
+	check "$1: cat equals X -dc" cmp "$M/$1" "$W/big"
+	check "$1: 40 random ranges (O_DIRECT) equal X -dc" \
+		python3 "$T/direct.py" "$M/$1" "$W/big" 40 "${2:-1}"
+}
+
+# --- the default: both spilled, each decoded once -----------------------------------
+mount_o "index_cache=$C"
+check_eq "spill_limit: the default 1G" $((1 << 30)) "$(root spill_limit)"
+check_eq "z, x: sizes from the first stat" "$SIZE $SIZE" "$(t stat -c %s "$M/z" "$M/x" | xargs)"
+check_eq "nothing proven before a read" "0 0" "$(root spill_proofs) $(root spill_bytes)"
+exact z 1
+exact x 2
+check_eq "one proof per file, both spilled" "2 2" "$(root spill_proofs) $(root spill_sealed)"
+check_eq "spill_bytes: both files" $((2 * SIZE)) "$(root spill_bytes)"
+d=$(($(stat_of blocks_decompressed z) + $(stat_of blocks_decompressed x)))
+check_eq "every block the reads needed came from the spill" "$d" "$(root spill_reads)"
+check "... and there were some" test "$d" -ge 80
+# the spill files: unlinked, the daemon's only, in the index_cache directory
+check_eq "no name in the index_cache directory" "" "$(find "$C" -name '*spill*')"
+n=0 priv=0
+for fd in /proc/"$BFS_PID"/fd/*; do
+	l=$(readlink "$fd") || continue
+	[[ $l == "$C/"*"(deleted)" ]] || continue
+	n=$((n + 1))
+	[[ $(stat -L -c %a "$fd") == 600 ]] && priv=$((priv + 1))
+done
+check_eq "two unlinked spill files in $C, mode 0600" "2 2" "$n $priv"
+# readers at once, and again later: still one proof each
+r0=$(root spill_reads)
+pids=()
+for i in 1 2 3 4; do
+	f=z; ((i % 2)) && f=x
+	timeout 60 python3 "$T/direct.py" "$M/$f" "$W/big" 30 "$((10 + i))" >"$T/r$i.err" 2>&1 &
+	pids+=($!)
+done
+bad=0
+for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
+check_eq "four readers at once: all exact" 0 "$bad"
+((bad == 0)) || cat "$T"/r?.err
+check "... served from the spill" test "$(root spill_reads)" -gt "$r0"
+exact z 3
+check_eq "still one proof per file, nothing dropped or failed" "2 0 0" \
+	"$(root spill_proofs) $(root spill_dropped) $(root spill_failed)"
+is "daemon alive" daemon_alive
+umount_o
+
+# --- a budget that holds one file: the least recently read is dropped -------------
+mount_o "index_cache=$C,spill_size=100M"
+exact z 4
+check_eq "100M: z spilled" "1 1 $SIZE" "$(root spill_proofs) $(root spill_sealed) $(root spill_bytes)"
+exact x 5
+check_eq "100M: x spilled, z dropped for it" "2 2 1 $SIZE" \
+	"$(root spill_proofs) $(root spill_sealed) $(root spill_dropped) $(root spill_bytes)"
+r0=$(root spill_reads)
+exact z 6
+check_eq "100M: z again: decoded, not proven again, no spill read" "2 $r0" \
+	"$(root spill_proofs) $(root spill_reads)"
+umount_o
+
+# --- a budget smaller than a file: decoded as without a spill ---------------------
+mount_o "index_cache=$C,spill_size=32M"
+exact z 7
+exact x 8
+check_eq "32M: proven, nothing spilled or read from a spill" "2 0 0 0" \
+	"$(root spill_proofs) $(root spill_sealed) $(root spill_reads) $(root spill_bytes)"
+umount_o
+
+# --- spill_size=0: off -------------------------------------------------------------
+mount_o "index_cache=$C,spill_size=0"
+check_eq "spill_size=0: spill_limit 0" 0 "$(root spill_limit)"
+exact z 9
+exact x 10
+check_eq "spill_size=0: nothing spilled" "0 0 0" \
+	"$(root spill_sealed) $(root spill_reads) $(root spill_failed)"
+umount_o
+
+# --- a spill directory short of room: no spill, or writes that fail (ENOSPC) ----------
+F=$T/full
+mkdir -p "$F"
+if mount -t tmpfs -o size=8m,mode=0700 blockfs-spill-test "$F" 2>/dev/null; then
+	bfs_at_exit umount -l "$F"
+	mount_o "index_cache=$F"
+	exact z 11
+	exact x 12
+	check_eq "8 MiB directory: no room for either spill, none kept" "2 0 0" \
+		"$(root spill_failed) $(root spill_sealed) $(root spill_bytes)"
+	is "8 MiB directory: daemon alive" daemon_alive
+	umount_o
+	# room for one spill when each begins: the two proofs at once write more than fits
+	mount -o remount,size=100m "$F"
+	mount_o "index_cache=$F"
+	t cat "$M/z" >/dev/null &
+	p=$!
+	t cat "$M/x" >/dev/null
+	wait "$p"
+	exact z 13
+	exact x 14
+	diag "100 MiB directory: spill_failed $(root spill_failed), spill_sealed $(root spill_sealed)"
+	check "100 MiB directory, two spills at once: not both kept" \
+		test "$(root spill_failed)" -ge 1 -a "$(root spill_sealed)" -le 1
+	check "... what failed gave its room back" \
+		test "$(df --output=used -k "$F" | tail -1)" -le $((SIZE / 1024 + 1024))
+	is "100 MiB directory: daemon alive" daemon_alive
+	umount_o
+	umount "$F"
+else
+	ok "short directories: skipped, no tmpfs could be mounted"
+fi
+
+# --- a file size limit (RLIMIT_FSIZE) under the spill's writes: EFBIG, not SIGXFSZ ----
+BFS_WRAP="prlimit --fsize=$((4 << 20)) --"
+mount_o "index_cache=$C"
+BFS_WRAP=
+exact z 16
+exact x 17
+check "4 MiB file size limit: both spills failed" test "$(root spill_failed)" -ge 2
+check_eq "... none kept" 0 "$(root spill_sealed)"
+is "4 MiB file size limit: daemon alive (SIGXFSZ ignored)" daemon_alive
+umount_o
+
+# --- damage: still refused whole, nothing spilled ------------------------------------
+mount_o "index_cache=$C"
+for f in flip-z flip-x; do
+	check_fails "$f: cat fails with EIO" "Input/output error" cat "$M/$f"
+	check_eq "$f: not one byte served" 0 "$(t cat "$M/$f" 2>/dev/null | wc -c)"
+	check_fails "$f: a read in its middle fails too" "Input/output error" \
+		dd if="$M/$f" of=/dev/null bs=1M skip=40 count=1 iflag=direct status=none
+done
+check_eq "damage: both proofs failed, nothing spilled" "2 0 0" \
+	"$(root spill_proofs) $(root spill_sealed) $(root spill_bytes)"
+exact z 15
+check_eq "beside them a good file spills as before" "3 1" \
+	"$(root spill_proofs) $(root spill_sealed)"
+is "damage: daemon alive" daemon_alive
+umount_o
+
+bfs_end
