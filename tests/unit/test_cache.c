@@ -414,6 +414,75 @@ static void test_stress_contents_stay_right(void **state)
 	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
 }
 
+static int setup_big(void **state)
+{
+	return setup_with(state, 24u << 20);
+}
+
+/* Block @k of file 1, @len bytes of byte @k, loaded; our reference kept. */
+static struct bfs_block *load_big(struct fx *f, size_t k, uint32_t len)
+{
+	struct bfs_block *b;
+
+	assert_int_equal(bfs_cache_get(f->c, 1, k, len, f->file, &b), 1);
+	memset(b->data, (int)k, len);
+	bfs_cache_done(f->c, b, 0);
+	return b;
+}
+
+/*
+ * A big block freed is kept as a spare and serves the next of about its
+ * size; spares stay within the bound beside the blocks, and go when the
+ * room is needed.
+ */
+static void test_spares(void **state)
+{
+	struct fx *f = *state;
+	const uint32_t big = 8u << 20;
+	struct bfs_block *b = load_big(f, 0, big), *c;
+	uint8_t *was = b->data;
+
+	bfs_block_put(b);
+	bfs_cache_drop(f->c, 1, 0);		/* freed: a spare */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
+	assert_int_equal(bfs_cache_bytes(f->c), 0);
+	/* a block much smaller does not take it */
+	b = load_big(f, 1, big / 2);
+	assert_ptr_not_equal(b->data, was);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
+	/* one an eighth smaller does, and is served whole */
+	c = load_big(f, 2, big - big / 8);
+	assert_ptr_equal(c->data, was);
+	assert_int_equal(c->len, big - big / 8);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
+	assert_int_equal(c->data[c->len - 1], 2);
+	bfs_block_put(c);
+	bfs_cache_drop(f->c, 1, 2);		/* a spare again: 4 + 8 MiB of 24 */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
+	/* 16 MiB more do not fit beside it: the spare goes first, the block stays */
+	c = load_big(f, 3, 2 * big);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
+	assert_true(bfs_cache_contains(f->c, 1, 1));
+	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
+	/* freed while 16 + 4 MiB fit: kept */
+	bfs_block_put(b);
+	bfs_cache_drop(f->c, 1, 1);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big / 2);
+	/* 8 MiB held beside 16 MiB: the 4 MiB spare goes, and so would any other freed */
+	b = load_big(f, 4, big);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
+	bfs_block_put(b);
+	bfs_cache_drop(f->c, 1, 4);		/* 16 + 8 MiB of 24: kept */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
+	b = load_big(f, 5, big / 2);		/* the 8 MiB spare goes for it (4 MiB is too small a use) */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
+	bfs_block_put(c);			/* 16 MiB block still cached: nothing freed */
+	bfs_block_put(b);
+	bfs_cache_drop(f->c, 1, 3);		/* 4 MiB cached + 16 MiB: kept */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 2 * big);
+	assert_true(bfs_cache_spare_bytes(f->c) + bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -432,6 +501,7 @@ int main(void)
 		T(test_concurrent_misses_decode_once),
 		T(test_waiters_see_the_failure),
 		cmocka_unit_test_setup_teardown(test_stress_contents_stay_right, setup_stress, teardown),
+		cmocka_unit_test_setup_teardown(test_spares, setup_big, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
