@@ -11,7 +11,10 @@
 #     blockfs(8): cache_size + 32 MiB, plus one decoder window per stream
 #     being decoded, here each reader's: what its format's tool says one
 #     decoder needs (zstd -lv: the window; xz -lvv: the memory, dictionary
-#     and state; bzip2(1): 100 kB + 4 x the block size).
+#     and state, plus the block for xz -T2, whose blocks of up to 64 MiB
+#     blockfs decodes whole; bzip2(1): 100 kB + 4 x the block size).
+#     Measured peaks: 88-153 MiB under this load (bench/results/codecs/),
+#     against a bound of about 247 MiB.
 #
 # Usage: readers_rss.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -68,9 +71,12 @@ is "xz -T2 made blocks of 24 MiB" \
 zwin=$(zstd -lv "$S/z.zst" 2>&1 | awk '/Window Size:/{gsub(/[()B]/, "", $5); print $5; exit}')
 xzmem=$(xz -lvv --robot "$S/one.xz" | awk -F'\t' '$1 == "summary" {print $2; exit}')
 xzmem2=$(xz -lvv --robot "$S/blocks.xz" | awk -F'\t' '$1 == "summary" {print $2; exit}')
+# xz -T2's blocks (24 MiB) are decoded whole: the largest counts with its decoder
+xzblk=$(xz -lvv --robot "$S/blocks.xz" | awk -F'\t' '$1 == "block" && $8 > m {m = $8} END {print m}')
 bzmem=$((100000 + 4 * 900000))
-diag "windows: zstd $zwin, xz -T1 $xzmem, xz -T2 $xzmem2, bzip2 $bzmem bytes"
-is "the windows are known" test -n "$zwin" -a -n "$xzmem" -a -n "$xzmem2"
+is "the windows are known" test -n "$zwin" -a -n "$xzmem" -a -n "$xzmem2" -a -n "$xzblk"
+xzmem2=$((xzmem2 + xzblk))
+diag "windows: zstd $zwin, xz -T1 $xzmem, xz -T2 $xzmem2 (block $xzblk), bzip2 $bzmem bytes"
 
 # meson test sets MALLOC_PERTURB_, with which glibc fills every block it
 # hands out: pages a decode would never touch become resident.
@@ -105,7 +111,7 @@ hwm=$(awk '/^VmHWM/{print $2 * 1024}' "/proc/$BFS_PID/status")
 bound=$((CACHE + 32 * MIB + PER_FILE * (zwin + xzmem + xzmem2 + bzmem)))
 diag "peak RSS (VmHWM) $((hwm / MIB)) MiB; bound $((bound / MIB)) MiB =" \
 	"cache_size $((CACHE / MIB)) + 32 + $PER_FILE x (zstd $((zwin / MIB)) + xz" \
-	"$((xzmem / MIB)) + xz -T2 $((xzmem2 / MIB)) + bzip2 3.7) MiB"
+	"$((xzmem / MIB)) + xz -T2 $((xzmem2 / MIB)) MiB + bzip2 3.7 MB)"
 if bfs_sanitized "$BLOCKFS"; then
 	ok "peak RSS within cache_size + 32 MiB + one window per stream # SKIP sanitizer build"
 else
