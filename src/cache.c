@@ -49,7 +49,7 @@ struct bfs_cache {
 	struct shard shard[NSHARDS];
 	pthread_mutex_t spare_lock;	/* never held with a shard's */
 	struct bfs_block *spare[SPARES];	/* spare_lock */
-	uint64_t spare_bytes;		/* their cap, in all; spare_lock */
+	atomic_uint_fast64_t spare_bytes;	/* their cap, in all; written under spare_lock */
 };
 
 /* --- blocks --------------------------------------------------------------- */
@@ -63,7 +63,7 @@ static struct bfs_block *spare_take(struct bfs_cache *c, uint32_t len)
 {
 	struct bfs_block *b = NULL;
 
-	if (len < BFS_CACHE_SPARE_MIN)
+	if (len < BFS_CACHE_SPARE_MIN || atomic_load(&c->spare_bytes) == 0)
 		return NULL;
 	bfs_mutex_lock(&c->spare_lock);
 	for (int i = 0; i < SPARES; i++) {
@@ -107,6 +107,8 @@ static void spare_trim(struct bfs_cache *c, uint64_t len)
 	struct bfs_block *gone[SPARES];
 	int n = 0;
 
+	if (atomic_load(&c->spare_bytes) == 0)
+		return;		/* no lock on a miss when nothing is kept */
 	bfs_mutex_lock(&c->spare_lock);
 	for (int i = 0; i < SPARES && c->spare_bytes &&
 			atomic_load(&c->bytes) + c->spare_bytes + len > c->limit; i++) {
@@ -253,6 +255,7 @@ int bfs_cache_new(struct bfs_cache **out, uint64_t max_bytes)
 	c->limit = max_bytes;
 	atomic_init(&c->bytes, 0);
 	atomic_init(&c->tick, 1);	/* 0 is older than any use: demoted blocks */
+	atomic_init(&c->spare_bytes, 0);
 	for (int i = 0; i < NSHARDS; i++) {
 		bfs_mutex_init(&c->shard[i].lock);
 		pthread_cond_init(&c->shard[i].loaded, NULL);
@@ -291,14 +294,9 @@ uint64_t bfs_cache_bytes(const struct bfs_cache *c)
 	return atomic_load(&c->bytes);
 }
 
-uint64_t bfs_cache_spare_bytes(struct bfs_cache *c)
+uint64_t bfs_cache_spare_bytes(const struct bfs_cache *c)
 {
-	uint64_t n;
-
-	bfs_mutex_lock(&c->spare_lock);
-	n = c->spare_bytes;
-	bfs_mutex_unlock(&c->spare_lock);
-	return n;
+	return atomic_load(&c->spare_bytes);
 }
 
 uint64_t bfs_cache_limit(const struct bfs_cache *c)
@@ -421,6 +419,7 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 	if (!b) {
 		*out = insert(c, s, h, nb);
 		bfs_mutex_unlock(&s->lock);
+		spare_trim(c, 0);	/* a spare kept since we made room */
 		return 1;
 	}
 	atomic_fetch_add(&b->refs, 1);
@@ -494,6 +493,7 @@ int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t 
 	nb->prefetched = true;
 	*out = insert(c, s, h, nb);
 	bfs_mutex_unlock(&s->lock);
+	spare_trim(c, 0);
 	return 1;
 }
 

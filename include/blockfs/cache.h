@@ -110,7 +110,7 @@ void bfs_block_put(struct bfs_block *b);	/* NULL is a no-op */
 /* Bytes of block data the cache holds now, and its bound. */
 uint64_t bfs_cache_bytes(const struct bfs_cache *c);
 /* Bytes of the spare blocks it keeps (cache.c), within the bound beside its blocks. */
-uint64_t bfs_cache_spare_bytes(struct bfs_cache *c);
+uint64_t bfs_cache_spare_bytes(const struct bfs_cache *c);
 uint64_t bfs_cache_limit(const struct bfs_cache *c);
 
 #endif

@@ -347,12 +347,22 @@ struct stresser {
 	struct fx *f;
 	unsigned int seed;
 	int bad;
+	uint32_t len;		/* BLK, or big blocks (spares), of which one byte in STRIDE is checked */
+	int ops;
 };
+
+#define STRIDE 4093
+
+static size_t step(uint32_t len)
+{
+	return len > BLK ? STRIDE : 1;
+}
 
 static void fill(struct bfs_block *b)
 {
-	for (size_t i = 0; i < BLK; i++)
-		b->data[i] = pattern(b->blkno, i);
+	for (size_t i = 0; i < b->len; i += step(b->len))
+		b->data[i] = pattern(b->blkno + b->len, i);
+	b->data[b->len - 1] = pattern(b->blkno + b->len, b->len - 1);
 }
 
 static void *stress(void *arg)
@@ -360,8 +370,9 @@ static void *stress(void *arg)
 	struct stresser *st = arg;
 	struct fx *f = st->f;
 
-	for (int op = 0; op < 20000; op++) {
+	for (int op = 0; op < st->ops; op++) {
 		size_t key = (size_t)rand_r(&st->seed) % KEYS;
+		uint32_t len = st->len - (st->len > BLK ? (uint32_t)(key % 3) * (st->len / 16) : 0);
 		struct bfs_block *b;
 		int rc;
 
@@ -370,22 +381,24 @@ static void *stress(void *arg)
 			bfs_cache_drop(f->c, 1, key);		/* dontneed */
 			break;
 		case 1:
-			if (bfs_cache_try_new(f->c, 1, key, BLK, f->file, &b) == 1) {
+			if (bfs_cache_try_new(f->c, 1, key, len, f->file, &b) == 1) {
 				fill(b);
 				bfs_cache_done(f->c, b, 0);
 				bfs_block_put(b);
 			}
 			break;
 		default:
-			rc = bfs_cache_get(f->c, 1, key, BLK, f->file, &b);
+			rc = bfs_cache_get(f->c, 1, key, len, f->file, &b);
 			if (rc < 0)
 				break;
 			if (rc == 1) {
 				fill(b);
 				bfs_cache_done(f->c, b, 0);
 			}
-			for (size_t i = 0; i < BLK; i++)
-				st->bad += b->data[i] != pattern(key, i);
+			st->bad += b->len != len;
+			for (size_t i = 0; i < len; i += step(len))
+				st->bad += b->data[i] != pattern(key + len, i);
+			st->bad += b->data[len - 1] != pattern(key + len, len - 1);
 			bfs_block_put(b);
 		}
 	}
@@ -397,14 +410,14 @@ static int setup_stress(void **state)
 	return setup_with(state, 8 * BLK);	/* a third of the keys fit */
 }
 
-static void test_stress_contents_stay_right(void **state)
+static void stress_with(struct fx *f, uint32_t len, int ops)
 {
-	struct fx *f = *state;
 	struct stresser st[4];
 	pthread_t t[4];
 
 	for (int i = 0; i < 4; i++) {
-		st[i] = (struct stresser){ .f = f, .seed = 1234u + (unsigned int)i };
+		st[i] = (struct stresser){ .f = f, .seed = 1234u + (unsigned int)i, .len = len,
+					   .ops = ops };
 		assert_int_equal(pthread_create(&t[i], NULL, stress, &st[i]), 0);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -412,6 +425,25 @@ static void test_stress_contents_stay_right(void **state)
 		assert_int_equal(st[i].bad, 0);
 	}
 	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
+}
+
+static void test_stress_contents_stay_right(void **state)
+{
+	stress_with(*state, BLK, 20000);
+}
+
+static int setup_stress_big(void **state)
+{
+	return setup_with(state, 8u * (8u << 20));
+}
+
+/* The same with blocks of 7-8 MiB: spares taken, kept and freed by four threads. */
+static void test_stress_spares(void **state)
+{
+	struct fx *f = *state;
+
+	stress_with(f, 8u << 20, 1500);
+	assert_true(bfs_cache_bytes(f->c) + bfs_cache_spare_bytes(f->c) <= bfs_cache_limit(f->c));
 }
 
 static int setup_big(void **state)
@@ -502,6 +534,7 @@ int main(void)
 		T(test_waiters_see_the_failure),
 		cmocka_unit_test_setup_teardown(test_stress_contents_stay_right, setup_stress, teardown),
 		cmocka_unit_test_setup_teardown(test_spares, setup_big, teardown),
+		cmocka_unit_test_setup_teardown(test_stress_spares, setup_stress_big, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
