@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Plain gzip through blockfs (-o gzip=index): issue 15's aims, in paired rounds.
+"""Plain gzip through blockfs (-o gzip=index) against gzip -dc, in paired rounds.
 
 Each round, for each checkpoint spacing (--spans), runs back to back:
 

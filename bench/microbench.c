@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * blockfs-microbench: the read strategies of SPEC §3 (readpath, populate,
+ * blockfs-microbench: the read strategies of blockfs(8) (readpath, populate,
  * advice) on one backing file, outside FUSE. It builds the block index
  * through the core as a mount's first stat does (probe, scan, measure the
  * sizes the file does not state, settle; the first two steps are timed
@@ -225,7 +225,7 @@ static void load(struct bench *b, const char *path)
 		die(path, errno);
 	b->fsize = (uint64_t)st.st_size;
 	n = pread(b->fd, head, sizeof(head), 0);
-	b->codec = n > 0 ? bfs_codec_probe(head, (size_t)n) : NULL;
+	b->codec = n > 0 ? bfs_codec_probe(NULL, head, (size_t)n) : NULL;
 	if (!b->codec) {
 		fprintf(stderr, "blockfs-microbench: %s: not a format blockfs decodes\n", path);
 		exit(1);

@@ -4,9 +4,9 @@
  * on this machine, outside FUSE, each N times in a loop over the regular
  * files of DIR (at most 1000 of them, all in the page cache after the
  * first pass): a stat by name, an open and close by name, an fstat and a
- * 2 KiB preadv2. Issue 12 asked whether the daemon's per-file syscalls
- * are what separates it from squashfuse_ll (bench/results/trees/2026-11-24-b744701/
- * deferred-read.md); this prints the microseconds each one takes.
+ * 2 KiB preadv2. It prints the microseconds each one takes, to tell
+ * whether the daemon's per-file syscalls are what separates it from
+ * squashfuse_ll (bench/results/trees/2026-11-24-b744701/deferred-read.md).
  */
 #include <dirent.h>
 #include <fcntl.h>

@@ -10,10 +10,10 @@
 make: text files of 0.1-3 KiB (slices of Debian's linux-source text, or
 of generated words without it) in DIRS directories, under
 bench/data/trees/N/: plain/ (for the squashfs image and the plain
-variant), lz4/ (each file made with `lz4 -B4 -m --rm`, as issue 12 did)
+variant), lz4/ (each file made with `lz4 -B4 -m --rm`)
 and squashfs.img (`mksquashfs plain/ -comp lz4`). With --kernel, the same
 three made from Debian's /usr/src/linux-source-*.tar.xz under
-bench/data/trees/kernel/ (the issue's warm `grep -r` of a kernel tree).
+bench/data/trees/kernel/ (for a warm `grep -r` of a kernel tree).
 
 run: each round runs every (variant, case) once, each on a fresh mount
 with the backing files warm, and each ratio is taken within its round;

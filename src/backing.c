@@ -71,7 +71,7 @@ int bfs_backing_openat(struct bfs_fs *fs, int dirfd, const char *name, int flags
 	return fd;
 }
 
-const struct bfs_codec *bfs_backing_sniff_fd(int fd)
+const struct bfs_codec *bfs_backing_sniff_fd(const struct bfs_codec_conf *conf, int fd)
 {
 	const struct bfs_codec *c = NULL;
 	struct bfs_io io;
@@ -81,7 +81,7 @@ const struct bfs_codec *bfs_backing_sniff_fd(int fd)
 		return NULL;		/* unreadable: shown unchanged, reads say why */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
 		bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
-		c = bfs_codec_sniff(&io);
+		c = bfs_codec_sniff(conf, &io);
 	}
 	close(fd);
 	return c;

@@ -20,17 +20,10 @@ static const struct bfs_codec *const codecs[] = { &bfs_codec_lz4, &bfs_codec_bgz
 						  &bfs_codec_gzip, &bfs_codec_zstd, &bfs_codec_xz,
 						  &bfs_codec_bzip2 };
 
-/* Written by bfs_codec_configure() before any thread probes; read-only after. */
-static struct bfs_codec_conf conf = { .gzip = false, .gzip_span = BFS_GZIP_SPAN_DEFAULT };
-
-void bfs_codec_configure(const struct bfs_codec_conf *c)
+/* Is @c offered under @conf (NULL: the defaults)? Plain gzip only when asked for. */
+static bool offered(const struct bfs_codec_conf *conf, const struct bfs_codec *c)
 {
-	conf = *c;
-}
-
-const struct bfs_codec_conf *bfs_codec_config(void)
-{
-	return &conf;
+	return c != &bfs_codec_gzip || (conf ? conf : bfs_codec_config(NULL))->gzip;
 }
 
 /* Parked decoders of every codec (codec.h), and their budget. */
@@ -62,16 +55,11 @@ size_t bfs_codec_park_set_budget(size_t bytes)
 	return atomic_exchange(&park_budget, bytes);
 }
 
-/* Is @c offered? Plain gzip only when configured. */
-static bool offered(const struct bfs_codec *c)
-{
-	return c != &bfs_codec_gzip || conf.gzip;
-}
-
-const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len)
+const struct bfs_codec *bfs_codec_probe(const struct bfs_codec_conf *conf, const uint8_t *head,
+					size_t len)
 {
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++)
-		if (offered(codecs[i]) && codecs[i]->probe(head, len))
+		if (offered(conf, codecs[i]) && codecs[i]->probe(head, len))
 			return codecs[i];
 	return NULL;
 }
@@ -98,10 +86,11 @@ int bfs_codec_decode_prefix(const struct bfs_codec *codec, const struct bfs_inde
 
 /*
  * The codec whose probe claims the file behind @io, looking past
- * preludes, among all codecs (@all) or those offered; *@c NULL when none
- * does. Return: 0, or -errno when the file cannot be read.
+ * preludes, among all codecs (@all) or those offered under @conf; *@c
+ * NULL when none does. Return: 0, or -errno when the file cannot be read.
  */
-static int sniff(struct bfs_io *io, bool all, const struct bfs_codec **c)
+static int sniff(const struct bfs_codec_conf *conf, struct bfs_io *io, bool all,
+		 const struct bfs_codec **c)
 {
 	/*
 	 * Whose preludes we are in: bit i for codecs[i], all when none yet.
@@ -122,7 +111,7 @@ static int sniff(struct bfs_io *io, bool all, const struct bfs_codec **c)
 		if (rc < 0)
 			return rc;
 		for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++) {
-			if ((owners >> i & 1u) && (all || offered(codecs[i])) &&
+			if ((owners >> i & 1u) && (all || offered(conf, codecs[i])) &&
 			    codecs[i]->probe(head, len)) {
 				*c = codecs[i];
 				return 0;
@@ -132,7 +121,7 @@ static int sniff(struct bfs_io *io, bool all, const struct bfs_codec **c)
 			const struct bfs_codec *k = codecs[i];
 			uint64_t s;
 
-			if (!(owners >> i & 1u) || (!all && !offered(k)) || !k->prelude ||
+			if (!(owners >> i & 1u) || (!all && !offered(conf, k)) || !k->prelude ||
 			    !(s = k->prelude(head, len)) || (skip && s != skip))
 				continue;
 			skip = s;
@@ -146,11 +135,11 @@ static int sniff(struct bfs_io *io, bool all, const struct bfs_codec **c)
 	return 0;
 }
 
-const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io)
+const struct bfs_codec *bfs_codec_sniff(const struct bfs_codec_conf *conf, struct bfs_io *io)
 {
 	const struct bfs_codec *c;
 
-	return sniff(io, false, &c) == 0 ? c : NULL;
+	return sniff(conf, io, false, &c) == 0 ? c : NULL;
 }
 
 /* Do @a and @b list a backing suffix in common (.gz: BGZF and plain gzip)? */
@@ -163,18 +152,18 @@ static bool same_family(const struct bfs_codec *a, const struct bfs_codec *b)
 	return false;
 }
 
-int bfs_codec_settle(const struct bfs_codec *named, struct bfs_io *io,
-		     const struct bfs_codec **codec, const char **found)
+int bfs_codec_settle(const struct bfs_codec_conf *conf, const struct bfs_codec *named,
+		     struct bfs_io *io, const struct bfs_codec **codec, const char **found)
 {
 	const struct bfs_codec *c;
-	int rc = sniff(io, true, &c);
+	int rc = sniff(conf, io, true, &c);
 
 	*codec = NULL;
 	*found = NULL;
 	if (rc < 0)
 		return rc;
 	if (c && same_family(c, named)) {
-		if (offered(c))
+		if (offered(conf, c))
 			*codec = c;
 		return 0;
 	}
@@ -182,11 +171,11 @@ int bfs_codec_settle(const struct bfs_codec *named, struct bfs_io *io,
 	return -EMEDIUMTYPE;
 }
 
-bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec,
-			 const struct bfs_suffix **suffix)
+bool bfs_codec_suffix_at(const struct bfs_codec_conf *conf, size_t n,
+			 const struct bfs_codec **codec, const struct bfs_suffix **suffix)
 {
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(codecs); i++) {
-		if (!offered(codecs[i]))
+		if (!offered(conf, codecs[i]))
 			continue;
 		for (const struct bfs_suffix *s = codecs[i]->suffixes; s->backing; s++) {
 			if (n-- == 0) {

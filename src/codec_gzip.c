@@ -709,7 +709,7 @@ static int commit(struct walk *w, struct bfs_index *idx)
 
 static int gzip_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *idx)
 {
-	struct walk w = { .io = io, .span = bfs_codec_config()->gzip_span };
+	struct walk w = { .io = io, .span = bfs_codec_config(idx)->gzip_span };
 	int rc = -ENOMEM;
 
 	(void)side;				/* plain gzip has no sidecar */
@@ -1024,7 +1024,7 @@ static int lib_span(struct tls *t, const struct gz_index *gi, const struct gz_cp
 		    const struct gz_cp *next, const struct bfs_blk *b, const uint8_t *src,
 		    uint8_t *dst, const char **why)
 {
-	unsigned int g, high = 0, want = (8u - cp->bits) & 7u, len;
+	unsigned int g, high = 0, want = (8u - cp->bits) & 7u;
 	struct bits w = { 0 };
 	size_t ilen, olen, got_in, got_out;
 	uint64_t nbits;
@@ -1054,7 +1054,7 @@ static int lib_span(struct tls *t, const struct gz_index *gi, const struct gz_cp
 	w.q = t->lin;
 	put_bits(&w, 2, 3);		/* BFINAL 0, BTYPE 01 (fixed) */
 	for (unsigned int i = 0; i < g; i++)
-		put_bits(&w, fixed_lit(FILLER, &len), len);
+		put_bits(&w, t->code[FILLER], t->clen[FILLER]);
 	for (size_t i = 0; i < cp->wraw; i++)
 		put_bits(&w, t->code[t->win[i]], t->clen[t->win[i]]);
 	put_bits(&w, 0, 7);		/* end of block: code 256, seven 0 bits */
@@ -1261,7 +1261,7 @@ static int gzip_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t le
 
 	/* made with another -o gzip_span: walk again, so that the option takes effect */
 	if (len < PRIV_HDR || bfs_le32(priv + 4) != 0 ||
-	    idx->block_size != bfs_codec_config()->gzip_span)
+	    idx->block_size != bfs_codec_config(idx)->gzip_span)
 		return 1;
 	n = bfs_le32(priv);
 	if (n != idx->n || (len - PRIV_HDR) / PRIV_CP < n || idx->blk[0].coff != 0)

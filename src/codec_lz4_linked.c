@@ -42,16 +42,10 @@
  * The spacing: a random 4 KiB read that misses the cache decodes from a
  * span's start to the read (half a span on average) after restoring a
  * checkpoint; a read of an independent-block file decodes from its
- * block's start. Measured on 120 MB of source text and binaries in
- * 64 KiB blocks (lz4 -BD -B4 against lz4 -B4), one cold 4 KiB pread per
- * 512 KiB through a fresh mount, median of 200: about 33 us independent;
- * linked with spans of 64 KiB 38-59 us (checkpoints 4.2% of the output),
- * 128 KiB 47-68 us (2.1%), 256 KiB 78-89 us (1.0%). A whole 64 KiB of
- * history compresses to 22 KiB (text) or 36 KiB (binaries); the bytes a
- * span copies from it, to 2-4 KiB. 128 KiB keeps a cold read under twice
- * the independent one; blocks of 256 KiB and more make one span each
- * (4 MiB blocks, one read per block: linked 0.86-1.05 ms, independent
- * 1.11-1.20 ms; checkpoints 0.06% of the output).
+ * block's start. Spans of 128 KiB keep a cold read under twice the
+ * independent one, with checkpoints that hold only the history bytes a
+ * span copies; blocks of 256 KiB and more make one span each
+ * (doc/decisions/0014-lz4-linked-spans.md).
  */
 #include "config.h"
 

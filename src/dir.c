@@ -39,7 +39,7 @@
  * stamp of the file it looked at, and holds while that stamp does. With
  * the index cache on, what lookups learned is kept there as the
  * directory's memo (index_cache.h) and taken up again by the next mount's
- * first snapshot of the same directory version: memo_load(), memo_save().
+ * first snapshot of the same directory version: memo_load(), bfs_snap_save().
  */
 struct snent {
 	uint32_t name;			/* offset in names */
@@ -348,7 +348,7 @@ static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s,
 		.dev = (uint64_t)s->dev, .ino = (uint64_t)s->ino,
 		.mtime_sec = (int64_t)s->mtime.tv_sec, .mtime_nsec = (uint64_t)s->mtime.tv_nsec,
 		.ctime_sec = (int64_t)s->ctime.tv_sec, .ctime_nsec = (uint64_t)s->ctime.tv_nsec,
-		.n = s->n, .names = bfs_xxh32_digest(&h), .rules = fs->opts->gzip_index ? 1u : 0u,
+		.n = s->n, .names = bfs_xxh32_digest(&h), .rules = fs->env.codecs.gzip ? 1u : 0u,
 	};
 }
 
@@ -520,9 +520,9 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
  * most that many reads, and the cache holds the walk's own (16 of 1,000
  * entries are 1 MiB of the 8 MiB budget). The workers, not the
  * read-ahead queue at nice 19: a walk waits for these reads as soon as
- * it gets to them, and with 4 ahead at nice 19 `find` of 100,000 files
- * took 1.55x the plain tree's time against 1.10x with 16 on the workers
- * (9 paired rounds; 8 on the workers: 1.19-1.42x).
+ * it gets to them, and with 4 ahead at nice 19 `find` often got to a
+ * directory before its read did; 16 on the workers kept ahead of it
+ * (bench/results/find/2026-11-28-aa5d12d/first-mount.md).
  */
 #define SNAP_AHEAD 16
 
@@ -796,7 +796,8 @@ static int list_next(struct bfs_dir *d, struct bfs_snap_ctx *c)
 	}
 	if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0')))
 		memcpy(shown, name, strlen(name) + 1);
-	else if (!bfs_name_shown(&bfs_snap_name_ops, c, name, shown, &codec, keep))
+	else if (!bfs_name_shown(&bfs_snap_name_ops, c, name, shown, &codec, keep,
+				 &c->fs->env.codecs))
 		goto out_next;	/* a sidecar of a file shown decoded */
 	rc = add_dirent(d, shown, d->snap, e, codec);
 	if (rc == 0 && codec && keep)

@@ -146,6 +146,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
 	bfs_map_init(&f->map, (size_t)f->st.st_size);
 	bfs_index_init(&f->idx, (uint64_t)f->st.st_size);
+	f->idx.conf = &env->codecs;
 	/*
 	 * A big file is read through requests that grow as a walk goes on
 	 * (bfs_io_ahead): its first bytes, which settle the format, are the
@@ -159,7 +160,8 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		/* The name said @codec's family; the bytes say which, if any. */
 		if (whole)
 			bfs_io_init_mem(&mem, whole, (size_t)f->st.st_size);
-		rc = bfs_codec_settle(codec, whole ? &mem : aio, &f->codec, &f->found);
+		rc = bfs_codec_settle(&env->codecs, codec, whole ? &mem : aio, &f->codec,
+				      &f->found);
 		if (!f->codec)		/* else counted with the scan's, below */
 			BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		if (rc == -EMEDIUMTYPE)

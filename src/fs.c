@@ -42,6 +42,8 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->env.readahead = opts->readahead;
 	fs->env.kernel_readahead = opts->kernel_readahead;
 	fs->env.advice = opts->advice;
+	fs->env.codecs = (struct bfs_codec_conf){ .gzip = opts->gzip_index,
+						  .gzip_span = opts->gzip_span };
 	fs->env.remote = !bfs_backing_is_local(source);
 	if (fs->env.remote && opts->readpath == BFS_READPATH_MMAP)
 		bfs_warn("readpath=mmap on a remote SOURCE: a server that goes away makes reads "
@@ -111,13 +113,11 @@ out_close:
  * nice 19: where it shares a core with a reader it gets about 1.5% of it,
  * so it uses what the readers leave idle, and a reader that catches up
  * sends a READ, served at normal priority, so nothing ever waits for it
- * (md5sum of 512 MiB through the mount, stat done first, 3 runs: 0.84-0.88
- * s with such low-priority workers, 0.92-0.95 s at nice 0, 0.83 s for the
- * plain file). Not the idle scheduling class, which would do the same on
- * an idle machine, but never run at all beside a CPU-bound load, and
- * read-ahead would never happen there. What someone waits for or asked for
- * (measuring at the first stat, helping a READ decode, willneed, populate,
- * dropping pages) runs at nice 10.
+ * (doc/decisions/0013-service-priority.md). Not the idle scheduling
+ * class, which would do the same on an idle machine, but never run at all
+ * beside a CPU-bound load, and read-ahead would never happen there. What
+ * someone waits for or asked for (measuring at the first stat, helping a
+ * READ decode, willneed, populate, dropping pages) runs at nice 10.
  */
 #define WORKER_NICE 10
 #define AHEAD_NICE 19

@@ -363,8 +363,8 @@ uint64_t bfs_backing_stamp(const struct stat *st);
  * O_RDONLY plus @flags). -1 with errno on failure.
  */
 BFS_MUST_CHECK int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags);
-/* The codec that claims the file open as @fd (consumed), or NULL. */
-const struct bfs_codec *bfs_backing_sniff_fd(int fd);
+/* The codec offered under @conf that claims the file open as @fd (consumed), or NULL. */
+const struct bfs_codec *bfs_backing_sniff_fd(const struct bfs_codec_conf *conf, int fd);
 /* Is @source on local storage or memory (else: a network, another daemon)? */
 bool bfs_backing_is_local(const char *source);
 /* How many inode descriptors to keep open: a quarter of RLIMIT_NOFILE. */

@@ -245,11 +245,17 @@ static int add_blocks(struct bfs_index *idx, const uint8_t *e, uint64_t n, uint6
 	return 0;
 }
 
-/* Empty @idx again, keeping what bfs_index_init() set from the file's size. */
+/*
+ * Empty @idx again, keeping what bfs_index_init() set from the file's size
+ * and the codec settings it was given.
+ */
 static void reset(struct bfs_index *idx, uint64_t size)
 {
+	const struct bfs_codec_conf *conf = idx->conf;
+
 	bfs_index_destroy(idx);
 	bfs_index_init(idx, size);
+	idx->conf = conf;
 }
 
 int bfs_icache_decode(const uint8_t *p, size_t len, const struct bfs_icache_key *key,

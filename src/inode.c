@@ -422,10 +422,10 @@ int bfs_inode_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name,
 	for (int i = 0; i < LOOKUP_TRIES && rc != -ESTALE; i++) {	/* ESTALE: removed */
 		if (sc.snap)
 			rc = bfs_name_resolve(&bfs_snap_name_ops, &sc, name, backing, &codec,
-					      fs->opts->keep_compressed);
+					      fs->opts->keep_compressed, &fs->env.codecs);
 		else
 			rc = bfs_name_resolve(&sys_name_ops, &d, name, backing, &codec,
-					      fs->opts->keep_compressed);
+					      fs->opts->keep_compressed, &fs->env.codecs);
 		if (d.err) {
 			rc = d.err;	/* an answer made of failed stats is no answer */
 			break;
@@ -834,7 +834,8 @@ static void shown_links(struct bfs_fs *fs, int opath, struct bfs_inode *in, stru
 		return;
 	/* keep_compressed shows every name raw, the decoded ones as well: all count */
 	if (in->codec || (!fs->opts->keep_compressed &&
-			  bfs_backing_sniff_fd(bfs_inode_rdfd(fs, in, opath, O_NONBLOCK))))
+			  bfs_backing_sniff_fd(&fs->env.codecs,
+						 bfs_inode_rdfd(fs, in, opath, O_NONBLOCK))))
 		st->st_nlink = 1;
 }
 

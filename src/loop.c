@@ -17,9 +17,9 @@
  *
  * Before it sleeps, the reader polls /dev/fuse for -o busy_poll microseconds,
  * yielding its CPU to anything else runnable there. On virtual machines
- * whose idle vCPUs halt (a wakeup then costs the host a reschedule), one
- * FUSE round trip took 62 us through a thread that slept and 18.5 us
- * through one that polled (bench/roundtrip.py; README, "The FUSE loop").
+ * whose idle vCPUs halt (a wakeup then costs the host a reschedule), a
+ * FUSE round trip through a thread that slept took several times as long
+ * as through one that polled (doc/decisions/0003-fuse-loop.md).
  *
  * SIGINT, SIGTERM and SIGHUP end the loop: their handler wakes the
  * thread that started it, which calls bfs_loop_conf.on_stop while the
@@ -74,13 +74,13 @@ struct loop {
  * Requests in a row, each from another process than the one before, that
  * the reader found already waiting when it came to read: past this many it
  * hands over although nothing waits, since several programs are queueing
- * behind one thread and another core may serve them. Under load.sh's 64
- * readers the loop moved 0.90 of libfuse's loop's bytes without this, 1.07
- * with it. One program's requests queue too, whenever the program runs on
- * before the reader gets back to /dev/fuse (beside a CPU load, all the
- * time), and handing those over only wakes threads: counting them as well
- * cost find | xargs cat beside a busy loop 0.88 of libfuse's loop's time
- * instead of 0.75; this rule costs 0.80 (bench/results/trees/2026-11-24-b744701/fuse-loop.md).
+ * behind one thread and another core may serve them: under load.sh's 64
+ * readers the loop moved fewer bytes than libfuse's loop without this, and
+ * more with it. One program's requests queue too, whenever the program
+ * runs on before the reader gets back to /dev/fuse (beside a CPU load, all
+ * the time), and handing those over only wakes threads: counting them as
+ * well made find | xargs cat beside a busy loop slower
+ * (doc/decisions/0003-fuse-loop.md).
  */
 #define QUEUED_RUN 4
 
@@ -113,10 +113,8 @@ static const struct fuse_in_header *header(const struct fuse_buf *buf)
  * code below calls bfs_handoff()? On a local SOURCE, yes: what may wait
  * there (a decode, a read the page cache cannot serve, a walk) says so
  * itself. Handing every LOOKUP and listing over as well, by opcode, was
- * no better: 100,000 small files, 5 paired rounds, time over libfuse's
- * loop, quiet / beside a busy loop: find 1.01 / 1.13 against 0.88 / 0.95,
- * find | xargs cat 0.63 / 0.78 against 0.68 / 0.74, ls -lR 0.57 / 0.86
- * against 0.59 / 0.92 (bench/results/trees/2026-11-24-b744701/fuse-loop.md). On a remote
+ * no better over a tree of small files, quiet or beside a busy loop
+ * (bench/results/trees/2026-11-24-b744701/fuse-loop.md). On a remote
  * SOURCE an open or a stat of a backing file may wait as long as a read,
  * and nothing tells beforehand: every request but a FORGET hands over.
  */
@@ -207,9 +205,9 @@ static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
  * (QUEUED_RUN)? The kernel's own notices (FORGET, RELEASE, INTERRUPT)
  * pile up with nobody waiting for them: they neither count nor become the
  * process before, since a RELEASE carries pid 0 and one program's close
- * and next open would otherwise look like two programs. Busy find | xargs
- * cat over 100,000 files handed over 25,445 times when they did, 318 when
- * they do not; its time hardly moved (bench/results/trees/2026-11-24-b744701/release-pid.md).
+ * and next open would otherwise look like two programs. When they did,
+ * a busy find | xargs cat handed over far more often for no gain
+ * (bench/results/trees/2026-11-24-b744701/release-pid.md).
  */
 static bool queueing(struct worker *w, const struct fuse_buf *buf, bool queued)
 {

@@ -490,8 +490,6 @@ int main(int argc, char **argv)
 	malloc_settings();
 	/* A spill write past RLIMIT_FSIZE fails with EFBIG (the spill is dropped) rather than killing the daemon. */
 	signal(SIGXFSZ, SIG_IGN);
-	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = opts.gzip_index,
-						      .gzip_span = opts.gzip_span });
 	rc = bfs_fs_init(&fs, opts.source, &opts, se, bfs_ops_push);
 	if (rc < 0) {
 		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));

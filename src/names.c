@@ -38,13 +38,13 @@ static bool ends_with(const char *s, size_t len, const char *suffix, size_t *sl)
  * bytes), into @out: 1; 0 when @name does not end in its shown part or
  * the result is past NAME_MAX; -1 past the list.
  */
-static int with_suffix(const char *name, size_t nl, size_t n, char *out,
-		       const struct bfs_codec **codec)
+static int with_suffix(const struct bfs_codec_conf *conf, const char *name, size_t nl, size_t n,
+		       char *out, const struct bfs_codec **codec)
 {
 	const struct bfs_suffix *suffix;
 	size_t sl, bl;
 
-	if (!bfs_codec_suffix_at(n, codec, &suffix))
+	if (!bfs_codec_suffix_at(conf, n, codec, &suffix))
 		return -1;
 	if (!ends_with(name, nl, suffix->shown, &sl))
 		return 0;
@@ -57,8 +57,8 @@ static int with_suffix(const char *name, size_t nl, size_t n, char *out,
 }
 
 /* The rule without sidecars, for @backing of @len bytes: see names.h. */
-static void shown_as(const struct bfs_name_ops *ops, void *ctx, const char *backing,
-		     size_t len, char *shown, const struct bfs_codec **codec)
+static void shown_as(const struct bfs_name_ops *ops, void *ctx, const struct bfs_codec_conf *conf,
+		     const char *backing, size_t len, char *shown, const struct bfs_codec **codec)
 {
 	const struct bfs_codec *c, *oc;
 	char other[NAME_MAX + 1];
@@ -66,7 +66,7 @@ static void shown_as(const struct bfs_name_ops *ops, void *ctx, const char *back
 	size_t sl, hl;
 
 	*codec = NULL;
-	for (size_t i = 0; bfs_codec_suffix_at(i, &c, &suffix); i++) {
+	for (size_t i = 0; bfs_codec_suffix_at(conf, i, &c, &suffix); i++) {
 		if (!ends_with(backing, len, suffix->backing, &sl))
 			continue;
 		if (!ops->is_file(ctx, backing))
@@ -79,7 +79,7 @@ static void shown_as(const struct bfs_name_ops *ops, void *ctx, const char *back
 		if (ops->exists(ctx, shown))
 			break;
 		for (size_t j = 0; j < i; j++)
-			if (with_suffix(shown, len - sl + hl, j, other, &oc) > 0 &&
+			if (with_suffix(conf, shown, len - sl + hl, j, other, &oc) > 0 &&
 			    ops->is_file(ctx, other))
 				goto out_unchanged;
 		*codec = c;
@@ -103,8 +103,8 @@ static const struct {
 };
 
 /* Is @backing (@len bytes) a sidecar of an entry of its directory that is shown decoded? */
-static bool hidden_sidecar(const struct bfs_name_ops *ops, void *ctx, const char *backing,
-			   size_t len)
+static bool hidden_sidecar(const struct bfs_name_ops *ops, void *ctx,
+			   const struct bfs_codec_conf *conf, const char *backing, size_t len)
 {
 	const struct bfs_codec *c;
 	char base[NAME_MAX + 1], shown[NAME_MAX + 1];
@@ -116,7 +116,7 @@ static bool hidden_sidecar(const struct bfs_name_ops *ops, void *ctx, const char
 		copy_name(base, backing, len - sl);
 		if (!ends_with(base, len - sl, sidecars[i].of, &ol) || !ops->exists(ctx, base))
 			continue;
-		shown_as(ops, ctx, base, len - sl, shown, &c);
+		shown_as(ops, ctx, conf, base, len - sl, shown, &c);
 		if (c)
 			return true;
 	}
@@ -124,23 +124,25 @@ static bool hidden_sidecar(const struct bfs_name_ops *ops, void *ctx, const char
 }
 
 bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing,
-		    char *shown, const struct bfs_codec **codec, bool keep)
+		    char *shown, const struct bfs_codec **codec, bool keep,
+		    const struct bfs_codec_conf *conf)
 {
 	size_t len = strnlen(backing, NAME_MAX + 1);
 
 	if (len > NAME_MAX)	/* no backing name is: shown as it is, cut */
 		len = NAME_MAX;
-	if (!keep && hidden_sidecar(ops, ctx, backing, len)) {
+	if (!keep && hidden_sidecar(ops, ctx, conf, backing, len)) {
 		*codec = NULL;
 		copy_name(shown, backing, len);
 		return false;
 	}
-	shown_as(ops, ctx, backing, len, shown, codec);
+	shown_as(ops, ctx, conf, backing, len, shown, codec);
 	return true;
 }
 
 int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name,
-		     char *backing, const struct bfs_codec **codec, bool keep)
+		     char *backing, const struct bfs_codec **codec, bool keep,
+		     const struct bfs_codec_conf *conf)
 {
 	size_t len = strnlen(name, NAME_MAX + 1);
 	char shown[NAME_MAX + 1];
@@ -149,7 +151,7 @@ int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name
 	if (len > NAME_MAX)	/* no entry has such a name */
 		return -ENOENT;
 	if (ops->exists(ctx, name)) {
-		if (!bfs_name_shown(ops, ctx, name, shown, codec, keep))
+		if (!bfs_name_shown(ops, ctx, name, shown, codec, keep, conf))
 			return -ENOENT;		/* a hidden sidecar */
 		/* It exists; but is it shown decoded under a shorter name? */
 		if (strcmp(shown, name) != 0) {
@@ -161,7 +163,8 @@ int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name
 		return 0;
 	}
 	/* An empty stem names nothing: ".lz4" alone is shown as itself. */
-	for (size_t i = 0; *name && (rc = with_suffix(name, len, i, backing, codec)) >= 0; i++)
+	for (size_t i = 0; *name && (rc = with_suffix(conf, name, len, i, backing, codec)) >= 0;
+	     i++)
 		if (rc > 0 && ops->is_file(ctx, backing))
 			return 0;
 	*codec = NULL;

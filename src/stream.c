@@ -179,10 +179,10 @@ struct bfs_file *bfs_stream_file(const struct bfs_stream *s)
 /*
  * Blocks a READ of a sequential reader served whole: the kernel's page
  * cache holds their bytes now (keep_cache), so blockfs's copy goes, and
- * its buffer is reused while still hot. (Decoding into a buffer that has
- * been sitting in a big cache, or into new memory, cost a third more:
- * 225 against 150 ms of decoding for 512 MiB of lz4 -B4.) Random readers
- * keep them: what a block holds beyond the READ is what they may want.
+ * its buffer is reused while still hot. (A buffer that has been sitting
+ * in a big cache, or new memory, is cold: decoding into it costs more.)
+ * Random readers keep them: what a block holds beyond the READ is what
+ * they may want.
  */
 static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, unsigned int run)
 {
@@ -345,8 +345,8 @@ void bfs_stream_ahead(struct bfs_stream *s, const struct bfs_stream_next *next)
 	 * Blocks a reader came back to are what it asked for, as willneed is:
 	 * at nice 10, not 19. Beside a CPU-bound load, with a FUSE loop that
 	 * answers a random reader as fast as it asks (loop.c), nice-19 pushes
-	 * starved and fio's 4 KiB reads took 40.9 us each instead of 4.4
-	 * (bench/paired.py --load --cases fio4k; README, "Workers' priorities").
+	 * starved and the reader's 4 KiB reads waited for them
+	 * (doc/decisions/0013-service-priority.md).
 	 */
 	if (next->again_to > next->again_from)
 		(void)bfs_push_block(f->env->workq, f, s->ino, next->again_from, next->again_to,

@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 	}
 	if (fstat(fd, &st) == 0) {
 		bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
-		codec = bfs_codec_sniff(&io);
+		codec = bfs_codec_sniff(NULL, &io);
 	}
 	side = open_sidecar(argv[1], codec);
 	env.mount = bfs_counters_new(NULL);

@@ -727,7 +727,8 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (icache_s) {
-		struct bfs_codec_conf conf = { .gzip = true, .gzip_span = BFS_GZIP_SPAN_DEFAULT };
+		static struct bfs_codec_conf conf = { .gzip = true,
+						      .gzip_span = BFS_GZIP_SPAN_DEFAULT };
 		char err[PATH_MAX + 128];
 		uint64_t b;
 
@@ -740,7 +741,7 @@ int main(int argc, char **argv)
 			}
 			conf.gzip_span = (uint32_t)b;
 		}
-		bfs_codec_configure(&conf);
+		c.o.codecs = &conf;
 		if (bfs_icache_open(&c.o.icache, icache_s, err, sizeof(err)) < 0) {
 			pk_err("%s", err);
 			return 1;

@@ -263,10 +263,10 @@ static bool is_bytes_key(const char *k)
 
 /*
  * Above this block size a random read is slow: each decodes a whole block
- * (with the lz4 CLI's default 4 MiB blocks, a 4 KiB read decodes 4 MiB:
- * about 600 reads a second, against 20,000 at 256 KiB in the README's
- * benchmark). zstd and xz: the same bound on a unit (a frame or block,
- * decoded from its start), blockfs-pack's default. bzip2 decodes many
+ * (with the lz4 CLI's default 4 MiB blocks, a 4 KiB read decodes 4 MiB;
+ * doc/decisions/0010-pack-defaults.md). zstd and xz: the same bound on a
+ * unit (a frame or block, decoded from its start), blockfs-pack's
+ * default. bzip2 decodes many
  * times slower than either, so its bound is lower: 256 KiB (bzip2 -3
  * and up; bzip2's default, -9, makes 900 kB blocks).
  */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# The long fuzzing run (README, "Fuzzing"): build the libFuzzer harnesses
+# The long fuzzing run (tests/README.md, "Fuzzing"): build the libFuzzer harnesses
 # of tests/fuzz with clang into build-fuzz/ (-Dfuzz=true: ASan + UBSan)
 # and fuzz each target for SECONDS, starting from its committed corpus.
 #

@@ -22,6 +22,7 @@
 
 enum pk_codec { PK_LZ4, PK_LZ4HC, PK_GZIP, PK_ZSTD, PK_XZ };
 
+struct bfs_codec_conf;
 struct bfs_icache;
 
 /* lz4_Frame_format.md: block max sizes 64K..4M; the packer's range of -B */
@@ -51,6 +52,8 @@ struct pk_opts {
 	bool update;		/* -u: keep outputs that are current, replace the others */
 	int verbose;
 	struct bfs_icache *icache;	/* --index --index-cache DIR: indexes go there, or NULL */
+	/* The codec settings a mount would have (--index-cache), or NULL: the defaults. */
+	const struct bfs_codec_conf *codecs;
 };
 
 /* What one stream became. */

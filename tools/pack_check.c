@@ -742,7 +742,7 @@ int pk_check_file(const char *path, const struct pk_opts *o)
 		rc = check_lz4(path, &io);
 	} else if (bfs_codec_bgzf.probe(head, hlen)) {
 		rc = check_bgzf(path, &io);
-	} else if ((c = bfs_codec_sniff(&io)) == &bfs_codec_zstd || c == &bfs_codec_xz ||
+	} else if ((c = bfs_codec_sniff(o->codecs, &io)) == &bfs_codec_zstd || c == &bfs_codec_xz ||
 		   c == &bfs_codec_bzip2) {
 		rc = check_core(path, fd, &io, c, o);
 	} else if (hlen >= 4 && (bfs_le32(head) == LZ4_MAGIC || bfs_le32(head) == LZ4_LEGACY ||
@@ -911,7 +911,7 @@ int pk_output_current(const char *path, const struct pk_opts *o, uint64_t usize)
 		goto out;
 	bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
 	/* The codec a mount would take it for (bfs_codec_sniff()) must be the one asked for. */
-	c = bfs_codec_sniff(&io);
+	c = bfs_codec_sniff(o->codecs, &io);
 	if (c != want)
 		goto out;
 	switch (o->codec) {
@@ -1106,6 +1106,7 @@ static int index_cached(const char *path, int fd, struct bfs_io *io, const struc
 	if (fstat(fd, &st) < 0)
 		return bad(path, "%s", strerror(errno));
 	bfs_index_init(&idx, io->size);
+	idx.conf = o->codecs;
 	rc = c->scan(io, NULL, &idx);
 	if (rc == 0)
 		rc = bfs_index_measure(&idx, io, c, NULL);
@@ -1151,7 +1152,7 @@ int pk_index_file(const char *path, const struct pk_opts *o)
 	if (fd < 0)
 		return 1;
 	/* The codec a mount would pick, past any prelude (bfs_codec_sniff()). */
-	c = bfs_codec_sniff(&io);
+	c = bfs_codec_sniff(o->codecs, &io);
 	if (o->icache && c && c->cache_load) {
 		rc = index_cached(path, fd, &io, c, o);
 	} else if (o->icache && c) {

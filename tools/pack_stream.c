@@ -17,8 +17,8 @@
  * and by default block checksums and the content checksum. The content
  * checksum (XXH32 of the whole content) is serial: the writing thread
  * hashes each chunk as it writes it, and on 2 cores that time is taken
- * from the compressing threads: packing 512 MiB of text takes about 1.18x
- * as long as without it (bench/pack_speed.py, bench/results/pack/2026-11-24-4eee41e/). It is
+ * from the compressing threads, so packing takes longer with it
+ * (doc/decisions/0010-pack-defaults.md). It is
  * there because lz4 1.9.4's -t rejects ("Stream followed by
  * undecodable data") a frame with block checksums but no content checksum
  * when a skippable frame (the seek table) follows; --no-checksum leaves

@@ -12,9 +12,9 @@
 #include <stdint.h>
 
 #include "blockfs/common.h"
+#include "blockfs/index.h"
 
 struct bfs_io;
-struct bfs_index;
 struct bfs_blk;
 
 /* Bytes from a file's start that are enough for every probe. */
@@ -210,7 +210,8 @@ size_t bfs_zstd_parked_bytes(void);
 /*
  * The budget of decoders parked between the spans of a chain (codec.h,
  * resume()) by codec_zstd.c and codec_xz.c, one for both and for every
- * file of the mount (one mount per process). A codec charges what it
+ * file of the process (one mount per process: blockfs(8)'s bound is per
+ * daemon). A codec charges what it
  * parks and releases what it takes back or frees; while the parked bytes
  * are over the budget it frees its least recently parked, never the one
  * it is parking. The daemon's memory bound (blockfs(8), cache_size) is
@@ -228,50 +229,64 @@ size_t bfs_codec_parked_bytes(void);
 size_t bfs_codec_park_set_budget(size_t bytes);
 
 /*
- * Which codecs the registry offers, and their settings: one mount per
- * process, so set once by main() before anything is probed (tests may
- * set it between cases). Plain gzip is off unless asked for
- * (-o gzip=index): such files are shown unchanged.
+ * Which codecs the registry offers, and their settings: a mount's own
+ * (struct bfs_file_env's codecs, from its -o gzip= and gzip_span=), so
+ * that nothing about codecs is process-wide. The registry's functions
+ * take them as @conf; a codec reads them from the index it fills
+ * (struct bfs_index's conf) through bfs_codec_config(). NULL stands for
+ * the defaults, BFS_CODEC_CONF_DEFAULT: plain gzip off (such files are
+ * shown unchanged, as under -o gzip=raw), checkpoints gzip_span apart.
  */
 struct bfs_codec_conf {
 	bool gzip;		/* plain gzip is decoded (gzip=index) */
 	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
 };
 
-/* Default gzip_span (see codec_gzip.c for the measurement) and its bounds. */
+/* Default gzip_span (doc/decisions/0011-plain-gzip.md) and its bounds. */
 #define BFS_GZIP_SPAN_DEFAULT (1u << 20)
 #define BFS_GZIP_SPAN_MIN (64u << 10)
 #define BFS_GZIP_SPAN_MAX (32u << 20)
 
-void bfs_codec_configure(const struct bfs_codec_conf *conf);
-const struct bfs_codec_conf *bfs_codec_config(void);
+/* An initializer: struct bfs_codec_conf c = BFS_CODEC_CONF_DEFAULT; */
+#define BFS_CODEC_CONF_DEFAULT { .gzip = false, .gzip_span = BFS_GZIP_SPAN_DEFAULT }
 
-/* The codec that claims @head, or NULL (serve the file unchanged). */
-const struct bfs_codec *bfs_codec_probe(const uint8_t *head, size_t len);
+/* The settings @idx was given (its conf), or the defaults when none (@idx NULL too). */
+static inline const struct bfs_codec_conf *bfs_codec_config(const struct bfs_index *idx)
+{
+	static const struct bfs_codec_conf defaults = BFS_CODEC_CONF_DEFAULT;
+
+	return idx && idx->conf ? idx->conf : &defaults;
+}
+
+/* The codec offered under @conf that claims @head, or NULL (serve the file unchanged). */
+const struct bfs_codec *bfs_codec_probe(const struct bfs_codec_conf *conf, const uint8_t *head,
+					size_t len);
 /*
- * The codec that claims the file behind @io, looking past preludes; NULL
- * when none does or the file cannot be read. A few small reads.
+ * The codec offered under @conf that claims the file behind @io, looking
+ * past preludes; NULL when none does or the file cannot be read. A few
+ * small reads.
  */
-const struct bfs_codec *bfs_codec_sniff(struct bfs_io *io);
+const struct bfs_codec *bfs_codec_sniff(const struct bfs_codec_conf *conf, struct bfs_io *io);
 /**
  * bfs_codec_settle() - how to show a file whose name says codec @named.
  * Names come from suffixes alone; the bytes settle the format once a
  * file is used. Any codec that lists a suffix @named lists may claim it
  * (a .gz file is BGZF or plain gzip).
  * Return: 0 and *@codec, the codec to decode with, or NULL when the
- * format is one this mount shows unchanged (plain gzip under gzip=raw);
+ * format is one @conf shows unchanged (plain gzip under gzip=raw);
  * -EMEDIUMTYPE when the bytes are not of that family, with *@found what
  * they are ("raw", or another codec's name); -errno when they cannot be
  * read.
  */
-BFS_MUST_CHECK int bfs_codec_settle(const struct bfs_codec *named, struct bfs_io *io,
+BFS_MUST_CHECK int bfs_codec_settle(const struct bfs_codec_conf *conf,
+				    const struct bfs_codec *named, struct bfs_io *io,
 				    const struct bfs_codec **codec, const char **found);
 /*
- * The @n-th (codec, suffix) pair in registry order, false past the end.
- * This order decides name collisions: .lz4, then .gz and .bgz of BGZF,
- * then .gz of plain gzip (when configured).
+ * The @n-th (codec, suffix) pair offered under @conf, in registry order,
+ * false past the end. This order decides name collisions: .lz4, then .gz
+ * and .bgz of BGZF, then .gz of plain gzip (when @conf offers it).
  */
-bool bfs_codec_suffix_at(size_t n, const struct bfs_codec **codec,
-			 const struct bfs_suffix **suffix);
+bool bfs_codec_suffix_at(const struct bfs_codec_conf *conf, size_t n,
+			 const struct bfs_codec **codec, const struct bfs_suffix **suffix);
 
 #endif

@@ -27,6 +27,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "blockfs/codec.h"
 #include "blockfs/common.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
@@ -64,6 +65,12 @@ struct bfs_file_env {
 	bool verify;			/* check block checksums */
 	uint64_t kernel_readahead;	/* the kernel's own read-ahead into the mount, bytes */
 	struct bfs_icache *icache;	/* -o index_cache: kept indexes (index_cache.h), or NULL */
+	/*
+	 * The codecs this mount offers and their settings (codec.h): each
+	 * version's index is given them. All zero (tools, tests): plain gzip
+	 * off, as BFS_CODEC_CONF_DEFAULT.
+	 */
+	struct bfs_codec_conf codecs;
 	/*
 	 * Hand @len decoded bytes at @off of the file shown as FUSE inode
 	 * @ino to the kernel's page cache (fuse_lowlevel_notify_store), one

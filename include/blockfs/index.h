@@ -34,6 +34,7 @@
 
 struct bfs_io;
 struct bfs_codec;
+struct bfs_codec_conf;
 struct bfs_workq;
 
 enum {
@@ -91,6 +92,12 @@ struct bfs_index {
 	size_t nsums;
 	pthread_mutex_t settle_lock;	/* serialises bfs_index_settle() */
 	uint8_t source;		/* enum bfs_index_source; set by scan (0: a walk) */
+	/*
+	 * The codec settings of whoever builds the index (a mount's, codec.h),
+	 * set after bfs_index_init() and before scan or cache_load; NULL: the
+	 * defaults. Codecs read it through bfs_codec_config().
+	 */
+	const struct bfs_codec_conf *conf;
 	/*
 	 * Codec-private data the index owns, for formats whose blocks need
 	 * more than their own bytes to decode (gzip: the checkpoints' bit

@@ -50,7 +50,7 @@ void bfs_io_init_mem(struct bfs_io *io, const void *buf, size_t len);
  * directly. Counted in @under's nread.
  * Ahead of the walk, @depth threads read the next chunks in parallel once
  * its requests are full-sized (a remote SOURCE: over sshfs one pread at a
- * time takes 1.7 times a cat of the file whatever its size, and
+ * time is much slower than a cat of the file, whatever its size, and
  * POSIX_FADV_WILLNEED starts nothing there); with @depth 0 the kernel is
  * asked to read BFS_IO_AHEAD_DEPTH chunks ahead (POSIX_FADV_WILLNEED),
  * which local filesystems do.

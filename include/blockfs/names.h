@@ -31,6 +31,7 @@
 #include "blockfs/common.h"
 
 struct bfs_codec;
+struct bfs_codec_conf;
 
 struct bfs_name_ops {
 	/* Does an entry of any type named @name exist? */
@@ -43,19 +44,22 @@ struct bfs_name_ops {
  * bfs_name_shown() - the name backing entry @backing is shown under.
  * @shown: NAME_MAX + 1 bytes; @codec: set to the codec it is decoded with,
  * or NULL when shown unchanged. With @keep, an entry shown decoded is also
- * shown unchanged under @backing (the caller lists both).
+ * shown unchanged under @backing (the caller lists both). @conf: the
+ * codecs whose suffixes count (the mount's, codec.h; NULL: the defaults).
  * Return: false when it is not shown at all (a hidden sidecar).
  */
 bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing,
-		    char *shown, const struct bfs_codec **codec, bool keep);
+		    char *shown, const struct bfs_codec **codec, bool keep,
+		    const struct bfs_codec_conf *conf);
 
 /**
  * bfs_name_resolve() - the backing entry shown as @name.
- * @backing: NAME_MAX + 1 bytes; @keep: as for bfs_name_shown().
+ * @backing: NAME_MAX + 1 bytes; @keep, @conf: as for bfs_name_shown().
  * Return: 0, or -ENOENT when nothing is shown as @name (a hidden sidecar,
  * or without @keep a backing file that is shown under a shorter name).
  */
 BFS_MUST_CHECK int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name,
-		     char *backing, const struct bfs_codec **codec, bool keep);
+		     char *backing, const struct bfs_codec **codec, bool keep,
+		     const struct bfs_codec_conf *conf);
 
 #endif

@@ -82,9 +82,9 @@ BFS_MUST_CHECK ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_
 
 /**
  * bfs_stream_ahead() - queue the pushes @next holds. After the reply:
- * waking a read-ahead worker at nice 19 cost the waker 0.4 ms at times
- * (pthread_cond_signal, 120 times per 512 MiB of md5sum), and the reader
- * waited for that on every tripwire READ.
+ * waking a read-ahead worker at nice 19 (pthread_cond_signal) can cost
+ * the waker a reschedule, and the reader would wait for that on every
+ * tripwire READ.
  * Context: the FUSE thread that served the READ, before it lets go of
  * the READ's blocks.
  */

@@ -63,7 +63,8 @@ void fz_check_blocks(const struct bfs_codec *codec, struct bfs_index *idx, const
 
 /*
  * Point @io at @data and check that sniffing it and probing its head
- * agree on the codec. Return: the sniffed codec, or NULL.
+ * agree on the codec, every codec offered (plain gzip too). Return: the
+ * sniffed codec, or NULL.
  */
 struct bfs_io;
 const struct bfs_codec *fz_sniff(struct bfs_io *io, const uint8_t *data, size_t size);

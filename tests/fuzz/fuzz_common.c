@@ -210,11 +210,14 @@ void fz_gunzip(const uint8_t *in, size_t len, struct fz_ref *ref)
 
 const struct bfs_codec *fz_sniff(struct bfs_io *io, const uint8_t *data, size_t size)
 {
+	/* Every codec offered, plain gzip too (-o gzip=index). */
+	static const struct bfs_codec_conf all = { .gzip = true,
+						   .gzip_span = BFS_GZIP_SPAN_DEFAULT };
 	const struct bfs_codec *sniffed, *probed;
 
 	bfs_io_init_mem(io, data, size);
-	sniffed = bfs_codec_sniff(io);
-	probed = bfs_codec_probe(data, size < BFS_PROBE_LEN ? size : BFS_PROBE_LEN);
+	sniffed = bfs_codec_sniff(&all, io);
+	probed = bfs_codec_probe(&all, data, size < BFS_PROBE_LEN ? size : BFS_PROBE_LEN);
 	FZ_CHECK(!probed || sniffed == probed);
 	return sniffed;
 }

@@ -104,11 +104,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t elen;
 	int rc;
 
-	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = true,
-						      .gzip_span = BFS_GZIP_SPAN_MIN });
+	static const struct bfs_codec_conf conf = { .gzip = true, .gzip_span = BFS_GZIP_SPAN_MIN };
 	(void)fz_sniff(&io, data, size);
 
 	bfs_index_init(&idx, size);
+	idx.conf = &conf;
 	rc = bfs_codec_gzip.scan(&io, NULL, &idx);
 	FZ_CHECK(rc == 0 || rc == -EFBIG || rc == -ENOMEM);
 	if (rc == 0) {
@@ -126,6 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!idx.broken && idx.n > 0 &&
 		    bfs_icache_encode(&k, &bfs_codec_gzip, &idx, &entry, &elen) == 0) {
 			bfs_index_init(&back, size);
+			back.conf = &conf;
 			rc = bfs_icache_decode(entry, elen, &k, &bfs_codec_gzip, &back, &why);
 			FZ_CHECK(rc == 0 || rc == -ENOMEM);
 			if (rc == 0) {

@@ -6,7 +6,7 @@ Usage: faults.py SOURCE MOUNT WORK
 
 For each format (.lz4 from the lz4 CLI, .gz from bgzip) it opens a mounted
 file, reads part of it, changes the backing side under the reader, and
-checks what SPEC.md §5 promises:
+checks what blockfs(8) promises (CACHING):
 
   replaced by rename  the open reader keeps reading the old bytes; the
                       next open sees the new file

@@ -6,7 +6,7 @@ Generates text originals and skippable frames, locates and damages LZ4
 blocks and BGZF members in files made by the real lz4/bgzip CLIs, and
 reads mounted files at exact offsets (os.pread) to compare them with the
 originals.  Knows nothing about blockfs internals: only the two public
-formats and what SPEC.md promises about reads.
+formats and what blockfs(8) promises about reads.
 
 Subcommands that check something print TAP lines ("ok - ..." or
 "not ok - ...", diagnostics after "# "); mount.sh counts them.

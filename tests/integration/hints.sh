@@ -2,7 +2,7 @@
 # shellcheck disable=SC2016 # bash -c and eval scripts expand their own arguments
 # SPDX-License-Identifier: MIT
 #
-# Hints and statistics on a real mount (SPEC §4): user.blockfs.advice and
+# Hints and statistics on a real mount (blockfs(8), EXTENDED ATTRIBUTES): user.blockfs.advice and
 # .readpath set, read, inherited and removed on files and directories; every
 # error a user can meet, with the errno text setfattr/getfattr print;
 # willneed decoding in the background; dontneed emptying blockfs's cache and
@@ -431,7 +431,7 @@ rc=0
 bfs_umount || rc=$?
 check_eq "clean unmount, daemon exit 0" 0 "$rc"
 
-# --- -o ro: hints refused too (SPEC §3) -------------------------------------
+# --- -o ro: hints refused too (blockfs(8), READ-ONLY) ------------------------
 if bfs_mount "$SRC" "$MNT" "$STATE/daemon-ro.log" ro; then
 	check_fails "-o ro: setting a hint fails with EROFS" "Read-only file system" \
 		setfattr -n $A -v random "$MNT/a"

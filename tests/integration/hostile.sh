@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Hostile backing files in a real mount (SPEC 6). hostile.py makes several
+# Hostile backing files in a real mount (blockfs(8): a corrupt block fails
+# with EIO, the daemon goes on). hostile.py makes several
 # hundred damaged variants of real lz4/bgzip/blockfs-pack files (bit flips,
 # truncations, zeroed ranges, absurd size fields, junk appended, lying seek
 # tables and .gzi indexes) in one source tree. The tree is mounted under

@@ -2,7 +2,8 @@
 # shellcheck disable=SC2016 # bash -c scripts expand their own arguments
 # SPDX-License-Identifier: MIT
 #
-# Real-mount integration suite (SPEC.md §2-§6, STYLE.md §2.10).
+# Real-mount integration suite: what blockfs(8) and README promise a user
+# of a mount.
 #
 # Builds a fixture tree with the real lz4 and bgzip CLIs, mounts it with
 # "blockfs -f", and checks what a user sees: names, contents (cmp, md5sum,
@@ -548,7 +549,7 @@ check_parallel() {
 	check_eq "$p: 8 concurrent readers all compare equal (failures)" 0 "$failed"
 }
 
-# SPEC §5: a backing file replaced while mounted is seen fresh on its next
+# blockfs(8), CACHING: a backing file replaced while mounted is seen fresh on its next
 # open; one truncated under an open reader gives EIO, never a dead daemon.
 check_live() {
 	local p=$1 out
@@ -696,7 +697,7 @@ check_help_version() {
 	for w in readpath populate advice cache_size readahead workers verify; do
 		[[ "$out" == *"$w"* ]] || rc="$rc, no $w"
 	done
-	check_eq "blockfs -h: exit 0, lists every SPEC option" 0 "$rc"
+	check_eq "blockfs -h: exit 0, lists the main options of blockfs(8)" 0 "$rc"
 	rc=0
 	out=$(t "$BLOCKFS" -V 2>&1) || rc=$?
 	for w in blockfs libfuse liblz4 zlib; do

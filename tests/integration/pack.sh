@@ -2,7 +2,7 @@
 # shellcheck disable=SC2016 # bash -c and eval scripts expand their own arguments
 # SPDX-License-Identifier: MIT
 #
-# blockfs-pack integration suite (issue 3). Packs real files (text,
+# blockfs-pack integration suite (blockfs-pack(1)). Packs real files (text,
 # binaries, random bytes, empty, one byte, exact multiples of the block
 # size) with every codec and several block sizes and checks that lz4 -d,
 # gzip -d and bgzip -d give the originals back; packs a tree, mounts it

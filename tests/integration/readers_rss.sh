@@ -54,7 +54,7 @@ with open(sys.argv[1], "w") as f:
 PY
 head -c $((32 * MIB)) "$T/text" > "$T/text32"
 # xz at the default window (dictionary 8 MiB), with preset 1's faster match finder
-XZ_OPTS=(--lzma2=preset=1,dict=8MiB)
+XZ_OPTS=("--lzma2=preset=1,dict=8MiB")
 zstd -q -c "$T/text" > "$S/z.zst"
 xz -T1 "${XZ_OPTS[@]}" -c "$T/text" > "$S/one.xz"
 xz -T2 "${XZ_OPTS[@]}" -c "$T/text" > "$S/blocks.xz"

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Lint: every global symbol that the blockfs-core static library defines
-# starts with bfs_ (STYLE.md 2.2), so that no slip (squashfuse's
+# starts with bfs_, so that no slip (squashfuse's
 # stfs_ll_op_statfs) and no clash with a library the daemon, the tools or
 # the tests link goes unseen. Statics are exempt: nm shows them local.
 # So are names starting with __, which C reserves to the implementation:

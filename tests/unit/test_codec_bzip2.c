@@ -120,7 +120,7 @@ static void test_probe(void **state)
 	stream(&e, d, 0, 1);			/* empty: the end-of-stream marker follows */
 	assert_int_equal(e.len, 14);
 	assert_true(bfs_codec_bzip2.probe(e.p, e.len));
-	assert_true(bfs_codec_probe(e.p, e.len) == &bfs_codec_bzip2);
+	assert_true(bfs_codec_probe(NULL, e.p, e.len) == &bfs_codec_bzip2);
 	memcpy(head, f.p, 10);
 	head[3] = '0';
 	assert_false(bfs_codec_bzip2.probe(head, 10));

@@ -134,12 +134,8 @@ static void member(struct buf *b, const uint8_t *d, size_t len, int level, unsig
 
 /* ---- scanning and checking ---- */
 
-static int setup(void **state)
-{
-	(void)state;
-	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = true, .gzip_span = SPAN });
-	return 0;
-}
+/* The settings of a mount with -o gzip=index,gzip_span=SPAN: every index is given them. */
+static const struct bfs_codec_conf conf = { .gzip = true, .gzip_span = SPAN };
 
 static void scan(const struct buf *f, struct bfs_index *idx)
 {
@@ -147,6 +143,7 @@ static void scan(const struct buf *f, struct bfs_index *idx)
 
 	bfs_io_init_mem(&io, f->p, f->len);
 	bfs_index_init(idx, f->len);
+	idx->conf = &conf;
 	assert_int_equal(bfs_codec_gzip.scan(&io, NULL, idx), 0);
 }
 
@@ -238,20 +235,33 @@ static void test_probe(void **state)
 	(void)state;
 	member(&f, d, 1000, 6, 0);
 	assert_true(bfs_codec_gzip.probe(f.p, 16));
-	assert_ptr_equal(bfs_codec_probe(f.p, 16), &bfs_codec_gzip);
+	assert_ptr_equal(bfs_codec_probe(&conf, f.p, 16), &bfs_codec_gzip);
 	assert_false(bfs_codec_gzip.probe(f.p, 9));		/* too short to tell */
 	assert_false(bfs_codec_gzip.probe(bgzf, sizeof(bgzf)));	/* BGZF stays BGZF */
-	assert_ptr_equal(bfs_codec_probe(bgzf, sizeof(bgzf)), &bfs_codec_bgzf);
+	assert_ptr_equal(bfs_codec_probe(&conf, bgzf, sizeof(bgzf)), &bfs_codec_bgzf);
 	f.p[3] |= 0x20;						/* a reserved flag */
 	assert_false(bfs_codec_gzip.probe(f.p, 16));
 	f.p[3] &= ~0x20;
 	f.p[2] = 7;						/* not deflate */
 	assert_false(bfs_codec_gzip.probe(f.p, 16));
 	f.p[2] = 8;
-	/* off: gzip=raw shows it unchanged */
-	bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = false, .gzip_span = SPAN });
-	assert_null(bfs_codec_probe(f.p, 16));
-	setup(NULL);
+	/* off: gzip=raw shows it unchanged, as the defaults do */
+	assert_null(bfs_codec_probe(&(struct bfs_codec_conf){ .gzip = false, .gzip_span = SPAN },
+				    f.p, 16));
+	assert_null(bfs_codec_probe(NULL, f.p, 16));
+	/* two mounts' settings side by side: only the one with gzip=index lists its names */
+	{
+		const struct bfs_codec *c;
+		const struct bfs_suffix *sfx;
+		bool on = false, off = false;
+
+		for (size_t n = 0; bfs_codec_suffix_at(&conf, n, &c, &sfx); n++)
+			on |= c == &bfs_codec_gzip;
+		for (size_t n = 0; bfs_codec_suffix_at(NULL, n, &c, &sfx); n++)
+			off |= c == &bfs_codec_gzip;
+		assert_true(on);
+		assert_false(off);
+	}
 	free(f.p);
 	free(d);
 }
@@ -565,6 +575,7 @@ static void test_cache_round_trip(void **state)
 	k.size = f.len;
 	assert_int_equal(bfs_icache_encode(&k, &bfs_codec_gzip, &a, &e, &elen), 0);
 	bfs_index_init(&b, f.len);
+	b.conf = &conf;
 	assert_int_equal(bfs_icache_decode(e, elen, &k, &bfs_codec_gzip, &b, &why), 0);
 	assert_int_equal(b.source, BFS_SRC_CACHE);
 	assert_int_equal(b.n, a.n);
@@ -572,19 +583,25 @@ static void test_cache_round_trip(void **state)
 	check_spans(&b, &f, d, len);
 	/* made with another gzip_span: walked again, so that the option takes effect */
 	{
+		const struct bfs_codec_conf wider = { .gzip = true, .gzip_span = 2 * SPAN };
 		struct bfs_index c;
 
-		bfs_codec_configure(&(struct bfs_codec_conf){ .gzip = true, .gzip_span = 2 * SPAN });
 		bfs_index_init(&c, f.len);
+		c.conf = &wider;
 		assert_int_equal(bfs_icache_decode(e, elen, &k, &bfs_codec_gzip, &c, &why), 1);
 		bfs_index_destroy(&c);
-		setup(NULL);
+		/* and the same entry, taken up by an index with the mount's settings */
+		bfs_index_init(&c, f.len);
+		c.conf = &conf;
+		assert_int_equal(bfs_icache_decode(e, elen, &k, &bfs_codec_gzip, &c, &why), 0);
+		bfs_index_destroy(&c);
 	}
 	/* a truncated entry is refused at every length */
 	for (size_t cut = 0; cut < elen; cut += 1 + cut / 64) {
 		struct bfs_index c;
 
 		bfs_index_init(&c, f.len);
+		c.conf = &conf;
 		assert_int_equal(bfs_icache_decode(e, cut, &k, &bfs_codec_gzip, &c, &why), 1);
 		bfs_index_destroy(&c);
 	}
@@ -620,6 +637,7 @@ static void test_cache_forged_flips(void **state)
 		e[i] ^= 0x21;
 		bfs_put_le32(e + elen - 4, bfs_xxh32(e, elen - 4, 0));
 		bfs_index_init(&b, f.len);
+		b.conf = &conf;
 		if (bfs_icache_decode(e, elen, &k, &bfs_codec_gzip, &b, &why) == 0) {
 			accepted++;
 			assert_int_equal(b.n, a.n);
@@ -721,5 +739,5 @@ int main(void)
 		cmocka_unit_test(test_threads_share_checkpoints),
 	};
 
-	return cmocka_run_group_tests(tests, setup, NULL);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }

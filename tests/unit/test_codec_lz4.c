@@ -148,7 +148,7 @@ static void test_probe_default_frame(void **state)
 
 	tb_lz4_header(&f->file, &p);
 	assert_true(bfs_codec_lz4.probe(f->file.p, f->file.len));
-	assert_ptr_equal(bfs_codec_probe(f->file.p, f->file.len), &bfs_codec_lz4);
+	assert_ptr_equal(bfs_codec_probe(NULL, f->file.p, f->file.len), &bfs_codec_lz4);
 }
 
 static void test_probe_short_prefixes(void **state)
@@ -237,7 +237,7 @@ static const struct bfs_codec *sniff_file(struct fx *f)
 	struct bfs_io io;
 
 	bfs_io_init_mem(&io, f->file.p, f->file.len);
-	return bfs_codec_sniff(&io);
+	return bfs_codec_sniff(NULL, &io);
 }
 
 static void test_sniff_sees_past_skippable_frames(void **state)

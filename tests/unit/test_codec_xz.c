@@ -297,7 +297,7 @@ static void test_probe(void **state)
 	b.p[0] ^= 1;
 	b.p[7] |= 0x10;		/* reserved flag bits */
 	assert_false(C->probe(b.p, BFS_PROBE_LEN));
-	assert_ptr_equal(bfs_codec_probe((const uint8_t *)"\xfd" "7zXZ\0\0\x04\xe6\xd6\xb4\x46", 12),
+	assert_ptr_equal(bfs_codec_probe(NULL, (const uint8_t *)"\xfd" "7zXZ\0\0\x04\xe6\xd6\xb4\x46", 12),
 			 C);
 	free(b.p);
 	free(d);

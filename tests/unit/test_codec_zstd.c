@@ -257,12 +257,12 @@ static void test_probe_and_sniff(void **state)
 	assert_false(bfs_codec_zstd.probe(g.p, 32));
 	assert_int_equal(bfs_codec_zstd.prelude(g.p, 32), 48);
 	bfs_io_init_mem(&io, g.p, g.len);
-	assert_ptr_equal(bfs_codec_sniff(&io), &bfs_codec_zstd);
+	assert_ptr_equal(bfs_codec_sniff(NULL, &io), &bfs_codec_zstd);
 	/* after skippable frames, something that is neither LZ4 nor zstd */
 	g.len = 4 * 48;
 	put(&g, "\x1f\x8b\x08\x00plain gzip header.....", 26);
 	bfs_io_init_mem(&io, g.p, g.len);
-	assert_null(bfs_codec_sniff(&io));
+	assert_null(bfs_codec_sniff(NULL, &io));
 	free(f.p);
 	free(g.p);
 	free(d);

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* Hint values, the hint store and its inheritance rule, the stats text (SPEC §4). */
+/*
+ * Hint values, the hint store and its inheritance rule, the stats text
+ * (blockfs(8), EXTENDED ATTRIBUTES).
+ */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

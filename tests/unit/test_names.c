@@ -62,7 +62,7 @@ static void expect_shown(struct fake_dir *d, const char *backing, const char *sh
 	char out[NAME_MAX + 1];
 	const struct bfs_codec *c = (const void *)1;
 
-	assert_true(bfs_name_shown(&ops, d, backing, out, &c, keep));
+	assert_true(bfs_name_shown(&ops, d, backing, out, &c, keep, NULL));
 	assert_string_equal(out, shown);
 	assert_ptr_equal(c, codec);
 }
@@ -72,7 +72,7 @@ static void expect_hidden(struct fake_dir *d, const char *backing)
 	char out[NAME_MAX + 1];
 	const struct bfs_codec *c = (const void *)1;
 
-	assert_false(bfs_name_shown(&ops, d, backing, out, &c, keep));
+	assert_false(bfs_name_shown(&ops, d, backing, out, &c, keep, NULL));
 }
 
 static void expect_resolve(struct fake_dir *d, const char *name, int rc, const char *backing,
@@ -81,7 +81,7 @@ static void expect_resolve(struct fake_dir *d, const char *name, int rc, const c
 	char out[NAME_MAX + 1];
 	const struct bfs_codec *c = (const void *)1;
 
-	assert_int_equal(bfs_name_resolve(&ops, d, name, out, &c, keep), rc);
+	assert_int_equal(bfs_name_resolve(&ops, d, name, out, &c, keep, NULL), rc);
 	if (rc == 0) {
 		assert_string_equal(out, backing);
 		assert_ptr_equal(c, codec);

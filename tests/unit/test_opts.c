@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Mount option parsing and checking (SPEC §3), and the size parser. */
+/* Mount option parsing and checking (blockfs(8), OPTIONS), and the size parser. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
