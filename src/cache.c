@@ -10,6 +10,14 @@
  * the cache, and would drop blocks decoded ahead for a reader.) Blocks
  * being loaded are in the table, so later callers find and wait for them,
  * but never in the LRU, so nothing can evict them.
+ *
+ * Spares: a freed block of BFS_CACHE_SPARE_MIN bytes or more (a zstd
+ * frame of pzstd's, an xz block of xz -T's) is kept whole, header and
+ * data, for the next block of about its size, while the cache's blocks
+ * and spares together fit its bound: such blocks are mapped by malloc
+ * (main.c), and a new mapping's pages fault in and are zeroed again, once
+ * per block. Spares are the room the cache has and does not use, so they
+ * add nothing to its bound; making room frees them first.
  */
 #include "config.h"
 
@@ -25,6 +33,7 @@
 #define NSHARDS 16
 #define NBUCKETS 1024		/* per shard; chains stay short up to ~64 Ki blocks */
 #define VICTIM_LOOK 8		/* held blocks skipped at a tail before giving up on it */
+#define SPARES 4		/* spare blocks kept at most */
 
 struct shard {
 	pthread_mutex_t lock;		/* never held across decode, I/O or another shard */
@@ -38,19 +47,94 @@ struct bfs_cache {
 	atomic_uint_fast64_t bytes;	/* data bytes of every block in a table */
 	atomic_uint_fast64_t tick;	/* use clock */
 	struct shard shard[NSHARDS];
+	pthread_mutex_t spare_lock;	/* never held with a shard's */
+	struct bfs_block *spare[SPARES];	/* spare_lock */
+	atomic_uint_fast64_t spare_bytes;	/* their cap, in all; written under spare_lock */
 };
 
 /* --- blocks --------------------------------------------------------------- */
 
-/* A new LOADING block with one reference, the caller's. */
-static struct bfs_block *block_new(uint64_t fid, size_t blkno, uint32_t len,
-				   struct bfs_counters *acct)
+/*
+ * A spare of @c's for a block of @len bytes, taken out; or NULL. A spare
+ * serves a block up to an eighth smaller, no more, so that what it
+ * holds unused stays small.
+ */
+static struct bfs_block *spare_take(struct bfs_cache *c, uint32_t len)
 {
-	struct bfs_block *b = malloc(sizeof(*b) + len);
+	struct bfs_block *b = NULL;
 
-	if (!b)
+	if (len < BFS_CACHE_SPARE_MIN || atomic_load(&c->spare_bytes) == 0)
+		return NULL;
+	bfs_mutex_lock(&c->spare_lock);
+	for (int i = 0; i < SPARES; i++) {
+		struct bfs_block *s = c->spare[i];
+
+		if (s && s->cap >= len && s->cap - len <= s->cap / 8) {
+			b = s;
+			c->spare[i] = NULL;
+			c->spare_bytes -= s->cap;
+			break;
+		}
+	}
+	bfs_mutex_unlock(&c->spare_lock);
+	return b;
+}
+
+/* Keep freed block @b as a spare of its cache if it fits the bound beside the blocks; else free it. */
+static void spare_keep(struct bfs_block *b)
+{
+	struct bfs_cache *c = b->home;
+	bool kept = false;
+
+	bfs_mutex_lock(&c->spare_lock);
+	if (atomic_load(&c->bytes) + c->spare_bytes + b->cap <= c->limit) {
+		for (int i = 0; i < SPARES && !kept; i++) {
+			if (!c->spare[i]) {
+				c->spare[i] = b;
+				c->spare_bytes += b->cap;
+				kept = true;
+			}
+		}
+	}
+	bfs_mutex_unlock(&c->spare_lock);
+	if (!kept)
+		free(b);
+}
+
+/* Free spares until blocks, spares and @len more bytes fit @c's bound (or none is left). */
+static void spare_trim(struct bfs_cache *c, uint64_t len)
+{
+	struct bfs_block *gone[SPARES];
+	int n = 0;
+
+	if (atomic_load(&c->spare_bytes) == 0)
+		return;		/* no lock on a miss when nothing is kept */
+	bfs_mutex_lock(&c->spare_lock);
+	for (int i = 0; i < SPARES && c->spare_bytes &&
+			atomic_load(&c->bytes) + c->spare_bytes + len > c->limit; i++) {
+		if (c->spare[i]) {
+			c->spare_bytes -= c->spare[i]->cap;
+			gone[n++] = c->spare[i];
+			c->spare[i] = NULL;
+		}
+	}
+	bfs_mutex_unlock(&c->spare_lock);
+	while (n > 0)
+		free(gone[--n]);
+}
+
+/* A new LOADING block with one reference, the caller's; @c's spare when one fits. */
+static struct bfs_block *block_new(struct bfs_cache *c, uint64_t fid, size_t blkno,
+				   uint32_t len, struct bfs_counters *acct)
+{
+	struct bfs_block *b = c ? spare_take(c, len) : NULL;
+	uint32_t cap = b ? b->cap : len;
+
+	if (!b && !(b = malloc(sizeof(*b) + len)))
 		return NULL;
 	memset(b, 0, sizeof(*b));
+	b->home = c;
+	b->cap = cap;
 	b->fid = fid;
 	b->blkno = blkno;
 	b->len = len;
@@ -72,7 +156,10 @@ void bfs_block_put(struct bfs_block *b)
 	if (was != 1)
 		return;
 	bfs_counters_put(b->acct);
-	free(b);
+	if (b->home && b->cap >= BFS_CACHE_SPARE_MIN)
+		spare_keep(b);
+	else
+		free(b);
 }
 
 /* --- tables and lists (shard lock held) ----------------------------------- */
@@ -168,10 +255,12 @@ int bfs_cache_new(struct bfs_cache **out, uint64_t max_bytes)
 	c->limit = max_bytes;
 	atomic_init(&c->bytes, 0);
 	atomic_init(&c->tick, 1);	/* 0 is older than any use: demoted blocks */
+	atomic_init(&c->spare_bytes, 0);
 	for (int i = 0; i < NSHARDS; i++) {
 		bfs_mutex_init(&c->shard[i].lock);
 		pthread_cond_init(&c->shard[i].loaded, NULL);
 	}
+	bfs_mutex_init(&c->spare_lock);
 	*out = c;
 	return 0;
 }
@@ -187,18 +276,27 @@ void bfs_cache_free(struct bfs_cache *c)
 			for (struct bfs_block *b = s->table[j], *next; b; b = next) {
 				next = b->hnext;
 				BFS_COUNT(b->acct, cached, -(uint64_t)b->len);
+				b->home = NULL;		/* freed, not kept */
 				bfs_block_put(b);
 			}
 		}
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->loaded);
 	}
+	for (int i = 0; i < SPARES; i++)
+		free(c->spare[i]);
+	pthread_mutex_destroy(&c->spare_lock);
 	free(c);
 }
 
 uint64_t bfs_cache_bytes(const struct bfs_cache *c)
 {
 	return atomic_load(&c->bytes);
+}
+
+uint64_t bfs_cache_spare_bytes(const struct bfs_cache *c)
+{
+	return atomic_load(&c->spare_bytes);
 }
 
 uint64_t bfs_cache_limit(const struct bfs_cache *c)
@@ -225,6 +323,7 @@ static struct bfs_block *victim(struct shard *s)
  */
 static bool make_room(struct bfs_cache *c, uint64_t len)
 {
+	spare_trim(c, len);
 	while (atomic_load(&c->bytes) + len > c->limit) {
 		uint64_t oldest = UINT64_MAX;
 		struct shard *pick = NULL;
@@ -302,7 +401,7 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 	int rc;
 
 	if (c->limit == 0) {
-		*out = block_new(fid, blkno, len, acct);	/* private to the caller */
+		*out = block_new(NULL, fid, blkno, len, acct);	/* private to the caller */
 		return *out ? 1 : -ENOMEM;
 	}
 	for (;;) {
@@ -311,15 +410,16 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 		if (b || nb)
 			break;
 		bfs_mutex_unlock(&s->lock);
-		/* Allocate and make room unlocked; then look again. */
-		make_room(c, len);
-		nb = block_new(fid, blkno, len, acct);
+		/* Allocate (a fitting spare first) and make room unlocked; then look again. */
+		nb = block_new(c, fid, blkno, len, acct);
 		if (!nb)
 			return -ENOMEM;
+		make_room(c, len);
 	}
 	if (!b) {
 		*out = insert(c, s, h, nb);
 		bfs_mutex_unlock(&s->lock);
+		spare_trim(c, 0);	/* a spare kept since we made room */
 		return 1;
 	}
 	atomic_fetch_add(&b->refs, 1);
@@ -375,11 +475,15 @@ int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t 
 	bfs_mutex_lock(&s->lock);
 	nb = find(s, h, fid, blkno);
 	bfs_mutex_unlock(&s->lock);
-	if (nb || !make_room(c, len))
+	if (nb)
 		return 0;
-	nb = block_new(fid, blkno, len, acct);
+	nb = block_new(c, fid, blkno, len, acct);
 	if (!nb)
 		return 0;
+	if (!make_room(c, len)) {
+		bfs_block_put(nb);	/* back among the spares if it was one */
+		return 0;
+	}
 	bfs_mutex_lock(&s->lock);
 	if (find(s, h, fid, blkno)) {
 		bfs_mutex_unlock(&s->lock);
@@ -389,6 +493,7 @@ int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t 
 	nb->prefetched = true;
 	*out = insert(c, s, h, nb);
 	bfs_mutex_unlock(&s->lock);
+	spare_trim(c, 0);
 	return 1;
 }
 

@@ -42,8 +42,10 @@
  * must be exact before the size is shown (index.h), so this cannot wait
  * for a read; the index cache keeps the result for the next mount
  * (xz_cache_load()). Readers then park decoders at span starts in a
- * small pool per file (struct xz_pool, idx->priv): a span continues the
- * decoder parked at its start and parks it at the next one. A reader far
+ * small pool per file (struct xz_pool, idx->priv), within the mount's
+ * budget of parked decoders, which zstd's count against too (codec.h,
+ * BFS_PARK_BUDGET): a span continues the decoder parked at its start and
+ * parks it at the next one. A reader far
  * from any parked decoder starts again at the block's header.
  *
  * Why the recorded positions are exact for a continuation: liblzma's
@@ -99,9 +101,8 @@
 #define INDEX_MEMLIMIT (1ull << 30)
 /* Memory one block's decoder may take: xz's largest dictionary, 1.5 GiB, and its state. */
 #define DEC_MEM_MAX ((1536ull + 64) << 20)
-/* Parked decoders per file, and the memory they may hold (at least one is kept). */
+/* Parked decoders per file (at least one is kept, whatever the budget). */
 #define POOL_SLOTS 4
-#define POOL_BYTES (128ull << 20)
 /* Input read at a time when a block is decoded during the scan. */
 #define WALK_CHUNK (1u << 20)
 /* Output buffer of the scan's decodes, and of decoding the rest of a span after a prefix. */
@@ -311,8 +312,11 @@ static void pool_free(void *p)
 {
 	struct xz_pool *pool = p;
 
-	for (size_t i = 0; i < POOL_SLOTS; i++)
+	for (size_t i = 0; i < POOL_SLOTS; i++) {
+		if (pool->slot[i])
+			bfs_codec_park_release(pool->slot[i]->mem);
 		dec_free(pool->slot[i]);
+	}
 	pthread_mutex_destroy(&pool->lock);
 	if (pool->spill)
 		for (size_t k = 0; k < pool->n; k++)
@@ -355,6 +359,7 @@ static struct dec *pool_take(struct xz_pool *pool, size_t k)
 		if (pool->slot[i] && pool->slot[i]->at == k) {
 			d = pool->slot[i];
 			pool->slot[i] = NULL;
+			bfs_codec_park_release(d->mem);
 			break;
 		}
 	}
@@ -364,14 +369,13 @@ static struct dec *pool_take(struct xz_pool *pool, size_t k)
 
 /*
  * Park @d at span @k: in a free slot, else in place of the decoder
- * parked longest ago; and while the parked ones hold more than
- * POOL_BYTES, the oldest others go too.
+ * parked longest ago; and while the mount's parked decoders would be
+ * over its budget, the oldest others of this file go too.
  */
 static void pool_park(struct xz_pool *pool, struct dec *d, size_t k)
 {
 	struct dec *gone[POOL_SLOTS + 1];
 	size_t ngone = 0;
-	uint64_t bytes;
 
 	d->at = k;
 	bfs_mutex_lock(&pool->lock);
@@ -386,22 +390,24 @@ static void pool_park(struct xz_pool *pool, struct dec *d, size_t k)
 	for (;;) {
 		size_t oldest = POOL_SLOTS, used = 0, free_slot = POOL_SLOTS;
 
-		bytes = d ? d->mem : 0;
 		for (size_t i = 0; i < POOL_SLOTS; i++) {
 			if (!pool->slot[i]) {
 				free_slot = i;
 				continue;
 			}
 			used++;
-			bytes += pool->slot[i]->mem;
 			if (oldest == POOL_SLOTS || pool->slot[i]->tick < pool->slot[oldest]->tick)
 				oldest = i;
 		}
-		if (!d || (free_slot < POOL_SLOTS && (bytes <= POOL_BYTES || used == 0))) {
-			if (d)
+		if (!d || (free_slot < POOL_SLOTS &&
+			   (!bfs_codec_park_over((size_t)d->mem) || used == 0))) {
+			if (d) {
 				pool->slot[free_slot] = d;
+				bfs_codec_park_charge((size_t)d->mem);
+			}
 			break;
 		}
+		bfs_codec_park_release((size_t)pool->slot[oldest]->mem);
 		gone[ngone++] = pool->slot[oldest];
 		pool->slot[oldest] = NULL;
 	}

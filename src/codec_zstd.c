@@ -71,8 +71,9 @@
  *    a frame's last span.
  *
  * Decoders between spans are parked in a pool (struct park): at most
- * PARK_PER_FILE per file, PARK_BYTES_MAX in all (least recently parked
- * go first; the one being parked always stays). A parked decoder is its
+ * PARK_PER_FILE per file, and within the mount's budget of parked
+ * decoders, which xz's count against too (codec.h, BFS_PARK_BUDGET): least
+ * recently parked go first; the one being parked always stays. A parked decoder is its
  * window plus libzstd's buffers: ZSTD_sizeof_DCtx(), about the window
  * plus 256 KiB (see doc in man 5 blockfs).
  *
@@ -167,9 +168,8 @@
 /* Input read at a time for an open span (BFS_BLK_OPEN). */
 #define OPEN_READ		(256u << 10)
 
-/* Parked decoders: per file, in all (bytes), and a thread's spare kept up to this size. */
+/* Parked decoders per file, and a thread's spare kept up to this size. */
 #define PARK_PER_FILE		4
-#define PARK_BYTES_MAX		(256ull << 20)
 #define TLS_KEEP		(4u << 20)
 
 static bool is_skippable(uint32_t magic)
@@ -744,6 +744,7 @@ static void lru_unlink(struct parked *p)
 	p->prev->next = p->next;
 	p->next->prev = p->prev;
 	park_bytes -= p->bytes;
+	bfs_codec_park_release(p->bytes);
 }
 
 /* Take @p out of the pool (its slot and the list). Under park_lock. */
@@ -780,8 +781,9 @@ static struct parked *take(struct chains *c, size_t k)
 
 /*
  * Park @p (its k and coff set) in @c's pool: in a free slot, else in
- * place of @c's least recently parked; then, while the pool holds more
- * than PARK_BYTES_MAX, the least recently parked anywhere go (never @p).
+ * place of @c's least recently parked; then, while the parked decoders
+ * are over the mount's budget, the least recently parked anywhere go
+ * (never @p).
  */
 static void park(struct chains *c, struct parked *p)
 {
@@ -816,7 +818,8 @@ static void park(struct chains *c, struct parked *p)
 	lru.next->prev = p;
 	lru.next = p;
 	park_bytes += p->bytes;
-	while (park_bytes > PARK_BYTES_MAX && lru.prev != p) {
+	bfs_codec_park_charge(p->bytes);
+	while (bfs_codec_park_over(0) && lru.prev != p) {
 		q = lru.prev;
 		unpark_locked(q);
 		q->next = gone;

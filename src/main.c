@@ -106,16 +106,35 @@ static void raise_nofile(void)
  * 64 readers, 32 MiB cache: VmHWM 205 MiB; with one arena 110 MiB, at the
  * same throughput). One arena lets every thread reuse what any freed; the
  * large allocations, one per block decoded, are too few to contend, and
- * small ones come from the per-thread tcache. MALLOC_ARENA_MAX or
- * GLIBC_TUNABLES in the environment still decide.
+ * small ones come from the per-thread tcache.
+ *
+ * glibc also moves its mmap threshold up to the largest block freed (up
+ * to 32 MiB) and keeps twice that free at the top of the heap: after an
+ * xz block of 24 MiB or a zstd frame of 8 MiB had come and gone, tens of
+ * MiB freed stayed resident, and 16 readers of zstd, xz and bzip2 files
+ * went far past the bound of blockfs(8) (cache_size + 32 MiB + one
+ * decoder window per stream being decoded). So both are fixed here:
+ * blocks below MMAP_THRESHOLD (stock lz4's 4 MiB blocks, zstd's and xz's spans,
+ * bzip2's blocks and decoders) come from the heap, whose pages the next
+ * block reuses without a fault, as they did; anything bigger (xz
+ * dictionaries, whole xz blocks and zstd frames, gzip spans) is mapped
+ * and unmapped with its use; free memory over TRIM_MAX at the top of the
+ * heap goes back at once. MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_,
+ * MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES in the environment still decide.
  */
-static void one_arena(void)
+#define MMAP_THRESHOLD ((4u << 20) + (64u << 10))
+#define TRIM_MAX (8u << 20)
+
+static void malloc_settings(void)
 {
 	const char *tun = getenv("GLIBC_TUNABLES");
 
-	if (getenv("MALLOC_ARENA_MAX") || (tun && strstr(tun, "arena_max")))
-		return;
-	mallopt(M_ARENA_MAX, 1);
+	if (!getenv("MALLOC_ARENA_MAX") && !(tun && strstr(tun, "arena_max")))
+		mallopt(M_ARENA_MAX, 1);
+	if (!getenv("MALLOC_MMAP_THRESHOLD_") && !(tun && strstr(tun, "mmap_threshold")))
+		mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+	if (!getenv("MALLOC_TRIM_THRESHOLD_") && !(tun && strstr(tun, "trim_threshold")))
+		mallopt(M_TRIM_THRESHOLD, TRIM_MAX);
 }
 
 /*
@@ -468,7 +487,7 @@ int main(int argc, char **argv)
 		goto out_session;
 	raise_nofile();
 	preload_unwinder();
-	one_arena();
+	malloc_settings();
 	/* A spill write past RLIMIT_FSIZE fails with EFBIG (the spill is dropped) rather than killing the daemon. */
 	signal(SIGXFSZ, SIG_IGN);
 	rc = bfs_fs_init(&fs, opts.source, &opts, se, bfs_ops_push);

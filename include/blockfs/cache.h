@@ -38,8 +38,18 @@ struct bfs_block {
 	uint64_t used;			/* use tick of the last use; protected by the shard lock */
 	bool in_cache;
 	struct bfs_block *hnext, *lprev, *lnext;
+	struct bfs_cache *home;		/* whose spares it may join when freed; NULL: private */
+	uint32_t cap;			/* data bytes allocated (a spare's may exceed len) */
 	uint8_t *data;			/* len bytes */
 };
+
+/*
+ * Blocks of at least this many bytes are kept as spares when freed, for
+ * the next block of about their size (cache.c): malloc maps and unmaps
+ * each allocation this big (main.c), and every page of a new mapping
+ * faults in again.
+ */
+#define BFS_CACHE_SPARE_MIN (4u << 20)
 
 /**
  * bfs_cache_new() - a cache of at most @max_bytes of block data.
@@ -99,6 +109,8 @@ void bfs_block_put(struct bfs_block *b);	/* NULL is a no-op */
 
 /* Bytes of block data the cache holds now, and its bound. */
 uint64_t bfs_cache_bytes(const struct bfs_cache *c);
+/* Bytes of the spare blocks it keeps (cache.c), within the bound beside its blocks. */
+uint64_t bfs_cache_spare_bytes(const struct bfs_cache *c);
 uint64_t bfs_cache_limit(const struct bfs_cache *c);
 
 #endif

@@ -347,12 +347,22 @@ struct stresser {
 	struct fx *f;
 	unsigned int seed;
 	int bad;
+	uint32_t len;		/* BLK, or big blocks (spares), of which one byte in STRIDE is checked */
+	int ops;
 };
+
+#define STRIDE 4093
+
+static size_t step(uint32_t len)
+{
+	return len > BLK ? STRIDE : 1;
+}
 
 static void fill(struct bfs_block *b)
 {
-	for (size_t i = 0; i < BLK; i++)
-		b->data[i] = pattern(b->blkno, i);
+	for (size_t i = 0; i < b->len; i += step(b->len))
+		b->data[i] = pattern(b->blkno + b->len, i);
+	b->data[b->len - 1] = pattern(b->blkno + b->len, b->len - 1);
 }
 
 static void *stress(void *arg)
@@ -360,8 +370,9 @@ static void *stress(void *arg)
 	struct stresser *st = arg;
 	struct fx *f = st->f;
 
-	for (int op = 0; op < 20000; op++) {
+	for (int op = 0; op < st->ops; op++) {
 		size_t key = (size_t)rand_r(&st->seed) % KEYS;
+		uint32_t len = st->len - (st->len > BLK ? (uint32_t)(key % 3) * (st->len / 16) : 0);
 		struct bfs_block *b;
 		int rc;
 
@@ -370,22 +381,24 @@ static void *stress(void *arg)
 			bfs_cache_drop(f->c, 1, key);		/* dontneed */
 			break;
 		case 1:
-			if (bfs_cache_try_new(f->c, 1, key, BLK, f->file, &b) == 1) {
+			if (bfs_cache_try_new(f->c, 1, key, len, f->file, &b) == 1) {
 				fill(b);
 				bfs_cache_done(f->c, b, 0);
 				bfs_block_put(b);
 			}
 			break;
 		default:
-			rc = bfs_cache_get(f->c, 1, key, BLK, f->file, &b);
+			rc = bfs_cache_get(f->c, 1, key, len, f->file, &b);
 			if (rc < 0)
 				break;
 			if (rc == 1) {
 				fill(b);
 				bfs_cache_done(f->c, b, 0);
 			}
-			for (size_t i = 0; i < BLK; i++)
-				st->bad += b->data[i] != pattern(key, i);
+			st->bad += b->len != len;
+			for (size_t i = 0; i < len; i += step(len))
+				st->bad += b->data[i] != pattern(key + len, i);
+			st->bad += b->data[len - 1] != pattern(key + len, len - 1);
 			bfs_block_put(b);
 		}
 	}
@@ -397,14 +410,14 @@ static int setup_stress(void **state)
 	return setup_with(state, 8 * BLK);	/* a third of the keys fit */
 }
 
-static void test_stress_contents_stay_right(void **state)
+static void stress_with(struct fx *f, uint32_t len, int ops)
 {
-	struct fx *f = *state;
 	struct stresser st[4];
 	pthread_t t[4];
 
 	for (int i = 0; i < 4; i++) {
-		st[i] = (struct stresser){ .f = f, .seed = 1234u + (unsigned int)i };
+		st[i] = (struct stresser){ .f = f, .seed = 1234u + (unsigned int)i, .len = len,
+					   .ops = ops };
 		assert_int_equal(pthread_create(&t[i], NULL, stress, &st[i]), 0);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -412,6 +425,94 @@ static void test_stress_contents_stay_right(void **state)
 		assert_int_equal(st[i].bad, 0);
 	}
 	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
+}
+
+static void test_stress_contents_stay_right(void **state)
+{
+	stress_with(*state, BLK, 20000);
+}
+
+static int setup_stress_big(void **state)
+{
+	return setup_with(state, 8u * (8u << 20));
+}
+
+/* The same with blocks of 7-8 MiB: spares taken, kept and freed by four threads. */
+static void test_stress_spares(void **state)
+{
+	struct fx *f = *state;
+
+	stress_with(f, 8u << 20, 1500);
+	assert_true(bfs_cache_bytes(f->c) + bfs_cache_spare_bytes(f->c) <= bfs_cache_limit(f->c));
+}
+
+static int setup_big(void **state)
+{
+	return setup_with(state, 24u << 20);
+}
+
+/* Block @k of file 1, @len bytes of byte @k, loaded; our reference kept. */
+static struct bfs_block *load_big(struct fx *f, size_t k, uint32_t len)
+{
+	struct bfs_block *b;
+
+	assert_int_equal(bfs_cache_get(f->c, 1, k, len, f->file, &b), 1);
+	memset(b->data, (int)k, len);
+	bfs_cache_done(f->c, b, 0);
+	return b;
+}
+
+/*
+ * A big block freed is kept as a spare and serves the next of about its
+ * size; spares stay within the bound beside the blocks, and go when the
+ * room is needed.
+ */
+static void test_spares(void **state)
+{
+	struct fx *f = *state;
+	const uint32_t big = 8u << 20;
+	struct bfs_block *b = load_big(f, 0, big), *c;
+	uint8_t *was = b->data;
+
+	bfs_block_put(b);
+	bfs_cache_drop(f->c, 1, 0);		/* freed: a spare */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
+	assert_int_equal(bfs_cache_bytes(f->c), 0);
+	/* a block much smaller does not take it */
+	b = load_big(f, 1, big / 2);
+	assert_ptr_not_equal(b->data, was);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
+	/* one an eighth smaller does, and is served whole */
+	c = load_big(f, 2, big - big / 8);
+	assert_ptr_equal(c->data, was);
+	assert_int_equal(c->len, big - big / 8);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
+	assert_int_equal(c->data[c->len - 1], 2);
+	bfs_block_put(c);
+	bfs_cache_drop(f->c, 1, 2);		/* a spare again: 4 + 8 MiB of 24 */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
+	/* 16 MiB more do not fit beside it: the spare goes first, the block stays */
+	c = load_big(f, 3, 2 * big);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
+	assert_true(bfs_cache_contains(f->c, 1, 1));
+	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
+	/* freed while 16 + 4 MiB fit: kept */
+	bfs_block_put(b);
+	bfs_cache_drop(f->c, 1, 1);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big / 2);
+	/* 8 MiB held beside 16 MiB: the 4 MiB spare goes, and so would any other freed */
+	b = load_big(f, 4, big);
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
+	bfs_block_put(b);
+	bfs_cache_drop(f->c, 1, 4);		/* 16 + 8 MiB of 24: kept */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
+	b = load_big(f, 5, big / 2);		/* the 8 MiB spare goes for it (4 MiB is too small a use) */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
+	bfs_block_put(c);			/* 16 MiB block still cached: nothing freed */
+	bfs_block_put(b);
+	bfs_cache_drop(f->c, 1, 3);		/* 4 MiB cached + 16 MiB: kept */
+	assert_int_equal(bfs_cache_spare_bytes(f->c), 2 * big);
+	assert_true(bfs_cache_spare_bytes(f->c) + bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
 }
 
 int main(void)
@@ -432,6 +533,8 @@ int main(void)
 		T(test_concurrent_misses_decode_once),
 		T(test_waiters_see_the_failure),
 		cmocka_unit_test_setup_teardown(test_stress_contents_stay_right, setup_stress, teardown),
+		cmocka_unit_test_setup_teardown(test_spares, setup_big, teardown),
+		cmocka_unit_test_setup_teardown(test_stress_spares, setup_stress_big, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -611,6 +611,50 @@ static void test_chain(void **state)
 	bfs_codec_xz_limits(0, 0);
 }
 
+/*
+ * The mount's budget of parked decoders (codec.h): over it, a file's
+ * oldest parked decoders go, never the one being parked; freeing the
+ * index gives their bytes back.
+ */
+static void test_park_budget(void **state)
+{
+	size_t len = 1000000, one, old;
+	uint8_t *d = gen_text(len, 21);
+	struct buf b = { 0 };
+	struct idx_fix f;
+
+	(void)state;
+	bfs_codec_xz_limits(T_DIRECT, T_SPAN);
+	make_xz(&b, d, len, 0, LZMA_CHECK_CRC64, 0);
+	assert_int_equal(scan(&f, &b), 0);
+	assert_int_equal(bfs_codec_parked_bytes(), 0);
+	old = bfs_codec_park_set_budget(0);
+	read_span(&f, 5, d);			/* parks one at 6 */
+	one = bfs_codec_parked_bytes();
+	assert_true(one > 0);
+	assert_int_equal(C->resume(&f.idx, 6), 6);
+	read_span(&f, 2, d);			/* from the start, parks at 3: 6's goes */
+	assert_int_equal(C->resume(&f.idx, 6), 3);
+	assert_int_equal(bfs_codec_parked_bytes(), one);
+	bfs_codec_park_set_budget(2 * one);
+	read_span(&f, 7, d);			/* on from 3, parks at 8 */
+	read_span(&f, 1, d);			/* from the start, parks at 2: both stay */
+	assert_int_equal(C->resume(&f.idx, 9), 8);
+	assert_int_equal(C->resume(&f.idx, 3), 2);
+	assert_int_equal(bfs_codec_parked_bytes(), 2 * one);
+	read_span(&f, 11, d);			/* takes 8's, parks at 12 */
+	read_span(&f, 0, d);			/* a third: parks at 1, the oldest (2's) goes */
+	assert_int_equal(C->resume(&f.idx, 3), 1);
+	assert_int_equal(C->resume(&f.idx, 13), 12);
+	assert_int_equal(bfs_codec_parked_bytes(), 2 * one);
+	done(&f);
+	assert_int_equal(bfs_codec_parked_bytes(), 0);
+	assert_int_equal(bfs_codec_park_set_budget(old), 2 * one);
+	free(b.p);
+	free(d);
+	bfs_codec_xz_limits(0, 0);
+}
+
 /* A block of exactly 12 spans: no empty span at its end. */
 static void test_chain_exact(void **state)
 {
@@ -896,6 +940,7 @@ int main(void)
 		cmocka_unit_test_setup(test_lying_index, setup),
 		cmocka_unit_test_setup(test_prefix, setup),
 		cmocka_unit_test_setup(test_chain, setup),
+		cmocka_unit_test_setup(test_park_budget, setup),
 		cmocka_unit_test_setup(test_chain_exact, setup),
 		cmocka_unit_test_setup(test_chain_cache, setup),
 		cmocka_unit_test_setup(test_chain_mixed, setup),

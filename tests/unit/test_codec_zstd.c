@@ -533,6 +533,60 @@ static void chain_in_order_and_resume(bool fcs)
 	free(d);
 }
 
+/*
+ * The mount's budget of parked decoders (codec.h): over it, the least
+ * recently parked go, in any file, but never the one being parked; freed
+ * decoders give their bytes back.
+ */
+static void test_park_budget(void **state)
+{
+	size_t len = 33 * MiB + 5, one, old;
+	uint8_t *d = gen_text(len, 9), *out = malloc(MiB);
+	struct bfs_index a, b;
+	struct buf f = { 0 };
+
+	(void)state;
+	assert_non_null(out);
+	frame(&f, d, len, 1, true, true, 0);
+	scan(&f, &a);
+	scan(&f, &b);
+	assert_int_equal(count_flag(&a, BFS_BLK_CHAIN), 34);
+	assert_int_equal(bfs_codec_parked_bytes(), 0);
+	/* budget 0: each park keeps the decoder being parked and drops the other file's */
+	old = bfs_codec_park_set_budget(0);
+	assert_int_equal(decode_k(&a, &f, 0, out, true), 0);
+	one = bfs_codec_parked_bytes();
+	assert_true(one > 0);
+	assert_int_equal(bfs_zstd_parked_bytes(), one);
+	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 1);
+	assert_int_equal(decode_k(&b, &f, 0, out, true), 0);
+	assert_int_equal(bfs_codec_zstd.resume(&b, 1), 1);
+	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 0);	/* a's went */
+	assert_int_equal(bfs_codec_parked_bytes(), one);
+	/* room for two: both stay */
+	bfs_codec_park_set_budget(2 * one);
+	assert_int_equal(decode_k(&a, &f, 0, out, true), 0);
+	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 1);
+	assert_int_equal(bfs_codec_zstd.resume(&b, 1), 1);
+	assert_int_equal(bfs_codec_parked_bytes(), 2 * one);
+	/* a third over the budget: the least recently parked (b's) goes */
+	assert_int_equal(decode_k(&a, &f, 1, out, true), 0);	/* takes a's at 1, parks it at 2 */
+	assert_int_equal(decode_k(&a, &f, 0, out, true), 0);	/* a second in a: 1 */
+	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 1);
+	assert_int_equal(bfs_codec_zstd.resume(&a, 3), 2);
+	assert_int_equal(bfs_codec_zstd.resume(&b, 1), 0);
+	assert_true(bfs_codec_parked_bytes() <= 2 * one);
+	/* freeing an index gives its decoders' bytes back */
+	bfs_index_destroy(&a);
+	assert_int_equal(bfs_codec_parked_bytes(), 0);
+	bfs_index_destroy(&b);
+	assert_int_equal(bfs_codec_parked_bytes(), 0);
+	assert_int_equal(bfs_codec_park_set_budget(old), 2 * one);
+	free(f.p);
+	free(out);
+	free(d);
+}
+
 static void test_chain_walked(void **state)
 {
 	(void)state;
@@ -1108,6 +1162,7 @@ int main(void)
 		cmocka_unit_test(test_file_damaged_chain),
 		cmocka_unit_test(test_file_damaged_open),
 		cmocka_unit_test(test_file_spilled),
+		cmocka_unit_test(test_park_budget),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
