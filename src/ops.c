@@ -144,6 +144,20 @@ static void rdp_used(struct bfs_fs *fs)
 	rdp_used_n(fs, 1);
 }
 
+/*
+ * Is a reply of names alone to look for big files to walk side by side
+ * (bfs_walk_ahead())? On a mount that has listed few files yet (ls -l of
+ * one directory: its first reply gives names alone) or whose files were
+ * used lately, yes; not for a walker that uses none (find), where it cost
+ * a backing fstatat of 64 files a directory, an inode read each when cold,
+ * and found nothing to walk.
+ */
+static bool names_walk_ahead(struct bfs_fs *fs)
+{
+	return atomic_load_explicit(&fs->rdp_listed, memory_order_relaxed) < RDP_WINDOW / 4 ||
+	       atomic_load_explicit(&fs->rdp_used, memory_order_relaxed) > 0;
+}
+
 static void bfs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct bfs_fs *fs = userdata;
@@ -565,8 +579,9 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	}
 	else if (plus && off == 0 && !fs->opts->readdirplus_auto)
 		head = fs->opts->readdirplus;
-	/* (names alone too: ls -l looks each up next, and the big ones' walks run side by side) */
-	if (plus)
+	/* (names alone too, while names_walk_ahead(): ls -l looks each up next, and the big
+	   ones' walks run side by side) */
+	if (plus && (!bare || names_walk_ahead(fs)))
 		ahead = bfs_walk_ahead(fs, dir, d, &c, (size_t)off,
 				       head < BFS_WALK_AHEAD_MAX ? head : BFS_WALK_AHEAD_MAX);
 	for (size_t i = (size_t)off; (i < head || p == buf) && (rc = bfs_dir_at(d, &c, i, &de)) == 0;
