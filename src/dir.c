@@ -416,6 +416,78 @@ void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
 }
 
 /*
+ * Directories being read ahead right now (bfs_snap_ahead()). A walk whose
+ * names cost little catches up with its read-ahead, and a reader that got
+ * to such a directory read it a second time beside the worker: a fifth of
+ * a million-file find's getdents. It waits for the worker's read instead.
+ * One table for the process; when it is full a read is not entered and
+ * nobody waits for it.
+ */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	struct reading {
+		const struct bfs_fs *fs;	/* NULL: a free slot */
+		dev_t dev;
+		ino_t ino;
+	} at[32];
+} reading = { .lock = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER };
+
+/* Enter a read of directory @dst ahead; NULL when the table is full. */
+static struct reading *reading_add(const struct bfs_fs *fs, const struct stat *dst)
+{
+	struct reading *r = NULL;
+
+	bfs_mutex_lock(&reading.lock);
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(reading.at) && !r; i++)
+		if (!reading.at[i].fs)
+			r = &reading.at[i];
+	if (r)
+		*r = (struct reading){ .fs = fs, .dev = dst->st_dev, .ino = dst->st_ino };
+	bfs_mutex_unlock(&reading.lock);
+	return r;
+}
+
+/* The read entered as @r is over (its snapshot cached, or not kept). */
+static void reading_done(struct reading *r)
+{
+	if (!r)
+		return;
+	bfs_mutex_lock(&reading.lock);
+	r->fs = NULL;
+	pthread_cond_broadcast(&reading.done);
+	bfs_mutex_unlock(&reading.lock);
+}
+
+/* Wait for a read ahead of directory @dst, if one goes on: true if one did. */
+static bool reading_wait(const struct bfs_fs *fs, const struct stat *dst)
+{
+	bool waited = false, found = true;
+
+	bfs_mutex_lock(&reading.lock);
+	while (found) {
+		found = false;
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(reading.at) && !found; i++)
+			found = reading.at[i].fs == fs && reading.at[i].ino == dst->st_ino &&
+				reading.at[i].dev == dst->st_dev;
+		if (found && !waited) {
+			waited = true;
+			bfs_mutex_unlock(&reading.lock);
+			bfs_handoff();	/* as snap_read() would: the wait may be long */
+			bfs_mutex_lock(&reading.lock);
+			continue;
+		}
+		if (found)
+			pthread_cond_wait(&reading.done, &reading.lock);
+	}
+	bfs_mutex_unlock(&reading.lock);
+	return waited;
+}
+
+static int snap_fill(struct bfs_fs *fs, int dirfd, const struct stat *dst, size_t b, bool *ahead,
+		     struct bfs_snap **out);
+
+/*
  * bfs_snap_get(), for a reader (@ahead false) or for reading ahead: then
  * true when the snapshot was read and cached here, marked s->ahead and
  * counted in fs->snap_ahead until a reader asks for it or it leaves the
@@ -423,7 +495,9 @@ void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
  */
 static int snap_get(struct bfs_fs *fs, int dirfd, bool *ahead, struct bfs_snap **out)
 {
-	struct bfs_snap *s, *old = NULL;
+	struct bfs_snap *s;
+	struct reading *r;
+	bool waited = false;
 	struct stat dst;
 	size_t b;
 	int rc;
@@ -438,6 +512,7 @@ static int snap_get(struct bfs_fs *fs, int dirfd, bool *ahead, struct bfs_snap *
 	if (dst.st_nlink == 0)
 		return -ESTALE;
 	b = snap_bucket(dst.st_dev, dst.st_ino);
+again:
 	bfs_mutex_lock(&fs->snap_lock);
 	for (s = fs->snaps[b]; s; s = s->hnext)
 		if (s->ino == dst.st_ino && s->dev == dst.st_dev)
@@ -463,11 +538,31 @@ static int snap_get(struct bfs_fs *fs, int dirfd, bool *ahead, struct bfs_snap *
 		return 0;
 	}
 	bfs_mutex_unlock(&fs->snap_lock);
-	rc = snap_read(fs, dirfd, &dst, &s);
+	if (!ahead) {
+		if (!waited && reading_wait(fs, &dst)) {
+			waited = true;	/* its snapshot is cached now, unless it was not kept */
+			goto again;
+		}
+		return snap_fill(fs, dirfd, &dst, b, ahead, out);
+	}
+	r = reading_add(fs, &dst);
+	rc = snap_fill(fs, dirfd, &dst, b, ahead, out);
+	reading_done(r);
+	return rc;
+}
+
+/* The rest of snap_get(): read directory @dst (bucket @b) and cache the snapshot. */
+static int snap_fill(struct bfs_fs *fs, int dirfd, const struct stat *dst, size_t b, bool *ahead,
+		     struct bfs_snap **out)
+{
+	struct bfs_snap *s = NULL, *old = NULL;
+	int rc;
+
+	rc = snap_read(fs, dirfd, dst, &s);
 	if (rc < 0)
 		return rc;
 	/* Probes of the entries that kept their inode still hold: files are stamped anyway. */
-	if (racy(&dst) || s->bytes > BFS_SNAP_BUDGET / 4) {
+	if (racy(dst) || s->bytes > BFS_SNAP_BUDGET / 4) {
 		if (ahead)
 			*ahead = false;		/* not kept: read for nothing */
 		*out = s;
