@@ -42,6 +42,12 @@ struct bfs_snaps {
 	struct bfs_snap *mru, *lru;	/* every cached snapshot, newest first */
 	size_t bytes;			/* their size, bounded by BFS_SNAP_BUDGET */
 	atomic_uint ahead;		/* snapshots read ahead, not asked for yet */
+	struct bfs_snap_reading {	/* directories being read ahead now; under lock */
+		bool busy;
+		dev_t dev;
+		ino_t ino;
+	} reading[32];
+	pthread_cond_t read_done;	/* one of them was read; with lock */
 };
 
 /**

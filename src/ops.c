@@ -501,8 +501,9 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	}
 	else if (plus && off == 0 && !fs->opts->readdirplus_auto)
 		head = fs->opts->readdirplus;
-	/* (names alone too: ls -l looks each up next, and the big ones' walks run side by side) */
-	if (plus)
+	/* (names alone too, while bfs_rdplus_walk_ahead(): ls -l looks each up next, and the big
+	   ones' walks run side by side) */
+	if (plus && (!bare || bfs_rdplus_walk_ahead(&fs->rdplus)))
 		ahead = bfs_walk_ahead(fs, dir, d, &c, (size_t)off,
 				       head < BFS_WALK_AHEAD_MAX ? head : BFS_WALK_AHEAD_MAX);
 	for (size_t i = (size_t)off; (i < head || p == buf) && (rc = bfs_dir_at(d, &c, i, &de)) == 0;

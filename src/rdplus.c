@@ -46,6 +46,12 @@ bool bfs_rdplus_names_suffice(struct bfs_rdplus *r)
 	return !(listed > 0 && used >= listed / 2);
 }
 
+bool bfs_rdplus_walk_ahead(struct bfs_rdplus *r)
+{
+	return atomic_load_explicit(&r->listed, memory_order_relaxed) < BFS_RDPLUS_WINDOW / 4 ||
+	       atomic_load_explicit(&r->used, memory_order_relaxed) > 0;
+}
+
 void bfs_rdplus_listed(struct bfs_rdplus *r, unsigned int n)
 {
 	unsigned int listed;

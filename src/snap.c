@@ -418,9 +418,73 @@ void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
  * counted in fs->snaps.ahead until a reader asks for it or it leaves the
  * cache.
  */
+/*
+ * Directories being read ahead right now (fs->snaps.reading). A walk whose
+ * names cost little catches up with its read-ahead, and a reader that got
+ * to such a directory read it a second time beside the worker: a fifth of
+ * a million-file find's getdents. It waits for the worker's read instead.
+ * When the table is full a read is not entered and nobody waits for it.
+ */
+static struct bfs_snap_reading *reading_add(struct bfs_fs *fs, const struct stat *dst)
+{
+	struct bfs_snap_reading *r = NULL;
+
+	bfs_mutex_lock(&fs->snaps.lock);
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(fs->snaps.reading) && !r; i++)
+		if (!fs->snaps.reading[i].busy)
+			r = &fs->snaps.reading[i];
+	if (r)
+		*r = (struct bfs_snap_reading){ .busy = true, .dev = dst->st_dev, .ino = dst->st_ino };
+	bfs_mutex_unlock(&fs->snaps.lock);
+	return r;
+}
+
+/* The read entered as @r is over (its snapshot cached, or not kept). */
+static void reading_done(struct bfs_fs *fs, struct bfs_snap_reading *r)
+{
+	if (!r)
+		return;
+	bfs_mutex_lock(&fs->snaps.lock);
+	r->busy = false;
+	pthread_cond_broadcast(&fs->snaps.read_done);
+	bfs_mutex_unlock(&fs->snaps.lock);
+}
+
+static bool reading_now(const struct bfs_fs *fs, const struct stat *dst)
+{
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(fs->snaps.reading); i++)
+		if (fs->snaps.reading[i].busy && fs->snaps.reading[i].ino == dst->st_ino &&
+		    fs->snaps.reading[i].dev == dst->st_dev)
+			return true;
+	return false;
+}
+
+/* Wait for a read ahead of directory @dst, if one goes on: true if one did. */
+static bool reading_wait(struct bfs_fs *fs, const struct stat *dst)
+{
+	bool found;
+
+	bfs_mutex_lock(&fs->snaps.lock);
+	found = reading_now(fs, dst);
+	bfs_mutex_unlock(&fs->snaps.lock);
+	if (!found)
+		return false;
+	bfs_handoff();	/* as snap_read() would: the wait may be long */
+	bfs_mutex_lock(&fs->snaps.lock);
+	while (reading_now(fs, dst))
+		pthread_cond_wait(&fs->snaps.read_done, &fs->snaps.lock);
+	bfs_mutex_unlock(&fs->snaps.lock);
+	return true;
+}
+
+static int snap_fill(struct bfs_fs *fs, int dirfd, const struct stat *dst, size_t b, bool *ahead,
+		     struct bfs_snap **out);
+
 static int snap_get(struct bfs_fs *fs, int dirfd, bool *ahead, struct bfs_snap **out)
 {
-	struct bfs_snap *s, *old = NULL;
+	struct bfs_snap *s;
+	struct bfs_snap_reading *r;
+	bool waited = false;
 	struct stat dst;
 	size_t b;
 	int rc;
@@ -435,6 +499,7 @@ static int snap_get(struct bfs_fs *fs, int dirfd, bool *ahead, struct bfs_snap *
 	if (dst.st_nlink == 0)
 		return -ESTALE;
 	b = snap_bucket(dst.st_dev, dst.st_ino);
+again:
 	bfs_mutex_lock(&fs->snaps.lock);
 	for (s = fs->snaps.chains[b]; s; s = s->hnext)
 		if (s->ino == dst.st_ino && s->dev == dst.st_dev)
@@ -460,11 +525,31 @@ static int snap_get(struct bfs_fs *fs, int dirfd, bool *ahead, struct bfs_snap *
 		return 0;
 	}
 	bfs_mutex_unlock(&fs->snaps.lock);
-	rc = snap_read(fs, dirfd, &dst, &s);
+	if (!ahead) {
+		if (!waited && reading_wait(fs, &dst)) {
+			waited = true;	/* its snapshot is cached now, unless it was not kept */
+			goto again;
+		}
+		return snap_fill(fs, dirfd, &dst, b, ahead, out);
+	}
+	r = reading_add(fs, &dst);
+	rc = snap_fill(fs, dirfd, &dst, b, ahead, out);
+	reading_done(fs, r);
+	return rc;
+}
+
+/* The rest of snap_get(): read directory @dst (bucket @b) and cache the snapshot. */
+static int snap_fill(struct bfs_fs *fs, int dirfd, const struct stat *dst, size_t b, bool *ahead,
+		     struct bfs_snap **out)
+{
+	struct bfs_snap *s = NULL, *old = NULL;
+	int rc;
+
+	rc = snap_read(fs, dirfd, dst, &s);
 	if (rc < 0)
 		return rc;
 	/* Probes of the entries that kept their inode still hold: files are stamped anyway. */
-	if (racy(&dst) || s->bytes > BFS_SNAP_BUDGET / 4) {
+	if (racy(dst) || s->bytes > BFS_SNAP_BUDGET / 4) {
 		if (ahead)
 			*ahead = false;		/* not kept: read for nothing */
 		*out = s;
@@ -617,6 +702,7 @@ int bfs_snap_cache_init(struct bfs_snaps *c)
 	if (!c->chains)
 		return -ENOMEM;
 	bfs_mutex_init(&c->lock);
+	pthread_cond_init(&c->read_done, NULL);
 	atomic_init(&c->ahead, 0);
 	return 0;
 }
@@ -631,6 +717,7 @@ void bfs_snap_cache_free(struct bfs_fs *fs)
 	}
 	free(fs->snaps.chains);
 	fs->snaps.chains = NULL;
+	pthread_cond_destroy(&fs->snaps.read_done);
 	pthread_mutex_destroy(&fs->snaps.lock);
 }
 

@@ -2,8 +2,8 @@
 /*
  * Unit tests of the READDIRPLUS policy (rdplus.c): names alone until half
  * the files listed were used, the window that halves both counts, the
- * bound on uses, and readdirplus other than auto, which never says names
- * suffice. Threaded counting for TSan.
+ * bound on uses, readdirplus other than auto, which never says names
+ * suffice, and when replies of names alone look for big files to walk. Threaded counting for TSan.
  */
 #include "config.h"
 
@@ -123,6 +123,22 @@ static void *count_thread(void *arg)
 	return NULL;
 }
 
+/* Names-only replies look for big files to walk on a young mount or one whose files are used. */
+static void test_walk_ahead(void **state)
+{
+	struct bfs_rdplus r;
+
+	(void)state;
+	bfs_rdplus_init(&r, true);
+	assert_true(bfs_rdplus_walk_ahead(&r));		/* ls -l of a first directory */
+	bfs_rdplus_listed(&r, BFS_RDPLUS_WINDOW / 4 - 1);
+	assert_true(bfs_rdplus_walk_ahead(&r));
+	bfs_rdplus_listed(&r, 1);			/* a find's first thousand files */
+	assert_false(bfs_rdplus_walk_ahead(&r));
+	bfs_rdplus_used(&r, 1);				/* someone opens what is listed */
+	assert_true(bfs_rdplus_walk_ahead(&r));
+}
+
 static void test_threads(void **state)
 {
 	struct bfs_rdplus r;
@@ -148,6 +164,7 @@ int main(void)
 		cmocka_unit_test(test_window_halves_both),
 		cmocka_unit_test(test_reader_change_followed),
 		cmocka_unit_test(test_uses_bounded),
+		cmocka_unit_test(test_walk_ahead),
 		cmocka_unit_test(test_threads),
 	};
 
