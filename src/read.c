@@ -700,22 +700,31 @@ void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len)
 }
 
 /* bfs_file_readv(); @reader: a reader's request (counted, drives read-ahead). */
-/* Set block @k's bit in @f's touched map; was it set before? false if no map. */
+/*
+ * Set block @k's bit in @f's touched map; was it set before? The map is
+ * made at the first random read, its first word the count of words of
+ * bits after it: a block the index gained since is treated as read
+ * before (decoded whole), as is every block when there is no memory.
+ */
 static bool touch(struct bfs_file *f, size_t k)
 {
 	atomic_uint_fast64_t *map = atomic_load(&f->touched);
 	uint_fast64_t bit = (uint_fast64_t)1 << (k % 64);
 
 	if (!map) {
-		atomic_uint_fast64_t *nm = calloc((f->idx.n + 63) / 64, sizeof(*nm)), *none = NULL;
+		size_t words = (f->idx.n + 63) / 64;
+		atomic_uint_fast64_t *nm = calloc(1 + words, sizeof(*nm)), *none = NULL;
 
 		if (!nm)
-			return true;	/* no memory: treat as read before, decode whole */
+			return true;
+		atomic_init(&nm[0], words);
 		if (!atomic_compare_exchange_strong(&f->touched, &none, nm))
 			free(nm);	/* another thread made one */
 		map = atomic_load(&f->touched);
 	}
-	return atomic_fetch_or(&map[k / 64], bit) & bit;
+	if (k / 64 >= atomic_load_explicit(&map[0], memory_order_relaxed))
+		return true;
+	return atomic_fetch_or(&map[1 + k / 64], bit) & bit;
 }
 
 /* Decode the first @n bytes of block @k into @dst: from the mapping, or one pread. */

@@ -119,7 +119,8 @@ struct bfs_file {
 	atomic_int readpath;		/* effective enum bfs_readpath; set by the hint layer */
 	struct bfs_map map;		/* the backing file's mapping (mmap.c), when used */
 	atomic_size_t last_bad;		/* last block logged as bad: one line per block */
-	_Atomic(atomic_uint_fast64_t *) touched;	/* a bit per block a random reader read */
+	/* a bit per block a random reader read, after a word with the count of words (read.c) */
+	_Atomic(atomic_uint_fast64_t *) touched;
 	uint8_t *head;			/* a very small file's backing bytes, read once, or NULL */
 	char *name;			/* for log lines */
 	/*
