@@ -142,6 +142,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	f->uses = fd >= 0;
 	bfs_mutex_init(&f->fd_lock);
 	bfs_mutex_init(&f->chain_lock);
+	bfs_mutex_init(&f->unit_lock);
 	f->env = env;
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
 	bfs_map_init(&f->map, (size_t)f->st.st_size);
@@ -244,6 +245,7 @@ out_destroy:
 	bfs_index_destroy(&f->idx);
 	pthread_mutex_destroy(&f->fd_lock);
 	pthread_mutex_destroy(&f->chain_lock);
+	pthread_mutex_destroy(&f->unit_lock);
 out_free:
 	bfs_counters_put(f->ctr);
 	free(f->head);
@@ -294,6 +296,8 @@ void bfs_file_put(struct bfs_file *f)
 	pthread_mutex_destroy(&f->fd_lock);
 	stash_free(f);
 	pthread_mutex_destroy(&f->chain_lock);
+	bfs_file_units_free(f);
+	pthread_mutex_destroy(&f->unit_lock);
 	bfs_index_destroy(&f->idx);
 	bfs_counters_put(f->ctr);
 	free(atomic_load(&f->touched));

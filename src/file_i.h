@@ -25,6 +25,9 @@
 bool bfs_file_stash_take(struct bfs_file *f, size_t k, uint8_t *dst, uint32_t len);
 bool bfs_file_stash_put(struct bfs_file *f, size_t k, uint8_t *data, uint32_t len);
 
+/* Drop @f's spilled blocks (read.c): when the version goes, no read in flight. */
+void bfs_file_units_free(struct bfs_file *f);
+
 /* @f's mapping lost a page: pread from now on, and say so once (file.c). */
 void bfs_file_map_failed(struct bfs_file *f);
 

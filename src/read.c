@@ -26,6 +26,7 @@
 #include "blockfs/handoff.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
+#include "blockfs/spill.h"
 #include "blockfs/stats.h"
 #include "blockfs/vocab.h"
 #include "blockfs/workq.h"
@@ -42,6 +43,17 @@
 #define HANDOFF_BYTES (128u << 10)
 /* readpath=auto: a sequential stream through a file this large uses pread. */
 #define AUTO_PREAD_ABOVE (64ull << 20)
+
+/*
+ * Spilled units (unit_worth()): decoded blocks at least this big, per
+ * codec, are kept in the spill once decoded whole. xz and bzip2 decode at
+ * tens of milliseconds a MiB, a spill is written at about one: worth it
+ * from a few hundred KiB on. zstd decodes about as fast as a spill is
+ * written (its 1 MiB frames read slower with it), LZ4 and gzip faster:
+ * never. Measured in doc/design.md ("The spill").
+ */
+#define BFS_UNIT_MIN_XZ (256u << 10)
+#define BFS_UNIT_MIN_BZIP2 (256u << 10)
 
 /* Per thread: the compressed bytes being decoded, reused by every request. */
 struct tls {
@@ -621,6 +633,148 @@ void bfs_readv_release(struct bfs_readv *rv)
 }
 
 /*
+ * Spilled units. A block whose decode costs much (an xz -T block of 24
+ * MiB takes a quarter of a second; a bzip2 block tens of milliseconds) is
+ * decoded whole, with its check, at a random reader's first touch, and
+ * kept in the spill (spill.h, bfs_spill_put()): later reads of any part
+ * of it cost a pread instead of decoding it again, which the block cache
+ * cannot offer for blocks that big. Only a block that decoded whole and
+ * passed its check is spilled; a read the spill cannot serve decodes as
+ * before. The sizes from which a block is worth it come from measuring
+ * each codec's decode against a pread (doc/design.md, "The spill").
+ */
+struct bfs_unit {
+	struct bfs_spill *s;	/* sealed (or dropped since, to make room), or NULL */
+	bool making;		/* a reader decodes it for the spill now */
+	bool refused;		/* the spill could not take it: decoded as before */
+};
+
+/* The smallest decoded block of @c worth spilling; UINT32_MAX: none (fast codecs, zstd). */
+static uint32_t unit_min(const struct bfs_codec *c)
+{
+	static const struct {
+		const char *name;
+		uint32_t min;
+	} mins[] = {
+		{ "xz", BFS_UNIT_MIN_XZ },
+		{ "bzip2", BFS_UNIT_MIN_BZIP2 },
+	};
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(mins); i++)
+		if (strcmp(c->name, mins[i].name) == 0)
+			return mins[i].min;
+	return UINT32_MAX;
+}
+
+/* Is block @k of @f one to serve from a unit's spill? */
+static bool unit_worth(const struct bfs_file *f, size_t k)
+{
+	const struct bfs_blk *b = &f->idx.blk[k];
+
+	return !(b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) && b->usize >= unit_min(f->codec) &&
+	       bfs_spill_on();
+}
+
+void bfs_file_units_free(struct bfs_file *f)
+{
+	for (size_t k = 0; k < f->unit_n; k++)
+		bfs_spill_drop(f->units[k].s);
+	free(f->units);
+	f->units = NULL;
+	f->unit_n = 0;
+}
+
+/* [@off, @off + @size) of block @k from its spill into rv. Return: @size, or 0: not spilled. */
+static ssize_t unit_read(struct bfs_file *f, size_t k, uint64_t off, size_t size,
+			 struct bfs_readv *rv)
+{
+	struct bfs_spill *s = NULL;
+	int rc;
+
+	bfs_mutex_lock(&f->unit_lock);
+	if (k < f->unit_n && (s = f->units[k].s))
+		f->unit_users++;
+	bfs_mutex_unlock(&f->unit_lock);
+	if (!s)
+		return 0;
+	rv->own = malloc(size ? size : 1);
+	rc = rv->own ? bfs_spill_read(s, rv->own, size, off - f->idx.blk[k].uoff) : -ENOMEM;
+	bfs_mutex_lock(&f->unit_lock);
+	f->unit_users--;
+	bfs_mutex_unlock(&f->unit_lock);
+	if (rc < 0) {
+		free(rv->own);		/* dropped to make room, or failed: decode instead */
+		rv->own = NULL;
+		return 0;
+	}
+	rv->iov[0] = (struct iovec){ .iov_base = rv->own, .iov_len = size };
+	rv->cnt = 1;
+	return (ssize_t)size;
+}
+
+/*
+ * Block @k of @f decoded whole into @data (a cache block's: it passed its
+ * check): into the spill, unless it is there already or being put there.
+ */
+static void unit_keep(struct bfs_file *f, size_t k, const uint8_t *data, uint32_t len)
+{
+	struct bfs_spill *dead = NULL, *s;
+	struct bfs_unit *u;
+	bool mine = false;
+
+	bfs_mutex_lock(&f->unit_lock);
+	if (k >= f->unit_n) {
+		/* the index may still grow (a walk settles later blocks): room up to @k at least */
+		size_t n = f->idx.n > k ? f->idx.n : k + 1;
+		struct bfs_unit *nu = realloc(f->units, n * sizeof(*nu));
+
+		if (nu) {
+			memset(nu + f->unit_n, 0, (n - f->unit_n) * sizeof(*nu));
+			f->units = nu;
+			f->unit_n = n;
+		}
+	}
+	if (k < f->unit_n) {
+		u = &f->units[k];
+		/* one dropped to make room goes once no read uses it, and is made anew */
+		if (u->s && f->unit_users == 0 && !bfs_spill_live(u->s)) {
+			dead = u->s;
+			u->s = NULL;
+		}
+		mine = !u->s && !u->making && !u->refused;
+		u->making |= mine;
+	}
+	bfs_mutex_unlock(&f->unit_lock);
+	bfs_spill_drop(dead);
+	if (!mine)
+		return;
+	s = bfs_spill_put(data, len);
+	bfs_mutex_lock(&f->unit_lock);
+	u = &f->units[k];
+	u->making = false;
+	u->s = s;
+	u->refused = !s;
+	bfs_mutex_unlock(&f->unit_lock);
+}
+
+/*
+ * Serve [@off, @off + @size), all in block @k, from its spill when there is
+ * one and the block cache does not hold it. Return: bytes served; 0 for
+ * the common path (which decodes the block whole and spills it).
+ */
+static ssize_t unit_serve(struct bfs_file *f, size_t k, uint64_t off, size_t size,
+			  struct bfs_readv *rv)
+{
+	struct bfs_block *hit;
+
+	if (bfs_cache_lookup(f->env->cache, f->id, k, &hit) == 0) {
+		bfs_block_put(hit);
+		return 0;		/* cached: the common path takes it from there */
+	}
+	return unit_read(f, k, off, size, rv);
+}
+
+/*
  * Take blocks [k0, k1] into rv->blk; decode those that are ours to fill,
  * run by run. Every block we were given to fill is finished (done) on
  * every path, or its waiters would wait forever.
@@ -674,6 +828,10 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			rc = decode_run(f, t, k0 + run, k0 + i - 1, &rv->blk[run]);
 		for (size_t j = run; j < i; j++)
 			bfs_cache_done(cache, rv->blk[j], rc < 0 ? rc : 0);
+		/* after done: waiters need not wait for the spill's write */
+		for (size_t j = run; j < i && rc >= 0; j++)
+			if (unit_worth(f, k0 + j))
+				unit_keep(f, k0 + j, rv->blk[j]->data, rv->blk[j]->len);
 		run = SIZE_MAX;
 	}
 	t->quiet = false;
@@ -767,6 +925,8 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 		rv->again_from = f->idx.blk[k0].uoff;
 		rv->again_to = b->uoff + b->usize;
 	}
+	if (k0 == k1 && unit_worth(f, k1))
+		return unit_serve(f, k1, off, size, rv);	/* else decoded whole, for the spill */
 	if (again || k0 != k1 || !bfs_codec_has_prefix(f->codec) ||
 	    (b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) || need >= b->usize)
 		return 0;
@@ -837,6 +997,15 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 		}
 		if (n > 0) {
 			BFS_COUNT(f->ctr, bytes, (uint64_t)n);
+			return n;
+		}
+	} else if (k0 == k1 && unit_worth(f, k0)) {
+		/* a spilled block is read from its spill by any reader, and pushed from there */
+		ssize_t n = unit_serve(f, k0, off, size, rv);
+
+		if (n > 0) {
+			if (reader)
+				BFS_COUNT(f->ctr, bytes, (uint64_t)n);
 			return n;
 		}
 	}
