@@ -143,6 +143,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	bfs_mutex_init(&f->fd_lock);
 	bfs_mutex_init(&f->chain_lock);
 	bfs_mutex_init(&f->unit_lock);
+	pthread_cond_init(&f->unit_cond, NULL);
 	f->env = env;
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
 	bfs_map_init(&f->map, (size_t)f->st.st_size);
@@ -246,6 +247,7 @@ out_destroy:
 	pthread_mutex_destroy(&f->fd_lock);
 	pthread_mutex_destroy(&f->chain_lock);
 	pthread_mutex_destroy(&f->unit_lock);
+	pthread_cond_destroy(&f->unit_cond);
 out_free:
 	bfs_counters_put(f->ctr);
 	free(f->head);
@@ -298,6 +300,7 @@ void bfs_file_put(struct bfs_file *f)
 	pthread_mutex_destroy(&f->chain_lock);
 	bfs_file_units_free(f);
 	pthread_mutex_destroy(&f->unit_lock);
+	pthread_cond_destroy(&f->unit_cond);
 	bfs_index_destroy(&f->idx);
 	bfs_counters_put(f->ctr);
 	free(atomic_load(&f->touched));

@@ -46,14 +46,17 @@
 
 /*
  * Spilled units (unit_worth()): decoded blocks at least this big, per
- * codec, are kept in the spill once decoded whole. xz and bzip2 decode at
- * tens of milliseconds a MiB, a spill is written at about one: worth it
- * from a few hundred KiB on. zstd decodes about as fast as a spill is
- * written (its 1 MiB frames read slower with it), LZ4 and gzip faster:
- * never. Measured in doc/design.md ("The spill").
+ * codec, are kept in the spill once decoded whole. Writing a spill costs
+ * about a millisecond a MiB; xz and bzip2 decode at tens of milliseconds
+ * a MiB: worth it from a few hundred KiB on. zstd decodes about as fast
+ * as a spill is written: only frames big enough that a random read of
+ * one (half a frame decoded, on average) costs milliseconds; its 1 MiB
+ * seekable frames read slower with a spill. LZ4 and gzip blocks: never.
+ * Measured in doc/design.md ("The spill").
  */
 #define BFS_UNIT_MIN_XZ (256u << 10)
 #define BFS_UNIT_MIN_BZIP2 (256u << 10)
+#define BFS_UNIT_MIN_ZSTD (8u << 20)
 
 /* Per thread: the compressed bytes being decoded, reused by every request. */
 struct tls {
@@ -649,7 +652,7 @@ struct bfs_unit {
 	bool refused;		/* the spill could not take it: decoded as before */
 };
 
-/* The smallest decoded block of @c worth spilling; UINT32_MAX: none (fast codecs, zstd). */
+/* The smallest decoded block of @c worth spilling; UINT32_MAX: none (fast codecs). */
 static uint32_t unit_min(const struct bfs_codec *c)
 {
 	static const struct {
@@ -658,6 +661,7 @@ static uint32_t unit_min(const struct bfs_codec *c)
 	} mins[] = {
 		{ "xz", BFS_UNIT_MIN_XZ },
 		{ "bzip2", BFS_UNIT_MIN_BZIP2 },
+		{ "zstd", BFS_UNIT_MIN_ZSTD },
 	};
 
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(mins); i++)
@@ -684,41 +688,14 @@ void bfs_file_units_free(struct bfs_file *f)
 	f->unit_n = 0;
 }
 
-/* [@off, @off + @size) of block @k from its spill into rv. Return: @size, or 0: not spilled. */
-static ssize_t unit_read(struct bfs_file *f, size_t k, uint64_t off, size_t size,
-			 struct bfs_readv *rv)
-{
-	struct bfs_spill *s = NULL;
-	int rc;
-
-	bfs_mutex_lock(&f->unit_lock);
-	if (k < f->unit_n && (s = f->units[k].s))
-		f->unit_users++;
-	bfs_mutex_unlock(&f->unit_lock);
-	if (!s)
-		return 0;
-	rv->own = malloc(size ? size : 1);
-	rc = rv->own ? bfs_spill_read(s, rv->own, size, off - f->idx.blk[k].uoff) : -ENOMEM;
-	bfs_mutex_lock(&f->unit_lock);
-	f->unit_users--;
-	bfs_mutex_unlock(&f->unit_lock);
-	if (rc < 0) {
-		free(rv->own);		/* dropped to make room, or failed: decode instead */
-		rv->own = NULL;
-		return 0;
-	}
-	rv->iov[0] = (struct iovec){ .iov_base = rv->own, .iov_len = size };
-	rv->cnt = 1;
-	return (ssize_t)size;
-}
-
 /*
- * Block @k of @f decoded whole into @data (a cache block's: it passed its
- * check): into the spill, unless it is there already or being put there.
+ * Block @k of @f is decoded whole (it passed its check): is it ours to
+ * spill (unit_put())? Then it is marked as being spilled, and readers of
+ * it wait for that (unit_take()) rather than decode it again.
  */
-static void unit_keep(struct bfs_file *f, size_t k, const uint8_t *data, uint32_t len)
+static bool unit_claim(struct bfs_file *f, size_t k)
 {
-	struct bfs_spill *dead = NULL, *s;
+	struct bfs_spill *dead = NULL;
 	struct bfs_unit *u;
 	bool mine = false;
 
@@ -746,15 +723,82 @@ static void unit_keep(struct bfs_file *f, size_t k, const uint8_t *data, uint32_
 	}
 	bfs_mutex_unlock(&f->unit_lock);
 	bfs_spill_drop(dead);
-	if (!mine)
-		return;
-	s = bfs_spill_put(data, len);
+	return mine;
+}
+
+/* Spill block @k's @len decoded bytes at @data, as unit_claim() let us; wake its waiters. */
+static void unit_put(struct bfs_file *f, size_t k, const uint8_t *data, uint32_t len)
+{
+	struct bfs_spill *s = bfs_spill_put(data, len);
+	struct bfs_unit *u;
+
 	bfs_mutex_lock(&f->unit_lock);
 	u = &f->units[k];
 	u->making = false;
 	u->s = s;
 	u->refused = !s;
+	pthread_cond_broadcast(&f->unit_cond);
 	bfs_mutex_unlock(&f->unit_lock);
+}
+
+/*
+ * Block @k's spill, held for a read (unit_users; unit_drop() when done),
+ * after its spilling if that is under way; NULL if it has none. Waiting
+ * is safe: a spilling thread waits for nothing.
+ */
+static struct bfs_spill *unit_take(struct bfs_file *f, size_t k)
+{
+	struct bfs_spill *s = NULL;
+
+	bfs_mutex_lock(&f->unit_lock);
+	while (k < f->unit_n && f->units[k].making)
+		pthread_cond_wait(&f->unit_cond, &f->unit_lock);
+	if (k < f->unit_n && (s = f->units[k].s))
+		f->unit_users++;
+	bfs_mutex_unlock(&f->unit_lock);
+	return s;
+}
+
+static void unit_drop(struct bfs_file *f)
+{
+	bfs_mutex_lock(&f->unit_lock);
+	f->unit_users--;
+	bfs_mutex_unlock(&f->unit_lock);
+}
+
+/* [@off, @off + @size) of block @k from its spill into rv. Return: @size, or 0: not spilled. */
+static ssize_t unit_read(struct bfs_file *f, size_t k, uint64_t off, size_t size,
+			 struct bfs_readv *rv)
+{
+	struct bfs_spill *s = unit_take(f, k);
+	int rc;
+
+	if (!s)
+		return 0;
+	rv->own = malloc(size ? size : 1);
+	rc = rv->own ? bfs_spill_read(s, rv->own, size, off - f->idx.blk[k].uoff) : -ENOMEM;
+	unit_drop(f);
+	if (rc < 0) {
+		free(rv->own);		/* dropped to make room, or failed: decode instead */
+		rv->own = NULL;
+		return 0;
+	}
+	rv->iov[0] = (struct iovec){ .iov_base = rv->own, .iov_len = size };
+	rv->cnt = 1;
+	return (ssize_t)size;
+}
+
+/* Block @k's @len bytes from its spill into @dst. Return: 0, or -ENOENT: not spilled. */
+static int unit_fill(struct bfs_file *f, size_t k, uint8_t *dst, uint32_t len)
+{
+	struct bfs_spill *s = unit_take(f, k);
+	int rc;
+
+	if (!s)
+		return -ENOENT;
+	rc = bfs_spill_read(s, dst, len, 0);
+	unit_drop(f);
+	return rc < 0 ? -ENOENT : 0;
 }
 
 /*
@@ -806,6 +850,12 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			break;
 		rv->nblk++;
 		fill[i] = (uint8_t)rc;
+		/* a spilled block is read back whole rather than decoded again */
+		if (rc == 1 && unit_worth(f, k0 + i) &&
+		    unit_fill(f, k0 + i, rv->blk[i]->data, rv->blk[i]->len) == 0) {
+			bfs_cache_done(cache, rv->blk[i], 0);
+			fill[i] = 0;
+		}
 		if (quiet) {
 			if (rc == 1)	/* decoded ahead: a reader's hit on it counts as used */
 				rv->blk[i]->prefetched = true;
@@ -826,12 +876,18 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			continue;
 		if (rc >= 0)
 			rc = decode_run(f, t, k0 + run, k0 + i - 1, &rv->blk[run]);
+		/*
+		 * Claimed before done, so that no reader decodes them again
+		 * meanwhile (fill[] of the run is free now: it says which)
+		 */
+		for (size_t j = run; j < i; j++)
+			fill[j] = rc >= 0 && unit_worth(f, k0 + j) && unit_claim(f, k0 + j);
 		for (size_t j = run; j < i; j++)
 			bfs_cache_done(cache, rv->blk[j], rc < 0 ? rc : 0);
-		/* after done: waiters need not wait for the spill's write */
-		for (size_t j = run; j < i && rc >= 0; j++)
-			if (unit_worth(f, k0 + j))
-				unit_keep(f, k0 + j, rv->blk[j]->data, rv->blk[j]->len);
+		/* after done: the block's waiters need not wait for the spill's write */
+		for (size_t j = run; j < i; j++)
+			if (fill[j])
+				unit_put(f, k0 + j, rv->blk[j]->data, rv->blk[j]->len);
 		run = SIZE_MAX;
 	}
 	t->quiet = false;
