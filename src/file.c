@@ -24,6 +24,7 @@
 #include "blockfs/index_cache.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
+#include "blockfs/spill.h"
 #include "blockfs/stats.h"
 #include "blockfs/vocab.h"
 #include "blockfs/workq.h"
@@ -282,6 +283,14 @@ int bfs_file_misnamed(struct bfs_file *f)
 	return -EIO;
 }
 
+/* Drop @f's spilled blocks: the version goes, no read is in flight. */
+static void units_free(struct bfs_file *f)
+{
+	for (size_t k = 0; k < f->unit_n; k++)
+		bfs_spill_drop(f->units[k].s);
+	free(f->units);
+}
+
 void bfs_file_put(struct bfs_file *f)
 {
 	unsigned int was;
@@ -298,7 +307,7 @@ void bfs_file_put(struct bfs_file *f)
 	pthread_mutex_destroy(&f->fd_lock);
 	stash_free(f);
 	pthread_mutex_destroy(&f->chain_lock);
-	bfs_file_units_free(f);
+	units_free(f);
 	pthread_mutex_destroy(&f->unit_lock);
 	pthread_cond_destroy(&f->unit_cond);
 	bfs_index_destroy(&f->idx);

@@ -646,12 +646,6 @@ void bfs_readv_release(struct bfs_readv *rv)
  * before. The sizes from which a block is worth it come from measuring
  * each codec's decode against a pread (doc/design.md, "The spill").
  */
-struct bfs_unit {
-	struct bfs_spill *s;	/* sealed (or dropped since, to make room), or NULL */
-	bool making;		/* a reader decodes it for the spill now */
-	bool refused;		/* the spill could not take it: decoded as before */
-};
-
 /* The smallest decoded block of @c worth spilling; UINT32_MAX: none (fast codecs). */
 static uint32_t unit_min(const struct bfs_codec *c)
 {
@@ -677,15 +671,6 @@ static bool unit_worth(const struct bfs_file *f, size_t k)
 
 	return !(b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) && b->usize >= unit_min(f->codec) &&
 	       bfs_spill_on();
-}
-
-void bfs_file_units_free(struct bfs_file *f)
-{
-	for (size_t k = 0; k < f->unit_n; k++)
-		bfs_spill_drop(f->units[k].s);
-	free(f->units);
-	f->units = NULL;
-	f->unit_n = 0;
 }
 
 /*
