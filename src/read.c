@@ -835,12 +835,6 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			break;
 		rv->nblk++;
 		fill[i] = (uint8_t)rc;
-		/* a spilled block is read back whole rather than decoded again */
-		if (rc == 1 && unit_worth(f, k0 + i) &&
-		    unit_fill(f, k0 + i, rv->blk[i]->data, rv->blk[i]->len) == 0) {
-			bfs_cache_done(cache, rv->blk[i], 0);
-			fill[i] = 0;
-		}
 		if (quiet) {
 			if (rc == 1)	/* decoded ahead: a reader's hit on it counts as used */
 				rv->blk[i]->prefetched = true;
@@ -849,6 +843,12 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 				BFS_COUNT(f->ctr, misses, 1);
 			else
 				BFS_COUNT(f->ctr, hits, 1);
+		}
+		/* a spilled block is read back whole rather than decoded again (after the marks above) */
+		if (rc == 1 && unit_worth(f, k0 + i) &&
+		    unit_fill(f, k0 + i, rv->blk[i]->data, rv->blk[i]->len) == 0) {
+			bfs_cache_done(cache, rv->blk[i], 0);
+			fill[i] = 0;
 		}
 	}
 	/* Decode each run of blocks to fill; on failure finish the rest as failed. */
