@@ -24,6 +24,7 @@
 #include "blockfs/index_cache.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
+#include "blockfs/spill.h"
 #include "blockfs/stats.h"
 #include "blockfs/vocab.h"
 #include "blockfs/workq.h"
@@ -142,6 +143,8 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 	f->uses = fd >= 0;
 	bfs_mutex_init(&f->fd_lock);
 	bfs_mutex_init(&f->chain_lock);
+	bfs_mutex_init(&f->unit_lock);
+	pthread_cond_init(&f->unit_cond, NULL);
 	f->env = env;
 	bfs_io_init_fd(&f->io, fd, (uint64_t)f->st.st_size);
 	bfs_map_init(&f->map, (size_t)f->st.st_size);
@@ -246,6 +249,8 @@ out_destroy:
 	bfs_index_destroy(&f->idx);
 	pthread_mutex_destroy(&f->fd_lock);
 	pthread_mutex_destroy(&f->chain_lock);
+	pthread_mutex_destroy(&f->unit_lock);
+	pthread_cond_destroy(&f->unit_cond);
 out_free:
 	bfs_counters_put(f->ctr);
 	free(f->head);
@@ -280,6 +285,14 @@ int bfs_file_misnamed(struct bfs_file *f)
 	return -EIO;
 }
 
+/* Drop @f's spilled blocks: the version goes, no read is in flight. */
+static void units_free(struct bfs_file *f)
+{
+	for (size_t k = 0; k < f->unit_n; k++)
+		bfs_spill_drop(f->units[k].s);
+	free(f->units);
+}
+
 void bfs_file_put(struct bfs_file *f)
 {
 	unsigned int was;
@@ -296,6 +309,9 @@ void bfs_file_put(struct bfs_file *f)
 	pthread_mutex_destroy(&f->fd_lock);
 	stash_free(f);
 	pthread_mutex_destroy(&f->chain_lock);
+	units_free(f);
+	pthread_mutex_destroy(&f->unit_lock);
+	pthread_cond_destroy(&f->unit_cond);
 	bfs_index_destroy(&f->idx);
 	bfs_counters_put(f->ctr);
 	free(atomic_load(&f->touched));

@@ -26,6 +26,7 @@
 #include "blockfs/handoff.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
+#include "blockfs/spill.h"
 #include "blockfs/stats.h"
 #include "blockfs/vocab.h"
 #include "blockfs/workq.h"
@@ -42,6 +43,20 @@
 #define HANDOFF_BYTES (128u << 10)
 /* readpath=auto: a sequential stream through a file this large uses pread. */
 #define AUTO_PREAD_ABOVE (64ull << 20)
+
+/*
+ * Spilled units (unit_worth()): decoded blocks at least this big, per
+ * codec, are kept in the spill once decoded whole. Writing a spill costs
+ * about a millisecond a MiB; xz and bzip2 decode at tens of milliseconds
+ * a MiB: worth it from a few hundred KiB on. zstd decodes about as fast
+ * as a spill is written: only frames big enough that a random read of
+ * one (half a frame decoded, on average) costs milliseconds; its 1 MiB
+ * seekable frames read slower with a spill. LZ4 and gzip blocks: never.
+ * Measured in doc/design.md ("The spill").
+ */
+#define BFS_UNIT_MIN_XZ (256u << 10)
+#define BFS_UNIT_MIN_BZIP2 (256u << 10)
+#define BFS_UNIT_MIN_ZSTD (8u << 20)
 
 /* Per thread: the compressed bytes being decoded, reused by every request. */
 struct tls {
@@ -621,6 +636,174 @@ void bfs_readv_release(struct bfs_readv *rv)
 }
 
 /*
+ * Spilled units. A block whose decode costs much (an xz -T block of 24
+ * MiB takes a quarter of a second; a bzip2 block tens of milliseconds) is
+ * decoded whole, with its check, at a random reader's first touch, and
+ * kept in the spill (spill.h, bfs_spill_put()): later reads of any part
+ * of it cost a pread instead of decoding it again, which the block cache
+ * cannot offer for blocks that big. Only a block that decoded whole and
+ * passed its check is spilled; a read the spill cannot serve decodes as
+ * before. The sizes from which a block is worth it come from measuring
+ * each codec's decode against a pread (doc/design.md, "The spill").
+ */
+/* The smallest decoded block of @c worth spilling; UINT32_MAX: none (fast codecs). */
+static uint32_t unit_min(const struct bfs_codec *c)
+{
+	static const struct {
+		const char *name;
+		uint32_t min;
+	} mins[] = {
+		{ "xz", BFS_UNIT_MIN_XZ },
+		{ "bzip2", BFS_UNIT_MIN_BZIP2 },
+		{ "zstd", BFS_UNIT_MIN_ZSTD },
+	};
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(mins); i++)
+		if (strcmp(c->name, mins[i].name) == 0)
+			return mins[i].min;
+	return UINT32_MAX;
+}
+
+/* Is block @k of @f one to serve from a unit's spill? */
+static bool unit_worth(const struct bfs_file *f, size_t k)
+{
+	const struct bfs_blk *b = &f->idx.blk[k];
+
+	return !(b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) && b->usize >= unit_min(f->codec) &&
+	       bfs_spill_on();
+}
+
+/*
+ * Block @k of @f is decoded whole (it passed its check): is it ours to
+ * spill (unit_put())? Then it is marked as being spilled, and readers of
+ * it wait for that (unit_take()) rather than decode it again.
+ */
+static bool unit_claim(struct bfs_file *f, size_t k)
+{
+	struct bfs_spill *dead = NULL;
+	struct bfs_unit *u;
+	bool mine = false;
+
+	bfs_mutex_lock(&f->unit_lock);
+	if (k >= f->unit_n) {
+		/* the index may still grow (a walk settles later blocks): room up to @k at least */
+		size_t n = f->idx.n > k ? f->idx.n : k + 1;
+		struct bfs_unit *nu = realloc(f->units, n * sizeof(*nu));
+
+		if (nu) {
+			memset(nu + f->unit_n, 0, (n - f->unit_n) * sizeof(*nu));
+			f->units = nu;
+			f->unit_n = n;
+		}
+	}
+	if (k < f->unit_n) {
+		u = &f->units[k];
+		/* one dropped to make room goes once no read uses it, and is made anew */
+		if (u->s && f->unit_users == 0 && !bfs_spill_live(u->s)) {
+			dead = u->s;
+			u->s = NULL;
+		}
+		mine = !u->s && !u->making && !u->refused;
+		u->making |= mine;
+	}
+	bfs_mutex_unlock(&f->unit_lock);
+	bfs_spill_drop(dead);
+	return mine;
+}
+
+/* Spill block @k's @len decoded bytes at @data, as unit_claim() let us; wake its waiters. */
+static void unit_put(struct bfs_file *f, size_t k, const uint8_t *data, uint32_t len)
+{
+	struct bfs_spill *s = bfs_spill_put(data, len);
+	struct bfs_unit *u;
+
+	bfs_mutex_lock(&f->unit_lock);
+	u = &f->units[k];
+	u->making = false;
+	u->s = s;
+	u->refused = !s;
+	pthread_cond_broadcast(&f->unit_cond);
+	bfs_mutex_unlock(&f->unit_lock);
+}
+
+/*
+ * Block @k's spill, held for a read (unit_users; unit_drop() when done),
+ * after its spilling if that is under way; NULL if it has none. Waiting
+ * is safe: a spilling thread waits for nothing.
+ */
+static struct bfs_spill *unit_take(struct bfs_file *f, size_t k)
+{
+	struct bfs_spill *s = NULL;
+
+	bfs_mutex_lock(&f->unit_lock);
+	while (k < f->unit_n && f->units[k].making)
+		pthread_cond_wait(&f->unit_cond, &f->unit_lock);
+	if (k < f->unit_n && (s = f->units[k].s))
+		f->unit_users++;
+	bfs_mutex_unlock(&f->unit_lock);
+	return s;
+}
+
+static void unit_drop(struct bfs_file *f)
+{
+	bfs_mutex_lock(&f->unit_lock);
+	f->unit_users--;
+	bfs_mutex_unlock(&f->unit_lock);
+}
+
+/* [@off, @off + @size) of block @k from its spill into rv. Return: @size, or 0: not spilled. */
+static ssize_t unit_read(struct bfs_file *f, size_t k, uint64_t off, size_t size,
+			 struct bfs_readv *rv)
+{
+	struct bfs_spill *s = unit_take(f, k);
+	int rc;
+
+	if (!s)
+		return 0;
+	rv->own = malloc(size ? size : 1);
+	rc = rv->own ? bfs_spill_read(s, rv->own, size, off - f->idx.blk[k].uoff) : -ENOMEM;
+	unit_drop(f);
+	if (rc < 0) {
+		free(rv->own);		/* dropped to make room, or failed: decode instead */
+		rv->own = NULL;
+		return 0;
+	}
+	rv->iov[0] = (struct iovec){ .iov_base = rv->own, .iov_len = size };
+	rv->cnt = 1;
+	return (ssize_t)size;
+}
+
+/* Block @k's @len bytes from its spill into @dst. Return: 0, or -ENOENT: not spilled. */
+static int unit_fill(struct bfs_file *f, size_t k, uint8_t *dst, uint32_t len)
+{
+	struct bfs_spill *s = unit_take(f, k);
+	int rc;
+
+	if (!s)
+		return -ENOENT;
+	rc = bfs_spill_read(s, dst, len, 0);
+	unit_drop(f);
+	return rc < 0 ? -ENOENT : 0;
+}
+
+/*
+ * Serve [@off, @off + @size), all in block @k, from its spill when there is
+ * one and the block cache does not hold it. Return: bytes served; 0 for
+ * the common path (which decodes the block whole and spills it).
+ */
+static ssize_t unit_serve(struct bfs_file *f, size_t k, uint64_t off, size_t size,
+			  struct bfs_readv *rv)
+{
+	struct bfs_block *hit;
+
+	if (bfs_cache_lookup(f->env->cache, f->id, k, &hit) == 0) {
+		bfs_block_put(hit);
+		return 0;		/* cached: the common path takes it from there */
+	}
+	return unit_read(f, k, off, size, rv);
+}
+
+/*
  * Take blocks [k0, k1] into rv->blk; decode those that are ours to fill,
  * run by run. Every block we were given to fill is finished (done) on
  * every path, or its waiters would wait forever.
@@ -661,6 +844,12 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			else
 				BFS_COUNT(f->ctr, hits, 1);
 		}
+		/* a spilled block is read back whole rather than decoded again (after the marks above) */
+		if (rc == 1 && unit_worth(f, k0 + i) &&
+		    unit_fill(f, k0 + i, rv->blk[i]->data, rv->blk[i]->len) == 0) {
+			bfs_cache_done(cache, rv->blk[i], 0);
+			fill[i] = 0;
+		}
 	}
 	/* Decode each run of blocks to fill; on failure finish the rest as failed. */
 	for (size_t i = 0; i <= rv->nblk; i++) {
@@ -672,8 +861,18 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			continue;
 		if (rc >= 0)
 			rc = decode_run(f, t, k0 + run, k0 + i - 1, &rv->blk[run]);
+		/*
+		 * Claimed before done, so that no reader decodes them again
+		 * meanwhile (fill[] of the run is free now: it says which)
+		 */
+		for (size_t j = run; j < i; j++)
+			fill[j] = rc >= 0 && unit_worth(f, k0 + j) && unit_claim(f, k0 + j);
 		for (size_t j = run; j < i; j++)
 			bfs_cache_done(cache, rv->blk[j], rc < 0 ? rc : 0);
+		/* after done: the block's waiters need not wait for the spill's write */
+		for (size_t j = run; j < i; j++)
+			if (fill[j])
+				unit_put(f, k0 + j, rv->blk[j]->data, rv->blk[j]->len);
 		run = SIZE_MAX;
 	}
 	t->quiet = false;
@@ -776,6 +975,8 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 		rv->again_from = f->idx.blk[k0].uoff;
 		rv->again_to = b->uoff + b->usize;
 	}
+	if (k0 == k1 && unit_worth(f, k1))
+		return unit_serve(f, k1, off, size, rv);	/* else decoded whole, for the spill */
 	if (again || k0 != k1 || !bfs_codec_has_prefix(f->codec) ||
 	    (b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) || need >= b->usize)
 		return 0;
@@ -846,6 +1047,15 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 		}
 		if (n > 0) {
 			BFS_COUNT(f->ctr, bytes, (uint64_t)n);
+			return n;
+		}
+	} else if (k0 == k1 && unit_worth(f, k0)) {
+		/* a spilled block is read from its spill by any reader, and pushed from there */
+		ssize_t n = unit_serve(f, k0, off, size, rv);
+
+		if (n > 0) {
+			if (reader)
+				BFS_COUNT(f->ctr, bytes, (uint64_t)n);
 			return n;
 		}
 	}

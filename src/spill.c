@@ -16,11 +16,16 @@
  * core the writes cost the proof no time. When no thread can be started
  * the prover writes them itself. The writer stops at the first failed
  * write and drops what follows; bfs_spill_seal() waits for it.
+ *
+ * A unit's spill (bfs_spill_put()) is made whole from bytes its caller
+ * holds: written by the caller with no writer thread or buffers, sealed
+ * before it is returned.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdatomic.h>
@@ -70,7 +75,9 @@ static struct bfs_spill lru = { .prev = &lru, .next = &lru };	/* sealed spills; 
 static int dir_fd = -1;			/* protected by lock */
 static uint64_t limit;			/* protected by lock */
 static uint64_t used;			/* bytes of WRITING and SEALED spills; protected by lock */
+static unsigned int files;		/* WRITING and SEALED spills: descriptors; protected by lock */
 static atomic_uint_fast64_t n_proofs, n_sealed, n_reads, n_dropped, n_failed;
+static atomic_uint_fast64_t n_units;	/* spills made by bfs_spill_put() */
 static atomic_uint name_seq;		/* names for file systems without O_TMPFILE */
 
 static void list_unlink(struct bfs_spill *s)
@@ -100,8 +107,10 @@ static int gone_locked(struct bfs_spill *s)
 
 	if (s->state == SEALED)
 		list_unlink(s);
-	if (s->state != GONE)
+	if (s->state != GONE) {
 		used -= s->size;
+		files--;
+	}
 	s->state = GONE;
 	if (s->users == 0) {
 		fd = s->fd;
@@ -255,44 +264,76 @@ static bool disk_room(int dfd, uint64_t size)
 
 /* Victims closed per hold of the lock while making room. */
 #define CLOSE_BATCH 16
+/*
+ * Spills at once, each an open descriptor: small units (bfs_spill_put())
+ * would otherwise hold thousands under a big budget.
+ */
+#define FILES_MAX 1024
 
-struct bfs_spill *bfs_spill_begin(uint64_t size)
+/*
+ * Reserve @size bytes of the budget, making room by dropping the sealed
+ * spills least recently read. Return: true with *@dfd a duplicate of the
+ * directory (or -1 when that failed: the caller fails then) and the room
+ * taken (unreserve() gives it back); false when spilling is off, @size is
+ * 0 or above the budget, or there is no room (counted as failed).
+ */
+static bool reserve(uint64_t size, int *dfd)
 {
-	struct bfs_spill *s;
-	int dfd = -1, fd, shut[CLOSE_BATCH];
+	int fd, shut[CLOSE_BATCH];
 	size_t nshut;
 	bool room = false, more = true;
 
-	atomic_fetch_add_explicit(&n_proofs, 1, memory_order_relaxed);
+	*dfd = -1;
 	while (more) {
 		nshut = 0;
 		bfs_mutex_lock(&lock);
 		if (limit == 0 || dir_fd < 0 || size == 0 || size > limit) {
 			bfs_mutex_unlock(&lock);
-			return NULL;
+			return false;
 		}
 		/* the least recently read go first; their files are closed after the lock */
-		while (used + size > limit && lru.prev != &lru && nshut < CLOSE_BATCH) {
+		while ((used + size > limit || files >= FILES_MAX) && lru.prev != &lru &&
+		       nshut < CLOSE_BATCH) {
 			fd = gone_locked(lru.prev);
 			atomic_fetch_add_explicit(&n_dropped, 1, memory_order_relaxed);
 			if (fd >= 0)
 				shut[nshut++] = fd;
 		}
-		more = used + size > limit && lru.prev != &lru;
-		room = used + size <= limit;
+		more = (used + size > limit || files >= FILES_MAX) && lru.prev != &lru;
+		room = used + size <= limit && files < FILES_MAX;
 		if (room) {
 			used += size;
+			files++;
 			/* the directory may be reconfigured while the file is made */
-			dfd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+			*dfd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
 		}
 		bfs_mutex_unlock(&lock);
 		for (size_t i = 0; i < nshut; i++)
 			close(shut[i]);
 	}
-	if (!room) {
+	if (!room)
 		atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+	return room;
+}
+
+/* Give back @size bytes reserve() took for a spill that was not made. */
+static void unreserve(uint64_t size)
+{
+	bfs_mutex_lock(&lock);
+	used -= size;
+	files--;
+	bfs_mutex_unlock(&lock);
+	atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+}
+
+struct bfs_spill *bfs_spill_begin(uint64_t size)
+{
+	struct bfs_spill *s;
+	int dfd, fd;
+
+	atomic_fetch_add_explicit(&n_proofs, 1, memory_order_relaxed);
+	if (!reserve(size, &dfd))
 		return NULL;
-	}
 	s = calloc(1, sizeof(*s));
 	fd = dfd < 0 ? -EBADF : !disk_room(dfd, size) ? -ENOSPC : make_file(dfd);
 	close_fd(dfd);
@@ -304,10 +345,7 @@ struct bfs_spill *bfs_spill_begin(uint64_t size)
 		for (size_t i = 0; s && i < NBUF; i++)
 			free(s->buf[i]);
 		free(s);
-		bfs_mutex_lock(&lock);
-		used -= size;
-		bfs_mutex_unlock(&lock);
-		atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+		unreserve(size);
 		return NULL;
 	}
 	s->fd = fd;
@@ -420,6 +458,62 @@ int bfs_spill_seal(struct bfs_spill *s)
 	return 0;
 }
 
+struct bfs_spill *bfs_spill_put(const void *p, uint64_t size)
+{
+	const uint8_t *from = p;
+	struct bfs_spill *s;
+	int dfd, fd;
+
+	if (!reserve(size, &dfd))
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	fd = dfd < 0 ? -EBADF : !disk_room(dfd, size) ? -ENOSPC : make_file(dfd);
+	close_fd(dfd);
+	if (!s || fd < 0) {
+		close_fd(fd);
+		free(s);
+		unreserve(size);
+		return NULL;
+	}
+	s->fd = fd;
+	s->size = size;
+	s->state = WRITING;
+	s->prev = s->next = s;
+	bfs_mutex_init(&s->qlock);
+	pthread_cond_init(&s->qcond, NULL);
+	/* no writer thread and no buffers: the caller's bytes are written here */
+	while (s->written < size) {
+		size_t left = size - s->written > SSIZE_MAX ? SSIZE_MAX : (size_t)(size - s->written);
+		ssize_t n = pwrite(fd, from + s->written, left, (off_t)s->written);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			s->broken = true;
+			atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+			break;
+		}
+		s->written += (uint64_t)n;
+	}
+	s->added = s->written;
+	if (s->broken || bfs_spill_seal(s) < 0) {
+		bfs_spill_drop(s);
+		return NULL;
+	}
+	atomic_fetch_add_explicit(&n_units, 1, memory_order_relaxed);
+	return s;
+}
+
+bool bfs_spill_on(void)
+{
+	bool on;
+
+	bfs_mutex_lock(&lock);
+	on = limit > 0 && dir_fd >= 0;
+	bfs_mutex_unlock(&lock);
+	return on;
+}
+
 int bfs_spill_read(struct bfs_spill *s, void *dst, size_t len, uint64_t off)
 {
 	uint8_t *d = dst;
@@ -510,4 +604,5 @@ void bfs_spill_stats(struct bfs_spill_stats *st)
 	st->reads = atomic_load_explicit(&n_reads, memory_order_relaxed);
 	st->dropped = atomic_load_explicit(&n_dropped, memory_order_relaxed);
 	st->failed = atomic_load_explicit(&n_failed, memory_order_relaxed);
+	st->units = atomic_load_explicit(&n_units, memory_order_relaxed);
 }

@@ -88,6 +88,7 @@ int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache 
 		{ "spill_reads", cache ? cache->spill_reads : 0, true },
 		{ "spill_dropped", cache ? cache->spill_dropped : 0, true },
 		{ "spill_failed", cache ? cache->spill_failed : 0, true },
+		{ "spill_units", cache ? cache->spill_units : 0, true },
 	};
 	size_t at = 0;
 

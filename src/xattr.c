@@ -204,7 +204,7 @@ static int get_stats(struct xctx *x, char *out)
 		.inodes = root ? bfs_inode_count(x->fs) : 0,
 		.spill_bytes = sp.bytes, .spill_limit = sp.limit, .spill_proofs = sp.proofs,
 		.spill_sealed = sp.sealed, .spill_reads = sp.reads, .spill_dropped = sp.dropped,
-		.spill_failed = sp.failed,
+		.spill_failed = sp.failed, .spill_units = sp.units,
 	};
 
 	return bfs_stats_format(root ? x->fs->env.mount : x->f->ctr, root ? &cache : NULL, out,

@@ -129,6 +129,15 @@ struct bfs_file {
 	 */
 	pthread_mutex_t chain_lock;	/* taken before a cache shard's; held across a step */
 	struct bfs_stash *stash;	/* protected by chain_lock; NULL when empty */
+	/*
+	 * Single blocks that cost much to decode again, spilled whole at a
+	 * random reader's first touch (read.c, spill.h bfs_spill_put()).
+	 */
+	pthread_mutex_t unit_lock;	/* only the spill's own lock is taken under it */
+	pthread_cond_t unit_cond;	/* a unit's spilling ended; with unit_lock */
+	struct bfs_unit *units;		/* unit_n entries, or NULL; protected by unit_lock */
+	size_t unit_n;			/* protected by unit_lock */
+	unsigned int unit_users;	/* reads of their spills in flight; protected by unit_lock */
 };
 
 /*

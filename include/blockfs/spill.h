@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The spill: decoded bytes of big chains (one zstd frame, one xz block
- * indexed as open spans, index.h BFS_BLK_OPEN) kept in unlinked files on
+ * indexed as open spans, index.h BFS_BLK_OPEN), and of single blocks that
+ * cost much to decode again (bfs_spill_put(): read.c), kept in unlinked files on
  * local disk, so that a chain proven whole once (codec_zstd.c and
  * codec_xz.c, prove()) is served from what the proof decoded instead of
  * being decoded a second time. A leaf: one lock of its own, nothing taken
@@ -14,7 +15,8 @@
  * instead. Nothing here ever makes a read fail: a spill is only a shortcut.
  *
  * Bound: one budget per process (one mount per process), in bytes of spill
- * files, counted from bfs_spill_begin() on. Making room drops the sealed
+ * files, counted from bfs_spill_begin() (or bfs_spill_put()) on, and at
+ * most 1024 spills at once (each holds a descriptor). Making room drops the sealed
  * spills least recently read; a spill bigger than the whole budget, or
  * one there is no room for because the rest is still being written, is
  * not made.
@@ -92,6 +94,20 @@ BFS_MUST_CHECK int bfs_spill_seal(struct bfs_spill *s);
  */
 BFS_MUST_CHECK int bfs_spill_read(struct bfs_spill *s, void *dst, size_t len, uint64_t off);
 
+/**
+ * bfs_spill_put() - a sealed spill of a copy of the @size bytes at @p: a
+ * decoded unit the caller has proven whole (a block decoded with its
+ * check), for reads to come. Written in the calling thread; counted in
+ * bfs_spill_stats().units (and sealed), not in proofs. Room is made as
+ * for bfs_spill_begin().
+ * Return: the spill, readable at once; NULL when spilling is off, @size
+ * is 0 or above the budget, there is no room, or a write failed.
+ */
+struct bfs_spill *bfs_spill_put(const void *p, uint64_t size);
+
+/* Is spilling on (a budget and a directory)? A hint for callers deciding whether to decode for it. */
+bool bfs_spill_on(void);
+
 /* Is @s sealed and not dropped (a read would be tried)? A hint: it may go at once. */
 bool bfs_spill_live(struct bfs_spill *s);
 
@@ -110,6 +126,7 @@ struct bfs_spill_stats {
 	uint64_t reads;		/* reads served from spills */
 	uint64_t dropped;	/* sealed spills dropped to make room */
 	uint64_t failed;	/* spills given up: write or read errors, no file, no room */
+	uint64_t units;		/* unit spills made (bfs_spill_put()) */
 };
 void bfs_spill_stats(struct bfs_spill_stats *st);
 

@@ -66,6 +66,7 @@ struct bfs_stats_cache {
 	uint64_t inodes;
 	uint64_t spill_bytes, spill_limit, spill_proofs, spill_sealed, spill_reads;
 	uint64_t spill_dropped, spill_failed;
+	uint64_t spill_units;
 };
 
 /**
@@ -76,7 +77,7 @@ struct bfs_stats_cache {
  * decompress_ns blocks_prefetched prefetched_used backing_syscalls
  * checksum_failures errors cached_bytes [the root's: ... cache_bytes
  * cache_limit spill_bytes spill_limit spill_proofs spill_sealed
- * spill_reads spill_dropped spill_failed].
+ * spill_reads spill_dropped spill_failed spill_units].
  * Return: length written (no NUL counted), or -ERANGE when @len is short.
  */
 BFS_MUST_CHECK int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache *cache,

@@ -3,7 +3,9 @@
  * Unit tests of the spill (spill.h): bytes read back as written, nothing
  * readable before the seal, the budget and its least-recently-read
  * order, spills refused (off, too big, no room, bad directory), a write
- * past the size, unlinked files, and readers racing eviction. Threaded:
+ * past the size, unlinked files, readers racing eviction, and units'
+ * spills made whole from memory (bfs_spill_put()) under the same budget
+ * and bound on descriptors. Threaded:
  * run it under ThreadSanitizer too (meson setup -Db_sanitize=thread).
  */
 #include "config.h"
@@ -331,6 +333,116 @@ static void test_readers_race_eviction(void **state)
 	assert_int_equal(entries(), 0);
 }
 
+/* A unit's spill of @size bytes of pat(@seed), made whole from memory. */
+static struct bfs_spill *put(uint64_t size, unsigned int seed)
+{
+	uint8_t *buf = malloc(size ? size : 1);
+	struct bfs_spill *s;
+
+	assert_non_null(buf);
+	for (uint64_t i = 0; i < size; i++)
+		buf[i] = pat(seed, i);
+	s = bfs_spill_put(buf, size);
+	free(buf);
+	return s;
+}
+
+/* bfs_spill_put(): sealed at once, counted as a unit (not a proof), refused as begin is. */
+static void test_put(void **state)
+{
+	struct bfs_spill_stats st0, st;
+	struct bfs_spill *a, *b, *c;
+
+	(void)state;
+	assert_int_equal(bfs_spill_configure(dir, 0), 0);
+	assert_false(bfs_spill_on());
+	assert_null(put(100, 1));		/* off */
+	assert_int_equal(bfs_spill_configure(dir, 3000), 0);
+	assert_true(bfs_spill_on());
+	bfs_spill_stats(&st0);
+	a = put(1000, 1);
+	assert_non_null(a);
+	assert_int_equal(entries(), 0);		/* unlinked */
+	assert_true(bfs_spill_live(a));
+	assert_true(holds(a, 1, 0, 1000));
+	assert_true(holds(a, 1, 999, 1));
+	assert_int_equal(bfs_spill_read(a, (uint8_t[2]){ 0 }, 2, 999), -ERANGE);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.units - st0.units, 1);
+	assert_int_equal(st.sealed - st0.sealed, 1);
+	assert_int_equal(st.proofs - st0.proofs, 0);
+	assert_int_equal(st.bytes, 1000);
+	assert_null(put(3001, 2));		/* bigger than the budget */
+	assert_null(put(0, 2));
+	/* room is made as for begin: the least recently read goes */
+	b = put(1000, 2);
+	c = make(1000, 3, 100);
+	assert_true(b && c);
+	assert_true(holds(a, 1, 0, 10));	/* b is now the least recent */
+	bfs_spill_drop(put(1000, 4));
+	assert_false(bfs_spill_live(b));
+	assert_true(holds(a, 1, 0, 1000));
+	assert_true(holds(c, 3, 0, 1000));
+	bfs_spill_drop(a);
+	bfs_spill_drop(b);
+	bfs_spill_drop(c);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(entries(), 0);
+}
+
+/* A put whose write fails (past a file size limit): NULL, failed, its room back. */
+static void test_put_fails(void **state)
+{
+	struct bfs_spill_stats st0, st;
+	struct rlimit old, small;
+
+	(void)state;
+	assert_int_equal(bfs_spill_configure(dir, 16 << 20), 0);
+	bfs_spill_stats(&st0);
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	small = (struct rlimit){ 64 << 10, old.rlim_max };
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	assert_null(put(1 << 20, 1));
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.failed - st0.failed, 1);
+	assert_int_equal(st.units - st0.units, 0);
+	assert_int_equal(st.sealed - st0.sealed, 0);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(entries(), 0);
+}
+
+/* However big the budget, at most 1024 spills hold descriptors: the least recently read go. */
+static void test_files_bounded(void **state)
+{
+	enum { N = 1100 };
+	struct bfs_spill **s = calloc(N, sizeof(*s));
+	struct bfs_spill_stats st0, st;
+	size_t live = 0;
+
+	(void)state;
+	assert_non_null(s);
+	assert_int_equal(bfs_spill_configure(dir, 1 << 30), 0);
+	bfs_spill_stats(&st0);
+	for (size_t i = 0; i < N; i++)
+		assert_non_null(s[i] = put(16, (unsigned int)i));
+	for (size_t i = 0; i < N; i++)
+		live += bfs_spill_live(s[i]);
+	assert_int_equal(live, 1024);
+	assert_false(bfs_spill_live(s[0]));
+	assert_true(holds(s[N - 1], N - 1, 0, 16));
+	bfs_spill_stats(&st);
+	assert_int_equal(st.dropped - st0.dropped, N - 1024);
+	assert_int_equal(st.bytes, 1024 * 16);
+	for (size_t i = 0; i < N; i++)
+		bfs_spill_drop(s[i]);
+	free(s);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.bytes, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +452,9 @@ int main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_least_recently_read_go),
 		cmocka_unit_test(test_readers_race_eviction),
+		cmocka_unit_test(test_put),
+		cmocka_unit_test(test_put_fails),
+		cmocka_unit_test(test_files_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Spilled units (-o spill_size, read.c): an xz file of 1 MiB blocks
+# (xz -T2 --block-size), a zstd file of three 8 MiB frames and a bzip2
+# file (900 kB blocks) are read at seeded random 4 KiB offsets with
+# O_DIRECT (each read reaches the daemon) and cache_size=1M (the block
+# cache holds one block at most). Each block is decoded once, whole, and spilled; every
+# read after its first touch is a pread of the spill (the root's
+# spill_units and spill_reads, the file's blocks_decompressed), and all
+# equal X -dc. A flipped byte in one xz block and in one zstd frame: reads
+# there fail with EIO and no spill of that unit is made, the other units
+# read exact. spill_size=0 reads exact, nothing spilled.
+#
+# Usage: spill_units.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
+
+set -u
+BLOCKFS=$(realpath "${1:?usage: spill_units.sh BLOCKFS}")
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+bfs_begin spill_units zstd xz bzip2 getfattr python3
+S=$T/src M=$T/mnt W=$T/work C=$T/cache
+mkdir -p "$S" "$M" "$W" "$C"
+chmod 700 "$C"
+
+python3 -c '
+import sys, random
+r = random.Random(11); w = [b"unit", b"spill", b"block", b"frame", b"pread", b"\n"]
+out = bytearray()
+while len(out) < (24 << 20): out += b" ".join(r.choices(w, k=48)) + b"%d\n" % r.randrange(1 << 30)
+sys.stdout.buffer.write(out[:24 << 20])' >"$W/z.ref"
+head -c $((6 << 20)) "$W/z.ref" >"$W/x.ref"
+cp "$W/x.ref" "$W/b.ref"
+xz -0 -T2 --block-size=1MiB -c "$W/x.ref" >"$S/x.xz"
+# three frames, each with its content size in its header (zstd FILE writes one)
+for i in 0 1 2; do
+	tail -c +$((i * (8 << 20) + 1)) "$W/z.ref" | head -c $((8 << 20)) >"$W/part$i"
+	zstd -q -c "$W/part$i"
+done >"$S/z.zst"
+bzip2 -9 -c "$W/b.ref" >"$S/b.bz2"
+if ! cmp <(xz -dc "$S/x.xz") "$W/x.ref" || ! cmp <(zstd -dc "$S/z.zst") "$W/z.ref" ||
+	! cmp <(bzip2 -dc "$S/b.bz2") "$W/b.ref"; then
+	echo "Bail out! fixtures do not round-trip"
+	exit 1
+fi
+# a byte flipped inside the 4th xz block and inside the 2nd zstd frame
+cp "$S/x.xz" "$S/fx.xz"
+cp "$S/z.zst" "$S/fz.zst"
+cp "$W/x.ref" "$W/fx.ref"
+cp "$W/z.ref" "$W/fz.ref"
+xsz=$(stat -c %s "$S/x.xz") zsz=$(stat -c %s "$S/z.zst")
+printf '\x55' | dd of="$S/fx.xz" bs=1 seek=$((xsz * 7 / 12)) conv=notrunc 2>/dev/null
+printf '\x55' | dd of="$S/fz.zst" bs=1 seek=$((zsz / 2)) conv=notrunc 2>/dev/null
+
+root() {
+	t getfattr --only-values -n user.blockfs.stats "$M" | awk -v k="$1" '$1 == k { print $2 }'
+}
+stat_of() {
+	xattr stats "$2" | awk -v k="$1" '$1 == k { print $2 }'
+}
+# units N: spill_units once it reaches N (a push's spill may end after the reads), within 10 s
+units() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		(($(root spill_units) >= $1)) && break
+		sleep 0.1
+	done
+	root spill_units
+}
+
+# rand.py FILE REF N SEED [LO HI]: N seeded 4 KiB reads with O_DIRECT at
+# aligned offsets in [LO, HI) (default: the whole file), each equal to REF's;
+# a read that fails prints its errno name and offset and exits 3
+cat >"$T/rand.py" <<'PY'
+import errno, mmap, os, random, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+ref = open(sys.argv[2], "rb")
+size = os.fstat(ref.fileno()).st_size
+lo = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+hi = int(sys.argv[6]) if len(sys.argv) > 6 else size
+r = random.Random(int(sys.argv[4]))
+buf = mmap.mmap(-1, 4096)
+for i in range(int(sys.argv[3])):
+    off = r.randrange(lo >> 12, hi >> 12) << 12
+    try:
+        got = os.preadv(fd, [buf], off)
+    except OSError as e:
+        print(errno.errorcode[e.errno], off)
+        sys.exit(3)
+    ref.seek(off)
+    if got != 4096 or buf[:4096] != ref.read(4096):
+        sys.exit("read %d at %d differs (%d read)" % (i, off, got))
+PY
+
+# --- spilled at the first touch, read from the spill after it --------------------
+mount_o "index_cache=$C,cache_size=1M"
+check_eq "nothing spilled before a read" "0 0" "$(root spill_units) $(root spill_bytes)"
+check "x: 60 random 4 KiB reads equal xz -dc" python3 "$T/rand.py" "$M/x" "$W/x.ref" 60 1
+check_eq "x: each of its 6 blocks decoded once" 6 "$(stat_of blocks_decompressed x)"
+check_eq "x: ... and spilled" "6 $((6 << 20))" "$(units 6) $(root spill_bytes)"
+r0=$(($(root spill_reads) + $(root cache_hits)))
+check "x: 60 more reads equal xz -dc" python3 "$T/rand.py" "$M/x" "$W/x.ref" 60 2
+check_eq "x: no block decoded again" 6 "$(stat_of blocks_decompressed x)"
+check "x: the 60 reads were preads of the spill (or hits of the one cached block)" \
+	test "$(($(root spill_reads) + $(root cache_hits) - r0))" -ge 60
+check "z: 40 random 4 KiB reads equal zstd -dc" python3 "$T/rand.py" "$M/z" "$W/z.ref" 40 3
+check_eq "z: each of its 3 frames decoded once, spilled" "3 9" \
+	"$(stat_of blocks_decompressed z) $(units 9)"
+r0=$(($(root spill_reads) + $(root cache_hits)))
+check "z: 40 more reads equal zstd -dc" python3 "$T/rand.py" "$M/z" "$W/z.ref" 40 4
+check_eq "z: no frame decoded again" 3 "$(stat_of blocks_decompressed z)"
+check "z: the 40 reads were preads of the spill" \
+	test "$(($(root spill_reads) + $(root cache_hits) - r0))" -ge 40
+check "b: 40 random 4 KiB reads equal bzip2 -dc" python3 "$T/rand.py" "$M/b" "$W/b.ref" 40 5
+d=$(stat_of blocks_decompressed b)
+check_eq "b: its blocks spilled as they were decoded" $((9 + d)) "$(units $((9 + d)))"
+check "b: 40 more reads equal bzip2 -dc" python3 "$T/rand.py" "$M/b" "$W/b.ref" 40 6
+check "b: at most the blocks not touched before decoded" \
+	test "$(stat_of blocks_decompressed b)" -le $((d + 2))
+check_eq "no spill failed or dropped, no proof" "0 0 0" \
+	"$(root spill_failed) $(root spill_dropped) $(root spill_proofs)"
+check "cat x, z, b equal X -dc" cmp <(t cat "$M/x" "$M/z" "$M/b") <(cat "$W/x.ref" "$W/z.ref" "$W/b.ref")
+is "daemon alive" daemon_alive
+umount_o
+
+# --- damage: the unit fails with EIO and is not spilled; the others are -------------
+mount_o "index_cache=$C,cache_size=1M"
+u0=$(root spill_units)
+# fx: its 4th block [3 MiB, 4 MiB) holds the flipped byte; fz: its 2nd frame [8 MiB, 16 MiB)
+check_eq "fx: a read in the damaged block fails with EIO" "EIO $(((3 << 20) + 4096))" \
+	"$(python3 "$T/rand.py" "$M/fx" "$W/fx.ref" 1 1 $(((3 << 20) + 4096)) $(((3 << 20) + 8192)))"
+check_eq "fz: a read in the damaged frame fails with EIO" "EIO $(((8 << 20) + 4096))" \
+	"$(python3 "$T/rand.py" "$M/fz" "$W/fz.ref" 1 1 $(((8 << 20) + 4096)) $(((8 << 20) + 8192)))"
+check_eq "... and neither unit was spilled" "$u0" "$(root spill_units)"
+check_fails "fx: again, EIO" "Input/output error" \
+	dd if="$M/fx" of=/dev/null bs=4096 skip=$(((3 << 20) / 4096 + 9)) count=1 iflag=direct status=none
+check "fx: the blocks before it read exact" python3 "$T/rand.py" "$M/fx" "$W/fx.ref" 20 7 0 $((3 << 20))
+check "fx: the blocks after it too" python3 "$T/rand.py" "$M/fx" "$W/fx.ref" 20 8 $((4 << 20)) $((6 << 20))
+check "fz: the frames beside it read exact" python3 "$T/rand.py" "$M/fz" "$W/fz.ref" 20 9 0 $((8 << 20))
+check "fz: ... and after it" python3 "$T/rand.py" "$M/fz" "$W/fz.ref" 20 10 $((16 << 20)) $((24 << 20))
+check_eq "the good units spilled: 5 of fx, 2 of fz" $((u0 + 7)) "$(units $((u0 + 7)))"
+is "damage: daemon alive" daemon_alive
+umount_o
+
+# --- spill_size=0: decoded as before ------------------------------------------------
+mount_o "index_cache=$C,cache_size=1M,spill_size=0"
+check "spill_size=0: x reads exact" python3 "$T/rand.py" "$M/x" "$W/x.ref" 40 11
+check "spill_size=0: z reads exact" python3 "$T/rand.py" "$M/z" "$W/z.ref" 20 12
+check "spill_size=0: b reads exact" python3 "$T/rand.py" "$M/b" "$W/b.ref" 20 13
+check_eq "spill_size=0: nothing spilled" "0 0 0" \
+	"$(root spill_units) $(root spill_reads) $(root spill_bytes)"
+umount_o
+
+bfs_end
