@@ -16,6 +16,7 @@
 #include "blockfs/handoff.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "blockfs/spill.h"
 #include "blockfs/workq.h"
 
 /* Every block costs at least a 4-byte header in any format we read. */
@@ -43,7 +44,71 @@ void bfs_index_destroy(struct bfs_index *idx)
 		idx->priv_free(idx->priv);
 	idx->priv = NULL;
 	idx->priv_bytes = 0;
+	bfs_spill_drop(idx->kept);
+	idx->kept = NULL;
+	free(idx->kept_off);
+	idx->kept_off = NULL;
+	idx->kept_n = idx->kept_cap = 0;
 	pthread_mutex_destroy(&idx->settle_lock);
+}
+
+/* --- the walk's spill (spill.h, pieces) ----------------------------------- */
+
+bool bfs_index_keep_begin(struct bfs_index *idx)
+{
+	if (!idx->kept)
+		idx->kept = bfs_spill_begin_pieces();
+	return idx->kept != NULL;
+}
+
+int bfs_index_keep_bytes(const struct bfs_index *idx, const void *p, size_t len, uint64_t *off)
+{
+	return idx->kept ? bfs_spill_piece(idx->kept, p, len, off) : -ENOENT;
+}
+
+void bfs_index_keep(struct bfs_index *idx, size_t k, uint64_t off)
+{
+	if (!idx->kept)
+		return;
+	if (k >= idx->kept_cap) {
+		size_t cap = idx->kept_cap ? idx->kept_cap : 64;
+		uint64_t *no;
+
+		while (cap <= k)
+			cap *= 2;
+		no = realloc(idx->kept_off, cap * sizeof(*no));
+		if (!no)
+			return;		/* not kept: decoded when read */
+		idx->kept_off = no;
+		idx->kept_cap = cap;
+	}
+	for (; idx->kept_n <= k; idx->kept_n++)
+		idx->kept_off[idx->kept_n] = BFS_KEPT_NONE;
+	idx->kept_off[k] = off;
+}
+
+void bfs_index_keep_seal(struct bfs_index *idx)
+{
+	if (!idx->kept)
+		return;
+	if (idx->kept_n == 0 || bfs_spill_seal_pieces(idx->kept) < 0) {
+		bfs_spill_drop(idx->kept);
+		idx->kept = NULL;
+		idx->kept_n = 0;
+	}
+}
+
+bool bfs_index_kept(const struct bfs_index *idx, size_t k)
+{
+	return idx->kept && k < idx->kept_n && idx->kept_off[k] != BFS_KEPT_NONE &&
+	       bfs_spill_live(idx->kept);
+}
+
+bool bfs_index_kept_read(const struct bfs_index *idx, size_t k, void *dst, uint32_t n)
+{
+	if (!idx->kept || k >= idx->kept_n || idx->kept_off[k] == BFS_KEPT_NONE || n == 0)
+		return false;
+	return bfs_spill_read(idx->kept, dst, n, idx->kept_off[k]) == 0;
 }
 
 static int reserve_one(struct bfs_index *idx)
