@@ -107,12 +107,10 @@
 #define SINK (1u << 20)
 /*
  * The walk's output goes to the spill (index.h, kept) when the file is at
- * least KEEP_MIN bytes (a smaller one costs the reader little to decode
- * again, and a spill file each would cost a tree of them a descriptor
- * each), one piece per block of at most KEEP_MAX bytes (a bigger one, only
- * runs of one byte make, is decoded again when read).
+ * least BFS_KEPT_MIN bytes, one piece per block of at most KEEP_MAX bytes
+ * (a bigger one, which only long runs of one byte make, is decoded again
+ * when read).
  */
-#define KEEP_MIN (1u << 20)
 #define KEEP_MAX (8u << 20)
 /* Candidate ends tried for one block before it is called damaged. */
 #define MAX_TRIES 8
@@ -802,13 +800,12 @@ static int bz2_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 	(void)side;			/* bzip2 has no sidecar */
 	init_filter(&w);
 	w.sink = (struct sink){ .p = malloc(SINK), .cap = SINK };
-	w.spill = io->size >= KEEP_MIN && bfs_index_keep_begin(idx);
+	w.spill = io->size >= BFS_KEPT_MIN && bfs_index_keep_begin(idx);
 	if (w.sink.p)
 		rc = walk_file(&w);
 	if (idx->block_size == 0)
 		idx->block_size = 9 * LEVEL_UNIT;
-	if (rc == 0)
-		bfs_index_keep_seal(idx);	/* the blocks added are proven, damage or not */
+	/* bfs_index_measure() seals the spill: the blocks added are proven, damage or not */
 	free(w.buf);
 	free(w.synth);
 	free(w.sink.p);

@@ -87,11 +87,25 @@ void bfs_index_keep(struct bfs_index *idx, size_t k, uint64_t off)
 	idx->kept_off[k] = off;
 }
 
+/* An entry of kept_off for every block (none kept), so that threads may each set their own. */
+static bool keep_all(struct bfs_index *idx)
+{
+	if (idx->n == 0)
+		return false;
+	if (idx->kept_n < idx->n)
+		bfs_index_keep(idx, idx->n - 1, BFS_KEPT_NONE);
+	return idx->kept_n == idx->n;
+}
+
 void bfs_index_keep_seal(struct bfs_index *idx)
 {
-	if (!idx->kept)
+	bool any = false;
+
+	if (!idx->kept || bfs_spill_live(idx->kept))
 		return;
-	if (idx->kept_n == 0 || bfs_spill_seal_pieces(idx->kept) < 0) {
+	for (size_t k = 0; k < idx->kept_n && !any; k++)
+		any = idx->kept_off[k] != BFS_KEPT_NONE;
+	if (!any || bfs_spill_seal_pieces(idx->kept) < 0) {
 		bfs_spill_drop(idx->kept);
 		idx->kept = NULL;
 		idx->kept_n = 0;
@@ -341,6 +355,7 @@ struct measure {
 	size_t *item;			/* item i measures todo[item[i] .. item[i + 1]) */
 	size_t nitems;
 	atomic_int err;			/* first -errno from the I/O, or 0 */
+	bool keep;			/* output into the walk's spill (codec->measure_out) */
 	pthread_mutex_t why_lock;	/* protects idx->why */
 };
 
@@ -350,8 +365,16 @@ static void measure_one(struct measure *m, size_t k, const uint8_t *src)
 	struct bfs_blk *b = &m->idx->blk[k];
 	const char *why = "corrupt block";
 	uint32_t exact;
+	uint8_t *out = NULL;
+	uint64_t off;
+	int rc = m->keep ? m->codec->measure_out(b, src, &exact, &out, &why) :
+			   m->codec->measure(b, src, &exact, &why);
 
-	if (m->codec->measure(b, src, &exact, &why) < 0) {
+	/* kept_off has an entry for every block already: each item writes its own */
+	if (rc == 0 && out && bfs_index_keep_bytes(m->idx, out, exact, &off) == 0)
+		m->idx->kept_off[k] = off;
+	free(out);
+	if (rc < 0) {
 		bfs_mutex_lock(&m->why_lock);
 		poison_guess(m->idx, k, why);
 		bfs_mutex_unlock(&m->why_lock);
@@ -484,6 +507,8 @@ int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io, const struct bfs
 			if ((idx->blk[k].flags & (BFS_BLK_GUESS | BFS_BLK_CLAIMED)) == BFS_BLK_GUESS)
 				m.todo[m.ntodo++] = k;
 		rc = plan_items(&m);
+		m.keep = codec->measure_out && io->size >= BFS_KEPT_MIN &&
+			 bfs_index_keep_begin(idx) && keep_all(idx);
 		if (rc == 0) {
 			atomic_init(&m.err, 0);
 			bfs_mutex_init(&m.why_lock);
@@ -504,5 +529,6 @@ int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io, const struct bfs
 	for (k = 0; k < idx->n && !(idx->blk[k].flags & BFS_BLK_GUESS); k++)
 		;
 	atomic_store(&idx->nexact, k);
+	bfs_index_keep_seal(idx);
 	return 0;
 }

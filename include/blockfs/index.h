@@ -116,6 +116,8 @@ struct bfs_index {
 };
 
 #define BFS_KEPT_NONE UINT64_MAX
+/* A walk's spill is begun only for a backing file this big (smaller: decoded again). */
+#define BFS_KEPT_MIN (1u << 20)
 
 /* Prepare an empty index for a backing file of @file_size bytes. */
 void bfs_index_init(struct bfs_index *idx, uint64_t file_size);
@@ -174,6 +176,8 @@ BFS_MUST_CHECK int bfs_index_expect_sum(struct bfs_index *idx, size_t first, siz
  * read per run of neighbouring blocks; then places the blocks and checks
  * the totals of bfs_index_expect_sum(). A block that fails to measure
  * keeps its guess and becomes BFS_BLK_BAD (as bfs_index_settle() does).
+ * With codec->measure_out and spilling on, what it decodes is kept in the
+ * walk's spill (kept, above), which it then seals.
  * After it usize is final. Call once, after the scan, before anyone reads.
  * Return: 0, or -errno from the I/O or memory (the index is then unusable).
  * Context: any thread but a @wq worker; does I/O and waits for @wq.
@@ -189,9 +193,11 @@ BFS_MUST_CHECK int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io,
  * (any thread, any order, the block not yet added), and the scan's thread
  * records with bfs_index_keep() where the bytes of block k went once k is
  * added. Bytes written for a span the walk does not take are never
- * recorded, so never read. bfs_index_keep_seal(), when the scan ends,
- * makes it readable (or drops it: nothing recorded). Nothing kept is a
- * failure: a block without bytes kept is decoded when read.
+ * recorded, so never read. bfs_index_measure() keeps what it decodes too
+ * (codec->measure_out), then seals the spill (readable from then on) or
+ * drops it (nothing recorded); bfs_index_keep_seal() is its end, for a
+ * caller that does not measure. Nothing kept is a failure: a block
+ * without bytes kept is decoded when read.
  */
 bool bfs_index_keep_begin(struct bfs_index *idx);
 /* Return: 0 with *@off, where the bytes went; -errno (keep nothing for them). */
