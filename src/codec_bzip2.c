@@ -34,7 +34,11 @@
  * them at once on several threads (try_ahead()); a span that decodes
  * whole with its CRC right is the block the one-by-one walk would find,
  * and where one does not, that walk takes over. The index cache keeps
- * the result.
+ * the result. What the walk decodes is not thrown away when the file is
+ * big enough (BFS_KEPT_MIN): a block that decoded whole, its CRC right,
+ * is written to the spill as a piece (index.h, kept) by the thread that
+ * decoded it, and the walk records where once it takes the block, so
+ * reads are served from there instead of decoding every block again.
  *
  * A block is one index entry: coff is the byte holding its first bit,
  * clen reaches to the byte holding the first bit of what follows it (the

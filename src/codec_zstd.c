@@ -33,7 +33,9 @@
  *    A frame holding at most FRAME_USIZE_MAX bytes is one block: its FCS
  *    when the header has one (a claim, as an LZ4 content size is), its
  *    exact size when its blocks are all raw or RLE, else a guess that
- *    bfs_index_measure() makes exact by decoding it (measure()).
+ *    bfs_index_measure() makes exact by decoding it (measure(); its
+ *    output kept in the spill, measure_out(), so that reads of the frame
+ *    do not decode it again).
  *
  *  - A bigger frame (the zstd CLI's default output: one frame per file)
  *    is cut into spans of SPAN bytes of output, flagged BFS_BLK_CHAIN: a
@@ -57,7 +59,10 @@
  *    span, as without one.
  *
  *    Without one (zstd reading a pipe), or when the block headers are
- *    damaged (a cut file), the frame is decoded once during the scan.
+ *    damaged (a cut file), the frame is decoded once during the scan;
+ *    each span's output goes to the spill as it is decoded (index.h,
+ *    kept), and is recorded there once the frame ends with its checksum
+ *    right, so that reads of a proven frame are served from it.
  *    The walk records where its input stood at each span boundary; libzstd's
  *    streaming decoder consumes input greedily but deterministically, so
  *    a decoder given exactly the span's bytes [coff, coff + clen) and

@@ -116,7 +116,11 @@ struct bfs_index {
 };
 
 #define BFS_KEPT_NONE UINT64_MAX
-/* A walk's spill is begun only for a backing file this big (smaller: decoded again). */
+/*
+ * A walk's spill is begun only for a backing file this big: a smaller one
+ * costs little to decode again, and a spill each would cost a tree of
+ * small files a descriptor each.
+ */
 #define BFS_KEPT_MIN (1u << 20)
 
 /* Prepare an empty index for a backing file of @file_size bytes. */
