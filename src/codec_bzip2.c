@@ -617,7 +617,7 @@ static int try_ahead(struct walk *w, uint64_t p, unsigned int level)
 			return rc;
 		if (rc > 0)
 			break;
-		w->ahead[w->nahead++] = (struct trial){ .p = p, .q = q };
+		w->ahead[w->nahead++] = (struct trial){ .p = p, .q = q, .kept = BFS_KEPT_NONE };
 		if (peek48(w, q) == MAGIC_EOS)
 			break;
 		p = q;
