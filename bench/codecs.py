@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """`cat` through a blockfs mount against the format's own decompressor, in paired rounds.
 
-    bench/codecs.py [--mib 128] [--rounds 5] [--only zstd,pzstd,...]
+    bench/codecs.py [--mib 128] [--rounds 5] [--only zstd,pzstd,...] [--base BLOCKFS]
 
 One text file (log-like lines) is written by each common writer at its
 defaults, once, under bench/data/codecs/: zstd (one frame, with its
@@ -12,7 +12,9 @@ pzstd (many frames), xz -T1 (one block), xz -T2 (blocks of 3x the dictionary), b
 FILE > /dev/null` and then `stat` and `cat` of the decoded file through a
 fresh mount (-o index_cache=off, so the first stat's walk is part of the
 time) into /dev/null; the first stat's time is shown on its own too; the ratio is taken within the round (below 1: blockfs is
-faster). The daemon's CPU time is reported beside the wall time.
+faster). The daemon's CPU time is reported beside the wall time. With
+--base, another blockfs binary (an earlier build) is timed in the same
+rounds, right after this one, and shown as "WRITER (base)".
 """
 import argparse
 import os
@@ -86,13 +88,13 @@ def tool(cmd, path):
 OPTS = ""
 
 
-def through_mount(src, shown, cache, cat=True):
+def through_mount(src, shown, cache, cat=True, blockfs=None):
     """stat, then cat SHOWN through a fresh mount of SRC: (seconds for both,
     daemon CPU seconds, seconds of the stat).
     With CACHE (a directory), the index cache lives there; else it is off.
     cat=False only stats the file (to fill the cache)."""
     mnt = tempfile.mkdtemp(prefix="blockfs-codecs.")
-    p = sp.Popen([BLOCKFS, "-f", src, mnt, "-o", "index_cache=" + (cache or "off") + OPTS])
+    p = sp.Popen([blockfs or BLOCKFS, "-f", src, mnt, "-o", "index_cache=" + (cache or "off") + OPTS])
     while not os.path.ismount(mnt):
         if p.poll() is not None:
             raise SystemExit("blockfs did not mount")
@@ -137,6 +139,7 @@ def main():
     ap.add_argument("--opts", default="", help="more mount options, e.g. verify=off")
     ap.add_argument("--cached", action="store_true",
                     help="time cat on a mount whose index cache an earlier mount filled")
+    ap.add_argument("--base", help="another blockfs binary, timed in the same rounds")
     a = ap.parse_args()
     global OPTS
     OPTS = "," + a.opts if a.opts else ""
@@ -153,19 +156,25 @@ def main():
     if cache:
         for n in names:
             through_mount(os.path.join(top, n), shown(WRITERS[n][0]), cache, False)
-    res = {n: {"tool": [], "bfs": [], "cpu": [], "ratio": [], "stat": []} for n in names}
+    rows = [(n, None) for n in names]
+    if a.base:
+        rows = [row for n in names for row in ((n, None), (n + " (base)", a.base))]
+    res = {row: {"tool": [], "bfs": [], "cpu": [], "ratio": [], "stat": []} for row, _ in rows}
     for _ in range(a.rounds):
         for n in names:
             backing, _, dec = WRITERS[n]
             d = os.path.join(top, n)
             t0 = tool(dec, os.path.join(d, backing))
-            t1, c, st = through_mount(d, shown(backing), cache)
-            r = res[n]
-            r["stat"].append(st)
-            r["tool"].append(t0)
-            r["bfs"].append(t1)
-            r["cpu"].append(c)
-            r["ratio"].append(t1 / t0)
+            for row, binary in rows:
+                if row not in (n, n + " (base)"):
+                    continue
+                t1, c, st = through_mount(d, shown(backing), cache, blockfs=binary)
+                r = res[row]
+                r["stat"].append(st)
+                r["tool"].append(t0)
+                r["bfs"].append(t1)
+                r["cpu"].append(c)
+                r["ratio"].append(t1 / t0)
     med = statistics.median
     print("%d MiB of log-like text, %d paired rounds; cat through %s against X -dc of the "
           "file; plain: the text itself through the mount against cat of it\n" % (
@@ -176,7 +185,7 @@ def main():
     print("| writer | X -dc | blockfs stat + cat | blockfs / X -dc | range | speed-up "
           "| first stat | daemon CPU |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for n in names:
+    for n, _ in rows:
         r = res[n]
         print("| %s | %.2f s | %.2f s | %.2f | %.2f-%.2f | %.2fx | %.3f s | %.2f s |" % (
             n, med(r["tool"]), med(r["bfs"]), med(r["ratio"]), min(r["ratio"]),

@@ -34,7 +34,11 @@
  * them at once on several threads (try_ahead()); a span that decodes
  * whole with its CRC right is the block the one-by-one walk would find,
  * and where one does not, that walk takes over. The index cache keeps
- * the result.
+ * the result. What the walk decodes is not thrown away when the file is
+ * big enough (BFS_KEPT_MIN): a block that decoded whole, its CRC right,
+ * is written to the spill as a piece (index.h, kept) by the thread that
+ * decoded it, and the walk records where once it takes the block, so
+ * reads are served from there instead of decoding every block again.
  *
  * A block is one index entry: coff is the byte holding its first bit,
  * clen reaches to the byte holding the first bit of what follows it (the
@@ -103,8 +107,15 @@
 #define CHUNK (256u << 10)
 /* Zeros kept after the window's bytes, so that 8-byte loads never leave it. */
 #define GUARD 8
-/* Output decoded per call while walking, then dropped. */
+/* Output decoded per call while walking, then dropped (or kept: KEEP_MAX). */
 #define SINK (1u << 20)
+/*
+ * The walk's output goes to the spill (index.h, kept) when the file is at
+ * least BFS_KEPT_MIN bytes, one piece per block of at most KEEP_MAX bytes
+ * (a bigger one, which only long runs of one byte make, is decoded again
+ * when read).
+ */
+#define KEEP_MAX (8u << 20)
 /* Candidate ends tried for one block before it is called damaged. */
 #define MAX_TRIES 8
 /*
@@ -243,6 +254,37 @@ struct run {
 	uint64_t out;		/* bytes it produced */
 };
 
+/*
+ * Where a walk's decode puts its output: a buffer of cap bytes, grown up
+ * to KEEP_MAX while whole (it holds all of the output so far, to be kept),
+ * else reused from its start for each SINK of output (counted, dropped).
+ */
+struct sink {
+	uint8_t *p;
+	size_t cap;
+	bool whole;
+};
+
+/* Room for more output in @k after @out bytes: grown while whole, else from its start. */
+static void sink_more(struct sink *k, uint64_t out, bz_stream *s)
+{
+	if (k->whole && out == k->cap && k->cap < KEEP_MAX) {
+		size_t ncap = k->cap * 2 < KEEP_MAX ? k->cap * 2 : KEEP_MAX;
+		uint8_t *np = realloc(k->p, ncap);
+
+		if (np) {
+			k->p = np;
+			k->cap = ncap;
+			s->next_out = (char *)np + out;
+			s->avail_out = (unsigned int)(ncap - out);
+			return;
+		}
+	}
+	k->whole = false;
+	s->next_out = (char *)k->p;
+	s->avail_out = (unsigned int)k->cap;
+}
+
 static uint64_t total(unsigned int hi, unsigned int lo)
 {
 	return (uint64_t)hi << 32 | lo;
@@ -251,11 +293,11 @@ static uint64_t total(unsigned int hi, unsigned int lo)
 /*
  * Decode the stream of @len bytes at @in. With @dst: exactly @cap bytes
  * into it (with @prefix, the first @cap bytes, and stop there). Without:
- * count the output through @sink (SINK bytes), which must stay under
- * @cap. Return: 0; -EBADMSG or -ENOMEM with *@why; *@r either way.
+ * into @sink (sink_more()), the output staying under @cap.
+ * Return: 0; -EBADMSG or -ENOMEM with *@why; *@r either way.
  */
 static int run(const uint8_t *in, size_t len, uint8_t *dst, uint64_t cap, bool prefix,
-	       uint8_t *sink, struct run *r, const char **why)
+	       struct sink *sink, struct run *r, const char **why)
 {
 	bz_stream s;
 	uint8_t extra;
@@ -269,8 +311,8 @@ static int run(const uint8_t *in, size_t len, uint8_t *dst, uint64_t cap, bool p
 	}
 	s.next_in = (char *)(uintptr_t)in;	/* libbz2's API is not const */
 	s.avail_in = (unsigned int)len;
-	s.next_out = (char *)(dst ? dst : sink);
-	s.avail_out = dst ? (unsigned int)cap : SINK;
+	s.next_out = (char *)(dst ? dst : sink->p);
+	s.avail_out = dst ? (unsigned int)cap : (unsigned int)sink->cap;
 	for (;;) {
 		unsigned int ain = s.avail_in, aout = s.avail_out;
 
@@ -296,8 +338,12 @@ static int run(const uint8_t *in, size_t len, uint8_t *dst, uint64_t cap, bool p
 				*why = "bzip2 block longer than the index says";
 				goto bad;
 			}
-			s.next_out = (char *)(dst ? &extra : sink);
-			s.avail_out = dst ? 1 : SINK;
+			if (dst) {
+				s.next_out = (char *)&extra;
+				s.avail_out = 1;
+			} else {
+				sink_more(sink, r->out, &s);
+			}
 			continue;
 		}
 		if (s.avail_in == 0) {
@@ -337,7 +383,8 @@ struct walk {
 	uint64_t keep;		/* the window never drops bytes from here on */
 	uint8_t *synth;		/* one block as a stream of its own */
 	size_t synth_cap;
-	uint8_t *sink;
+	struct sink sink;
+	bool spill;		/* blocks' output goes to the spill (index.h, kept) */
 	bool second[256];	/* can this byte follow the first of a magic? */
 	struct trial *ahead;	/* BATCH blocks tried ahead (try_ahead()) */
 	size_t nahead, next;	/* tried, and the next one to take */
@@ -347,6 +394,7 @@ struct walk {
 struct trial {
 	uint64_t p, q;
 	uint64_t usize;
+	uint64_t kept;		/* where its output went in the spill, or BFS_KEPT_NONE */
 	int rc;			/* try_block()'s */
 	bool past;
 	const char *why;
@@ -465,13 +513,14 @@ static int find_magic(struct walk *w, uint64_t from, uint64_t limit, uint64_t *a
 
 /*
  * Decode file bits [@p, @q) as a block of a stream of @level, the window
- * holding them. Return: 0 with *@usize; 1 with *@why when it is not a
+ * holding them. Return: 0 with *@usize, and *@kept where its output went
+ * in the spill (BFS_KEPT_NONE: nowhere); 1 with *@why when it is not a
  * block that ends at @q, *@past telling whether the decoder read beyond
  * @q (so the block may end later); -ENOMEM.
  */
-static int try_with(const struct walk *w, uint8_t **synth, size_t *synth_cap, uint8_t *sink,
-		    uint64_t p, uint64_t q, unsigned int level, uint64_t *usize, bool *past,
-		    const char **why)
+static int try_with(const struct walk *w, uint8_t **synth, size_t *synth_cap, struct sink *sink,
+		    uint64_t p, uint64_t q, unsigned int level, uint64_t *usize, uint64_t *kept,
+		    bool *past, const char **why)
 {
 	size_t len = stream_len(q - p);
 	uint64_t cut;
@@ -487,10 +536,15 @@ static int try_with(const struct walk *w, uint8_t **synth, size_t *synth_cap, ui
 		*synth_cap = len;
 	}
 	cut = build(*synth, level, w->buf + (p / 8 - w->off), (unsigned int)(p % 8), q - p, 0, 0);
+	sink->whole = w->spill;
+	*kept = BFS_KEPT_NONE;
 	rc = run(*synth, len, NULL, usize_max(level), false, sink, &r, why);
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc == 0 && r.out > 0 && r.out <= UINT32_MAX) {
+		/* decoded whole, its CRC right: proven, for the spill to keep */
+		if (sink->whole && bfs_index_keep_bytes(w->idx, sink->p, (size_t)r.out, kept) < 0)
+			*kept = BFS_KEPT_NONE;
 		*usize = r.out;
 		return 0;
 	}
@@ -501,9 +555,10 @@ static int try_with(const struct walk *w, uint8_t **synth, size_t *synth_cap, ui
 }
 
 static int try_block(struct walk *w, uint64_t p, uint64_t q, unsigned int level,
-		     uint64_t *usize, bool *past, const char **why)
+		     uint64_t *usize, uint64_t *kept, bool *past, const char **why)
 {
-	return try_with(w, &w->synth, &w->synth_cap, w->sink, p, q, level, usize, past, why);
+	return try_with(w, &w->synth, &w->synth_cap, &w->sink, p, q, level, usize, kept, past,
+			why);
 }
 
 /* The blocks of a batch, tried by several threads; the window is read only meanwhile. */
@@ -517,19 +572,20 @@ static void *try_some(void *arg)
 {
 	struct batch *b = arg;
 	const struct walk *w = b->w;
-	uint8_t *synth = NULL, *sink = malloc(SINK);
+	uint8_t *synth = NULL;
+	struct sink sink = { .p = malloc(SINK), .cap = SINK };
 	size_t cap = 0, i;
 
 	while ((i = atomic_fetch_add(&b->next, 1)) < w->nahead) {
 		struct trial *t = &w->ahead[i];
 
 		t->why = "no memory for a bzip2 decoder";
-		t->rc = sink ? try_with(w, &synth, &cap, sink, t->p, t->q, b->level, &t->usize,
-					&t->past, &t->why) :
-			       -ENOMEM;
+		t->rc = sink.p ? try_with(w, &synth, &cap, &sink, t->p, t->q, b->level, &t->usize,
+					  &t->kept, &t->past, &t->why) :
+				 -ENOMEM;
 	}
 	free(synth);
-	free(sink);
+	free(sink.p);
 	return NULL;
 }
 
@@ -561,7 +617,7 @@ static int try_ahead(struct walk *w, uint64_t p, unsigned int level)
 			return rc;
 		if (rc > 0)
 			break;
-		w->ahead[w->nahead++] = (struct trial){ .p = p, .q = q };
+		w->ahead[w->nahead++] = (struct trial){ .p = p, .q = q, .kept = BFS_KEPT_NONE };
 		if (peek48(w, q) == MAGIC_EOS)
 			break;
 		p = q;
@@ -599,7 +655,7 @@ static int damage(struct walk *w, uint64_t at, const char *why)
  * magic) and its size. Return: 0; 1 damage (recorded); -errno.
  */
 static int walk_block(struct walk *w, uint64_t p, unsigned int level, uint64_t *q,
-		      uint64_t *usize)
+		      uint64_t *usize, uint64_t *kept)
 {
 	uint64_t from = p + MIN_BLOCK_BITS, limit = p + clen_max(level) * 8;
 	const char *why = "no end of block";
@@ -617,7 +673,7 @@ static int walk_block(struct walk *w, uint64_t p, unsigned int level, uint64_t *
 		rc = window(w, *q / 8 + 1);	/* (the search may have slid it) */
 		if (rc < 0)
 			return rc;
-		rc = try_block(w, p, *q, level, usize, &past, &why);
+		rc = try_block(w, p, *q, level, usize, kept, &past, &why);
 		if (rc <= 0)
 			return rc;
 		if (!past)
@@ -637,7 +693,7 @@ static int walk_stream(struct walk *w, uint64_t start, unsigned int level, uint6
 	uint32_t comb = 0;
 
 	for (;;) {
-		uint64_t m, q, usize;
+		uint64_t m, q, usize, kept;
 		uint32_t crc, aux;
 		int rc;
 
@@ -665,10 +721,11 @@ static int walk_stream(struct walk *w, uint64_t start, unsigned int level, uint6
 		if (w->next < w->nahead && w->ahead[w->next].p == bit &&
 		    w->ahead[w->next].rc == 0) {
 			q = w->ahead[w->next].q;
+			kept = w->ahead[w->next].kept;
 			usize = w->ahead[w->next++].usize;
 		} else {
 			w->nahead = w->next = 0;	/* the sequential walk takes over here */
-			rc = walk_block(w, bit, level, &q, &usize);
+			rc = walk_block(w, bit, level, &q, &usize, &kept);
 			if (rc != 0)
 				return rc;
 		}
@@ -679,6 +736,8 @@ static int walk_stream(struct walk *w, uint64_t start, unsigned int level, uint6
 		if (rc < 0)
 			return rc;
 		w->idx->blk[w->idx->n - 1].aux = aux;
+		if (kept != BFS_KEPT_NONE)
+			bfs_index_keep(w->idx, w->idx->n - 1, kept);
 		comb = (comb << 1 | comb >> 31) ^ crc;
 		bit = q;
 	}
@@ -744,14 +803,16 @@ static int bz2_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 
 	(void)side;			/* bzip2 has no sidecar */
 	init_filter(&w);
-	w.sink = malloc(SINK);
-	if (w.sink)
+	w.sink = (struct sink){ .p = malloc(SINK), .cap = SINK };
+	w.spill = io->size >= BFS_KEPT_MIN && bfs_index_keep_begin(idx);
+	if (w.sink.p)
 		rc = walk_file(&w);
 	if (idx->block_size == 0)
 		idx->block_size = 9 * LEVEL_UNIT;
+	/* bfs_index_measure() seals the spill: the blocks added are proven, damage or not */
 	free(w.buf);
 	free(w.synth);
-	free(w.sink);
+	free(w.sink.p);
 	free(w.ahead);
 	return rc;
 }

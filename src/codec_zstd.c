@@ -33,7 +33,9 @@
  *    A frame holding at most FRAME_USIZE_MAX bytes is one block: its FCS
  *    when the header has one (a claim, as an LZ4 content size is), its
  *    exact size when its blocks are all raw or RLE, else a guess that
- *    bfs_index_measure() makes exact by decoding it (measure()).
+ *    bfs_index_measure() makes exact by decoding it (measure(); its
+ *    output kept in the spill, measure_out(), so that reads of the frame
+ *    do not decode it again).
  *
  *  - A bigger frame (the zstd CLI's default output: one frame per file)
  *    is cut into spans of SPAN bytes of output, flagged BFS_BLK_CHAIN: a
@@ -57,7 +59,10 @@
  *    span, as without one.
  *
  *    Without one (zstd reading a pipe), or when the block headers are
- *    damaged (a cut file), the frame is decoded once during the scan.
+ *    damaged (a cut file), the frame is decoded once during the scan;
+ *    each span's output goes to the spill as it is decoded (index.h,
+ *    kept), and is recorded there once the frame ends with its checksum
+ *    right, so that reads of a proven frame are served from it.
  *    The walk records where its input stood at each span boundary; libzstd's
  *    streaming decoder consumes input greedily but deterministically, so
  *    a decoder given exactly the span's bytes [coff, coff + clen) and
@@ -628,10 +633,12 @@ static int frame_prefix(const struct bfs_blk *blk, const uint8_t *src, uint8_t *
 /*
  * Exact size of a frame block: decode it, checksum checked whatever
  * -o verify says (the size places every later block), into a buffer of
- * what it may hold at most (its FCS, else its blocks' bound).
+ * what it may hold at most (its FCS, else its blocks' bound); with @out,
+ * that buffer is given back, holding the frame's output (the walk's
+ * spill keeps it: index.h, kept).
  */
-static int zstd_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
-			const char **why)
+static int measure_frame(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+			 uint8_t **out, const char **why)
 {
 	struct bfs_io io;
 	struct rd r = { .io = &io };
@@ -669,15 +676,32 @@ static int zstd_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t 
 		return -ENOMEM;
 	}
 	n = ZSTD_decompressDCtx(d, buf, (size_t)cap, src, blk->clen);
-	free(buf);
+	if (ZSTD_isError(n) || n == 0 || !out) {
+		free(buf);
+		buf = NULL;
+	}
 	if (ZSTD_isError(n))
 		return zerr(n, why) == -ENOMEM ? -ENOMEM : -EBADMSG;
 	if (n == 0) {
 		*why = "zstd frame holds nothing";
 		return -EBADMSG;
 	}
+	if (out)
+		*out = buf;
 	*usize = (uint32_t)n;
 	return 0;
+}
+
+static int zstd_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+			const char **why)
+{
+	return measure_frame(blk, src, usize, NULL, why);
+}
+
+static int zstd_measure_out(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+			    uint8_t **out, const char **why)
+{
+	return measure_frame(blk, src, usize, out, why);
 }
 
 static int zstd_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
@@ -1433,6 +1457,7 @@ out:
 struct span {
 	uint64_t coff, clen;
 	uint32_t usize;
+	uint64_t kept;		/* where its output went in the walk's spill, or BFS_KEPT_NONE */
 };
 
 struct walk {
@@ -1441,6 +1466,8 @@ struct walk {
 	struct rd rd;
 	ZSTD_DCtx *d;		/* for big frames */
 	uint8_t *in, *out;	/* CHUNK of input, SCRATCH of output */
+	uint8_t *sout;		/* SPAN of output, one span whole, for the walk's spill */
+	bool spill;		/* big frames' spans go to the walk's spill (index.h, kept) */
 	struct span *spans;
 	size_t nspans, spans_cap;
 	bool any;		/* a frame was served already: what follows cannot be -ENOTSUP */
@@ -1460,7 +1487,12 @@ static int add_span(struct walk *w, uint64_t coff, uint64_t clen, uint32_t usize
 		w->spans = ns;
 		w->spans_cap = ncap;
 	}
-	w->spans[w->nspans++] = (struct span){ .coff = coff, .clen = clen, .usize = usize };
+	w->spans[w->nspans] = (struct span){ .coff = coff, .clen = clen, .usize = usize,
+					     .kept = BFS_KEPT_NONE };
+	/* its output, whole in sout, to the spill: recorded once the frame is proven */
+	if (w->spill && bfs_index_keep_bytes(w->idx, w->sout, usize, &w->spans[w->nspans].kept) < 0)
+		w->spans[w->nspans].kept = BFS_KEPT_NONE;
+	w->nspans++;
 	return 0;
 }
 
@@ -1475,6 +1507,9 @@ static int commit_spans(struct walk *w, bool whole)
 			return rc;
 		w->idx->blk[w->idx->n - 1].aux =
 			(uint32_t)i | (whole && i + 1 == w->nspans ? SPAN_END : 0);
+		/* a frame decoded to its end, its checksum right: its spans' bytes are proven */
+		if (whole && s->kept != BFS_KEPT_NONE)
+			bfs_index_keep(w->idx, w->idx->n - 1, s->kept);
 	}
 	return 0;
 }
@@ -1495,6 +1530,10 @@ static int walk_big(struct walk *w, uint64_t off, uint64_t *next)
 	if ((!w->d && !(w->d = ZSTD_createDCtx())) ||
 	    (!w->in && !(w->in = malloc(CHUNK))) || (!w->out && !(w->out = malloc(SCRATCH))))
 		return -ENOMEM;
+	/* the spans' output to the walk's spill, when there is one and memory for a span */
+	if (!w->sout && w->io->size >= BFS_KEPT_MIN && bfs_index_keep_begin(w->idx))
+		w->sout = malloc(SPAN);
+	w->spill = w->sout != NULL;
 	/* Checksums always: the walk proves the frame before any span of it is served. */
 	if (setup(w->d, true) < 0)
 		return -ENOMEM;
@@ -1504,7 +1543,9 @@ static int walk_big(struct walk *w, uint64_t off, uint64_t *next)
 		size_t r, before;
 		uint64_t at;
 
-		if (out.size > SCRATCH)
+		if (w->spill)
+			out.dst = w->sout + span_out;	/* the span whole, for add_span() */
+		else if (out.size > SCRATCH)
 			out.size = SCRATCH;
 		if (in.pos == in.size) {
 			size_t want;
@@ -1736,6 +1777,7 @@ static int zstd_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 	free(w.rd.win);
 	free(w.in);
 	free(w.out);
+	free(w.sout);
 	free(w.spans);
 	ZSTD_freeDCtx(w.d);
 	if (rc < 0)
@@ -1813,6 +1855,7 @@ const struct bfs_codec bfs_codec_zstd = {
 	.decode = zstd_decode,
 	.decode_prefix = zstd_decode_prefix,
 	.measure = zstd_measure,
+	.measure_out = zstd_measure_out,
 	.decode_indexed = zstd_decode_indexed,
 	.resume = zstd_resume,
 	.decode_open = zstd_decode_open,

@@ -16,6 +16,7 @@
 #include "blockfs/handoff.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
+#include "blockfs/spill.h"
 #include "blockfs/workq.h"
 
 /* Every block costs at least a 4-byte header in any format we read. */
@@ -43,7 +44,85 @@ void bfs_index_destroy(struct bfs_index *idx)
 		idx->priv_free(idx->priv);
 	idx->priv = NULL;
 	idx->priv_bytes = 0;
+	bfs_spill_drop(idx->kept);
+	idx->kept = NULL;
+	free(idx->kept_off);
+	idx->kept_off = NULL;
+	idx->kept_n = idx->kept_cap = 0;
 	pthread_mutex_destroy(&idx->settle_lock);
+}
+
+/* --- the walk's spill (spill.h, pieces) ----------------------------------- */
+
+bool bfs_index_keep_begin(struct bfs_index *idx)
+{
+	if (!idx->kept)
+		idx->kept = bfs_spill_begin_pieces();
+	return idx->kept != NULL;
+}
+
+int bfs_index_keep_bytes(const struct bfs_index *idx, const void *p, size_t len, uint64_t *off)
+{
+	return idx->kept ? bfs_spill_piece(idx->kept, p, len, off) : -ENOENT;
+}
+
+void bfs_index_keep(struct bfs_index *idx, size_t k, uint64_t off)
+{
+	if (!idx->kept)
+		return;
+	if (k >= idx->kept_cap) {
+		size_t cap = idx->kept_cap ? idx->kept_cap : 64;
+		uint64_t *no;
+
+		while (cap <= k)
+			cap *= 2;
+		no = realloc(idx->kept_off, cap * sizeof(*no));
+		if (!no)
+			return;		/* not kept: decoded when read */
+		idx->kept_off = no;
+		idx->kept_cap = cap;
+	}
+	for (; idx->kept_n <= k; idx->kept_n++)
+		idx->kept_off[idx->kept_n] = BFS_KEPT_NONE;
+	idx->kept_off[k] = off;
+}
+
+/* An entry of kept_off for every block (none kept), so that threads may each set their own. */
+static bool keep_all(struct bfs_index *idx)
+{
+	if (idx->n == 0)
+		return false;
+	if (idx->kept_n < idx->n)
+		bfs_index_keep(idx, idx->n - 1, BFS_KEPT_NONE);
+	return idx->kept_n == idx->n;
+}
+
+void bfs_index_keep_seal(struct bfs_index *idx)
+{
+	bool any = false;
+
+	if (!idx->kept || bfs_spill_live(idx->kept))
+		return;
+	for (size_t k = 0; k < idx->kept_n && !any; k++)
+		any = idx->kept_off[k] != BFS_KEPT_NONE;
+	if (!any || bfs_spill_seal_pieces(idx->kept) < 0) {
+		bfs_spill_drop(idx->kept);
+		idx->kept = NULL;
+		idx->kept_n = 0;
+	}
+}
+
+bool bfs_index_kept(const struct bfs_index *idx, size_t k)
+{
+	return idx->kept && k < idx->kept_n && idx->kept_off[k] != BFS_KEPT_NONE &&
+	       bfs_spill_live(idx->kept);
+}
+
+bool bfs_index_kept_read(const struct bfs_index *idx, size_t k, void *dst, uint32_t n)
+{
+	if (!idx->kept || k >= idx->kept_n || idx->kept_off[k] == BFS_KEPT_NONE || n == 0)
+		return false;
+	return bfs_spill_read(idx->kept, dst, n, idx->kept_off[k]) == 0;
 }
 
 static int reserve_one(struct bfs_index *idx)
@@ -276,6 +355,7 @@ struct measure {
 	size_t *item;			/* item i measures todo[item[i] .. item[i + 1]) */
 	size_t nitems;
 	atomic_int err;			/* first -errno from the I/O, or 0 */
+	bool keep;			/* output into the walk's spill (codec->measure_out) */
 	pthread_mutex_t why_lock;	/* protects idx->why */
 };
 
@@ -285,8 +365,16 @@ static void measure_one(struct measure *m, size_t k, const uint8_t *src)
 	struct bfs_blk *b = &m->idx->blk[k];
 	const char *why = "corrupt block";
 	uint32_t exact;
+	uint8_t *out = NULL;
+	uint64_t off;
+	int rc = m->keep ? m->codec->measure_out(b, src, &exact, &out, &why) :
+			   m->codec->measure(b, src, &exact, &why);
 
-	if (m->codec->measure(b, src, &exact, &why) < 0) {
+	/* kept_off has an entry for every block already: each item writes its own */
+	if (rc == 0 && out && bfs_index_keep_bytes(m->idx, out, exact, &off) == 0)
+		m->idx->kept_off[k] = off;
+	free(out);
+	if (rc < 0) {
 		bfs_mutex_lock(&m->why_lock);
 		poison_guess(m->idx, k, why);
 		bfs_mutex_unlock(&m->why_lock);
@@ -419,6 +507,8 @@ int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io, const struct bfs
 			if ((idx->blk[k].flags & (BFS_BLK_GUESS | BFS_BLK_CLAIMED)) == BFS_BLK_GUESS)
 				m.todo[m.ntodo++] = k;
 		rc = plan_items(&m);
+		m.keep = codec->measure_out && io->size >= BFS_KEPT_MIN &&
+			 bfs_index_keep_begin(idx) && keep_all(idx);
 		if (rc == 0) {
 			atomic_init(&m.err, 0);
 			bfs_mutex_init(&m.why_lock);
@@ -439,5 +529,6 @@ int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io, const struct bfs
 	for (k = 0; k < idx->n && !(idx->blk[k].flags & BFS_BLK_GUESS); k++)
 		;
 	atomic_store(&idx->nexact, k);
+	bfs_index_keep_seal(idx);
 	return 0;
 }

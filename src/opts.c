@@ -139,9 +139,10 @@ static const struct row rows[] = {
 				      "recently used are dropped; 0: no bound (1G)",
 	  .kind = SIZE, AT(index_cache_size), .def = BFS_DEFAULT_INDEX_CACHE_SIZE,
 	  .max = UINT64_MAX, .expect = "a size such as 0, 64M or 1G" },
-	{ "spill_size", "SIZE", "decoded bytes of big zstd frames and xz blocks kept on disk "
-				"in the index_cache directory once their checksum is proven, "
-				"so they are decoded once; 0: none (1G)",
+	{ "spill_size", "SIZE", "decoded bytes of big zstd frames and xz blocks, and of what "
+				"a first stat decodes (bzip2, pzstd), kept on disk in the "
+				"index_cache directory once proven, so they are decoded once; "
+				"0: none (1G)",
 	  .kind = SIZE, AT(spill_size), .def = BFS_DEFAULT_SPILL_SIZE, .max = UINT64_MAX,
 	  .expect = "a size such as 0, 256M or 4G" },
 	{ "gzip", "index|raw", "plain gzip files: decoded through a checkpoint index "

@@ -555,8 +555,8 @@ static int chain_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
  * mmap path serves @f; else the compressed bytes of the whole run with one
  * pread when they lie close together, or one each.
  */
-static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
-		      struct bfs_block **out)
+static int decode_backing(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
+			  struct bfs_block **out)
 {
 	const struct bfs_blk *a = &f->idx.blk[d0], *b = &f->idx.blk[d1];
 	bool chain = chained(f, d0, d1);
@@ -604,6 +604,32 @@ static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
 	}
 	shrink(t);
 	return rc;
+}
+
+/*
+ * Blocks [d0, d1] of @f into @out[0..]: those the walk's spill holds
+ * (index.h, kept: a walk that decoded them to learn their sizes) by
+ * pread from it, the runs between them decoded (decode_backing()); so is
+ * a block whose kept bytes cannot be read (the spill dropped or failing).
+ */
+static int decode_run(struct bfs_file *f, struct tls *t, size_t d0, size_t d1,
+		      struct bfs_block **out)
+{
+	if (!f->idx.kept)
+		return decode_backing(f, t, d0, d1, out);
+	for (size_t k = d0, e; k <= d1; k = e + 1) {
+		int rc;
+
+		e = k;
+		if (bfs_index_kept_read(&f->idx, k, out[k - d0]->data, out[k - d0]->len))
+			continue;
+		while (e < d1 && !bfs_index_kept(&f->idx, e + 1))
+			e++;
+		rc = decode_backing(f, t, k, e, &out[k - d0]);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* Room for @n blocks in @rv: the inline arrays, or the heap. */
@@ -930,10 +956,13 @@ static bool touch(struct bfs_file *f, size_t k)
 static int decode_prefix(struct bfs_file *f, size_t k, uint32_t n, uint8_t *dst)
 {
 	const struct bfs_blk *blk = &f->idx.blk[k];
-	const uint8_t *base = use_map(f) ? bfs_file_map_enter(f, true) : NULL;
+	const uint8_t *base;
 	struct tls *t;
 	int rc;
 
+	if (bfs_index_kept_read(&f->idx, k, dst, n))
+		return 0;	/* what the walk decoded: index.h, kept */
+	base = use_map(f) ? bfs_file_map_enter(f, true) : NULL;
 	if (n > HANDOFF_BYTES)
 		bfs_handoff();
 	if (base) {

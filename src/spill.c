@@ -68,6 +68,9 @@ struct bfs_spill {
 	uint64_t written;		/* the writer's alone (the prover's without one) */
 	bool threaded;			/* a writer thread runs until closing (the prover's) */
 	pthread_t writer;
+
+	bool pieces;			/* made by bfs_spill_begin_pieces(); size grows under lock */
+	atomic_bool pfail;		/* a piece found no room or failed: no more are taken */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -605,4 +608,144 @@ void bfs_spill_stats(struct bfs_spill_stats *st)
 	st->dropped = atomic_load_explicit(&n_dropped, memory_order_relaxed);
 	st->failed = atomic_load_explicit(&n_failed, memory_order_relaxed);
 	st->units = atomic_load_explicit(&n_units, memory_order_relaxed);
+}
+
+/*
+ * ---- pieces: a walk's spill (spill.h) ----
+ *
+ * A pieces spill has no ring and no writer thread: each bfs_spill_piece()
+ * takes the next free bytes of the file under lock (growing size, and
+ * used with it), then pwrites them in the calling thread, so that the
+ * walk's workers write what they decoded side by side. pfail stops
+ * pieces after the first that found no room or failed to write.
+ */
+
+/*
+ * Room for @len more bytes of @s under lock, dropping the least recently
+ * read sealed spills as bfs_spill_begin() does; their descriptors go into
+ * @shut (*@nshut of CLOSE_BATCH) to be closed after the lock. Return: true
+ * with @s's offset for the bytes in *@off; false when there is none yet
+ * (*@more: dropping more would make it).
+ */
+static bool piece_room_locked(struct bfs_spill *s, uint64_t len, uint64_t *off, int *shut,
+			      size_t *nshut, bool *more)
+{
+	if (len > limit) {
+		*more = false;		/* bigger than the whole budget: drop nothing for it */
+		return false;
+	}
+	while (used + len > limit && lru.prev != &lru && *nshut < CLOSE_BATCH) {
+		int fd = gone_locked(lru.prev);
+
+		atomic_fetch_add_explicit(&n_dropped, 1, memory_order_relaxed);
+		if (fd >= 0)
+			shut[(*nshut)++] = fd;
+	}
+	*more = used + len > limit && lru.prev != &lru;
+	if (used + len > limit)
+		return false;
+	used += len;
+	*off = s->size;
+	s->size += len;
+	return true;
+}
+
+struct bfs_spill *bfs_spill_begin_pieces(void)
+{
+	struct bfs_spill *s;
+	int dfd = -1, fd;
+
+	atomic_fetch_add_explicit(&n_proofs, 1, memory_order_relaxed);
+	/* no bytes yet (each piece takes its own room), but a descriptor */
+	bfs_mutex_lock(&lock);
+	if (limit > 0 && dir_fd >= 0 && files < FILES_MAX) {
+		dfd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+		files += dfd >= 0;
+	}
+	bfs_mutex_unlock(&lock);
+	if (dfd < 0)
+		return NULL;	/* spilling is off, or as many spills as descriptors allow */
+	fd = make_file(dfd);
+	close(dfd);
+	s = fd >= 0 ? calloc(1, sizeof(*s)) : NULL;
+	if (!s) {
+		close_fd(fd);
+		unreserve(0);
+		return NULL;
+	}
+	s->fd = fd;
+	s->pieces = true;
+	s->state = WRITING;
+	s->prev = s->next = s;
+	bfs_mutex_init(&s->qlock);
+	pthread_cond_init(&s->qcond, NULL);
+	return s;
+}
+
+int bfs_spill_piece(struct bfs_spill *s, const void *p, size_t len, uint64_t *off)
+{
+	const uint8_t *from = p;
+	int shut[CLOSE_BATCH], rc = 0;
+	size_t nshut, done = 0;
+	bool room = false, more = true;
+	uint64_t at = 0;
+
+	if (!s->pieces)
+		return -EINVAL;
+	if (len == 0 || atomic_load(&s->pfail))
+		return -ENOSPC;
+	/* the spill file's own file system: the directory may be reconfigured meanwhile */
+	while (disk_room(s->fd, len) && more) {
+		nshut = 0;
+		bfs_mutex_lock(&lock);
+		if (limit == 0 || s->state != WRITING) {
+			bfs_mutex_unlock(&lock);
+			break;
+		}
+		room = piece_room_locked(s, len, &at, shut, &nshut, &more);
+		bfs_mutex_unlock(&lock);
+		for (size_t i = 0; i < nshut; i++)
+			close(shut[i]);
+		if (room)
+			break;
+	}
+	if (!room) {
+		rc = -ENOSPC;
+		goto fail;
+	}
+	while (done < len) {
+		ssize_t n = pwrite(s->fd, from + done, len - done, (off_t)(at + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -ENOSPC;
+			goto fail;
+		}
+		done += (size_t)n;
+	}
+	*off = at;
+	return 0;
+fail:
+	/* the first failure is counted; the pieces after it are refused at once */
+	if (!atomic_exchange(&s->pfail, true))
+		atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+	return rc;
+}
+
+int bfs_spill_seal_pieces(struct bfs_spill *s)
+{
+	bool sealed = false;
+
+	bfs_mutex_lock(&lock);
+	if (s->state == WRITING && s->size > 0) {
+		s->state = SEALED;
+		list_push(s);
+		sealed = true;
+	}
+	bfs_mutex_unlock(&lock);
+	if (!sealed)
+		return -ENODATA;
+	atomic_fetch_add_explicit(&n_sealed, 1, memory_order_relaxed);
+	return 0;
 }

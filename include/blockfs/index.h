@@ -109,7 +109,26 @@ struct bfs_index {
 	void *priv;
 	void (*priv_free)(void *priv);
 	size_t priv_bytes;
+	/*
+	 * What a walk decoded to learn sizes, kept in the spill (spill.h,
+	 * pieces) so that reads need not decode it again: block k's bytes are
+	 * at kept_off[k] of kept when k < kept_n and that is not
+	 * BFS_KEPT_NONE. Filled by the scan (bfs_index_keep_begin() and the
+	 * rest, below), read-only once it ends; bfs_index_destroy() drops
+	 * the spill.
+	 */
+	struct bfs_spill *kept;
+	uint64_t *kept_off;
+	size_t kept_n, kept_cap;
 };
+
+#define BFS_KEPT_NONE UINT64_MAX
+/*
+ * A walk's spill is begun only for a backing file this big: a smaller one
+ * costs little to decode again, and a spill each would cost a tree of
+ * small files a descriptor each.
+ */
+#define BFS_KEPT_MIN (1u << 20)
 
 /* Prepare an empty index for a backing file of @file_size bytes. */
 void bfs_index_init(struct bfs_index *idx, uint64_t file_size);
@@ -168,12 +187,44 @@ BFS_MUST_CHECK int bfs_index_expect_sum(struct bfs_index *idx, size_t first, siz
  * read per run of neighbouring blocks; then places the blocks and checks
  * the totals of bfs_index_expect_sum(). A block that fails to measure
  * keeps its guess and becomes BFS_BLK_BAD (as bfs_index_settle() does).
+ * With codec->measure_out and spilling on, what it decodes is kept in the
+ * walk's spill (kept, above), which it then seals.
  * After it usize is final. Call once, after the scan, before anyone reads.
  * Return: 0, or -errno from the I/O or memory (the index is then unusable).
  * Context: any thread but a @wq worker; does I/O and waits for @wq.
  */
 BFS_MUST_CHECK int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io,
 				     const struct bfs_codec *codec, struct bfs_workq *wq);
+
+/*
+ * The walk's spill (kept, above), for a scan that decodes every block to
+ * learn its size: bfs_index_keep_begin() makes it (false: spilling is
+ * off; keep nothing), the scan's threads write each block's bytes, once
+ * decoded and proven (its size and checksum), with bfs_index_keep_bytes()
+ * (any thread, any order, the block not yet added), and the scan's thread
+ * records with bfs_index_keep() where the bytes of block k went once k is
+ * added. Bytes written for a span the walk does not take are never
+ * recorded, so never read. bfs_index_measure() keeps what it decodes too
+ * (codec->measure_out), then seals the spill (readable from then on) or
+ * drops it (nothing recorded); bfs_index_keep_seal() is its end, for a
+ * caller that does not measure. Nothing kept is a failure: a block
+ * without bytes kept is decoded when read.
+ */
+bool bfs_index_keep_begin(struct bfs_index *idx);
+/* Return: 0 with *@off, where the bytes went; -errno (keep nothing for them). */
+BFS_MUST_CHECK int bfs_index_keep_bytes(const struct bfs_index *idx, const void *p, size_t len,
+					uint64_t *off);
+void bfs_index_keep(struct bfs_index *idx, size_t k, uint64_t off);
+void bfs_index_keep_seal(struct bfs_index *idx);
+/* Does the walk's spill hold block @k (a hint: it may be dropped at once)? */
+bool bfs_index_kept(const struct bfs_index *idx, size_t k);
+/**
+ * bfs_index_kept_read() - the first @n bytes of block @k from the walk's
+ * spill into @dst. Any thread.
+ * Return: true when served; false (nothing kept for it, or the spill was
+ * dropped or failed): decode it.
+ */
+bool bfs_index_kept_read(const struct bfs_index *idx, size_t k, void *dst, uint32_t n);
 
 /**
  * bfs_index_find() - the block holding decompressed byte @uoff.

@@ -1,25 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The spill: decoded bytes of big chains (one zstd frame, one xz block
- * indexed as open spans, index.h BFS_BLK_OPEN), and of single blocks that
- * cost much to decode again (bfs_spill_put(): read.c), kept in unlinked files on
- * local disk, so that a chain proven whole once (codec_zstd.c and
- * codec_xz.c, prove()) is served from what the proof decoded instead of
- * being decoded a second time. A leaf: one lock of its own, nothing taken
- * under it; no paths but the directory given to bfs_spill_configure().
+ * The spill: decoded bytes kept in unlinked files on local disk, so that
+ * what was decoded and proven once is served by pread instead of being
+ * decoded a second time. Three kinds: the output of a big chain (one zstd
+ * frame, one xz block indexed as open spans, index.h BFS_BLK_OPEN) proven
+ * whole (codec_zstd.c and codec_xz.c, prove()), written in order; single
+ * blocks that cost much to decode again, made at once from bytes the
+ * caller holds (bfs_spill_put(): read.c); and the pieces of a walk that
+ * decodes every unit to learn its size (bzip2 blocks, codec_bzip2.c;
+ * index.h, kept), written in any order, one piece per unit. A leaf: one
+ * lock of its own, nothing taken under it; no paths but the directory
+ * given to bfs_spill_configure().
  *
- * Exactness: a spill is written by the one thread that proves its chain,
- * and becomes readable (bfs_spill_seal()) only once every byte is written
- * and the caller has proven them; a spill that failed to write, or that
- * was dropped, answers every read with an error, and the caller decodes
- * instead. Nothing here ever makes a read fail: a spill is only a shortcut.
+ * Exactness: a spill becomes readable (bfs_spill_seal(),
+ * bfs_spill_seal_pieces()) only once every byte of it is written; the
+ * caller hands over only bytes it has proven (a chain's checksum and size,
+ * a bzip2 block's CRC), and a piece is used only where it was written
+ * whole. A spill that failed to write, or that was dropped, answers every
+ * read with an error, and the caller decodes instead. Nothing here ever
+ * makes a read fail: a spill is only a shortcut.
  *
  * Bound: one budget per process (one mount per process), in bytes of spill
- * files, counted from bfs_spill_begin() (or bfs_spill_put()) on, and at
- * most 1024 spills at once (each holds a descriptor). Making room drops the sealed
- * spills least recently read; a spill bigger than the whole budget, or
- * one there is no room for because the rest is still being written, is
- * not made.
+ * files, counted from bfs_spill_begin() or bfs_spill_put() on (for
+ * pieces, from each bfs_spill_piece()), and at most 1024 spills at once
+ * (each holds a descriptor). Making room drops the sealed spills least
+ * recently read; a spill (a piece) bigger than the whole budget, or one
+ * there is no room for because the rest is still being written, is not
+ * made: a walk's spill then keeps the pieces before it, and the units
+ * after them are decoded when read.
  */
 #ifndef BLOCKFS_SPILL_H
 #define BLOCKFS_SPILL_H
@@ -116,6 +124,39 @@ void bfs_spill_forget(struct bfs_spill *s);
 
 /* Free @s (NULL is a no-op). No read of it may be in flight or follow. */
 void bfs_spill_drop(struct bfs_spill *s);
+
+/*
+ * Pieces: the spill of a walk that decodes to learn sizes (codec_bzip2.c),
+ * whose total is not known when it begins. Bytes go in as pieces, from
+ * any thread and in any order, each written whole at an offset the spill
+ * chooses and reserving its room as it comes; the caller keeps where each
+ * unit's piece went and hands over only bytes it has proven. The spill is
+ * readable (bfs_spill_read() at those offsets) once sealed, as any other.
+ */
+
+/**
+ * bfs_spill_begin_pieces() - a new, empty spill of pieces.
+ * Counts one proof decode (bfs_spill_stats().proofs): call it once per walk.
+ * Return: the spill, or NULL when spilling is off or no file could be made.
+ */
+struct bfs_spill *bfs_spill_begin_pieces(void);
+
+/**
+ * bfs_spill_piece() - write @len bytes from @p as a new piece of @s.
+ * Makes room as bfs_spill_begin() does (the sealed spills least recently
+ * read go first). Any thread, several at once, until bfs_spill_seal_pieces().
+ * Return: 0 with *@off, where the piece starts in the spill; -ENOSPC when
+ * there is no room (the budget or the disk), or the write's -errno. After
+ * the first failure every later piece is refused (the ones before it stay good).
+ */
+BFS_MUST_CHECK int bfs_spill_piece(struct bfs_spill *s, const void *p, size_t len, uint64_t *off);
+
+/**
+ * bfs_spill_seal_pieces() - no more pieces: readable from now on. Every
+ * bfs_spill_piece() call must have returned.
+ * Return: 0, or -ENODATA when it holds no piece (drop it).
+ */
+BFS_MUST_CHECK int bfs_spill_seal_pieces(struct bfs_spill *s);
 
 /* The mount's spill counters (user.blockfs.stats of the root). */
 struct bfs_spill_stats {

@@ -13,7 +13,10 @@
 # one that two spills at once overfill (writes fail: ENOSPC) all read
 # exact, decoding instead. A
 # flipped byte inside either file still fails with EIO, no byte served
-# and nothing spilled.
+# and nothing spilled. Files whose sizes only decoding tells (bzip2,
+# lbzip2, pzstd, zstd from a pipe) keep what the first stat's walk
+# decoded in the spill, and read whole decode nothing again; a budget
+# smaller than one and spill_size=0 read exact too.
 #
 # Usage: spill.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -22,7 +25,7 @@ BLOCKFS=$(realpath "${1:?usage: spill.sh BLOCKFS}")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
-bfs_begin spill zstd xz getfattr python3
+bfs_begin spill zstd xz bzip2 getfattr python3
 S=$T/src M=$T/mnt W=$T/work C=$T/cache
 mkdir -p "$S" "$M" "$W" "$C"
 chmod 700 "$C"
@@ -212,6 +215,84 @@ exact z 15
 check_eq "beside them a good file spills as before" "3 1" \
 	"$(root spill_proofs) $(root spill_sealed)"
 is "damage: daemon alive" daemon_alive
+umount_o
+
+# --- a walk's spill: files whose sizes only decoding tells -----------------------------
+# bzip2 and lbzip2 (the walk decodes every block), pzstd (frames without a
+# content size: measured after the walk) and zstd from a pipe (one frame
+# without one: decoded by the walk) keep what the first stat decoded, and
+# reading them whole is served from there: no block decoded again
+S=$T/walk
+mkdir -p "$S"
+head -c $((40 << 20)) "$W/big" >"$W/mid"
+bzip2 -9 -c "$W/mid" >"$S/b.bz2"
+walked=(b)
+if command -v lbzip2 >/dev/null; then
+	lbzip2 -n 2 -c "$W/mid" >"$S/l.bz2"
+	walked+=(l)
+fi
+if command -v pzstd >/dev/null; then
+	pzstd -q -p 2 -c "$W/mid" >"$S/p.zst"
+	walked+=(p)
+fi
+zstd -q -c <"$W/mid" >"$S/pipe.zst"
+walked+=(pipe)
+cp "$S/b.bz2" "$S/flip-b.bz2"		# damage in its middle: the blocks before it still spill
+printf '\x55' | dd of="$S/flip-b.bz2" bs=1 seek=$(($(stat -c %s "$S/b.bz2") / 2)) \
+	conv=notrunc 2>/dev/null
+MID=$((40 << 20))
+
+# whole NAME SEED: NAME reads as the text whole and at 20 random places
+whole() {
+	check "$1: cat equals X -dc" cmp "$M/$1" "$W/mid"
+	check "$1: 20 random ranges (O_DIRECT) equal X -dc" \
+		python3 "$T/direct.py" "$M/$1" "$W/mid" 20 "$2"
+}
+
+mkdir -p "$T/c-walk1"
+mount_o "index_cache=$T/c-walk1"
+check_eq "walked files: sizes from the first stat" "$(printf '%s ' "${walked[@]/*/$MID}" | xargs)" \
+	"$(cd "$M" && t stat -c %s "${walked[@]}" | xargs)"
+n=${#walked[@]}
+check_eq "one walk's spill per file, sealed once the walk is over" "$n $n" \
+	"$(root spill_proofs) $(root spill_sealed)"
+check_eq "spill_bytes: every file whole" $((n * MID)) "$(root spill_bytes)"
+i=20
+for f in "${walked[@]}"; do
+	r0=$(root spill_reads)
+	whole "$f" $((i++))
+	check_eq "$f: no block decoded again" 0 "$(stat_of blocks_decompressed "$f")"
+	check "$f: served from the spill" test "$(root spill_reads)" -gt "$r0"
+done
+check_eq "nothing dropped or failed" "0 0" "$(root spill_dropped) $(root spill_failed)"
+check_fails "flip-b: reading to the damage fails with EIO" "Input/output error" cat "$M/flip-b"
+check "flip-b: the blocks before the damage read exact" \
+	cmp <(t head -c $((8 << 20)) "$M/flip-b") <(head -c $((8 << 20)) "$W/mid")
+check_eq "flip-b: ... from the spill" 0 "$(stat_of blocks_decompressed flip-b)"
+is "walks: daemon alive" daemon_alive
+umount_o
+
+# a budget smaller than a file: its first blocks kept, the rest decoded when read
+mkdir -p "$T/c-walk2"
+mount_o "index_cache=$T/c-walk2,spill_size=12M"
+whole b 30
+check "12M: b partly from the spill, partly decoded" \
+	test "$(root spill_reads)" -gt 0 -a "$(stat_of blocks_decompressed b)" -gt 0
+check "12M: within the budget" test "$(root spill_bytes)" -le $((12 << 20))
+check "12M: the pieces past it refused" test "$(root spill_failed)" -ge 1
+whole pipe 31
+is "12M: daemon alive" daemon_alive
+umount_o
+
+# spill_size=0: decoded again, as before
+mkdir -p "$T/c-walk3"
+mount_o "index_cache=$T/c-walk3,spill_size=0"
+for f in "${walked[@]}"; do
+	whole "$f" $((i++))
+done
+check_eq "spill_size=0: nothing spilled" "0 0 0" \
+	"$(root spill_sealed) $(root spill_reads) $(root spill_failed)"
+check "spill_size=0: b decoded" test "$(stat_of blocks_decompressed b)" -gt 0
 umount_o
 
 bfs_end

@@ -5,8 +5,8 @@
  * every block at its bit offset, whole and as a prefix, a false block or
  * end-of-stream magic inside a block, damage (flipped bits at many
  * places, a wrong stream CRC, truncation at every point, trailing
- * garbage), entries that lie, and the index cache round trip. Files are
- * made in memory with libbz2.
+ * garbage), entries that lie, the index cache round trip, and the
+ * blocks the walk keeps in the spill. Files are made in memory with libbz2.
  */
 #include "config.h"
 
@@ -20,11 +20,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
+#include "blockfs/spill.h"
 #include "builders.h"
 
 #define LEVEL_UNIT 100000
@@ -631,6 +633,102 @@ static void test_check_entry(void **state)
 	assert_false(bfs_codec_bzip2.check_entry(&b));
 }
 
+/* ---- the walk's spill (index.h, kept) ---- */
+
+/* Every block of @idx in [0, @good) kept, whole and as a prefix, equal to @d at its place. */
+static void check_kept(const struct bfs_index *idx, const uint8_t *d, size_t good)
+{
+	for (size_t k = 0; k < good; k++) {
+		const struct bfs_blk *b = &idx->blk[k];
+		uint8_t *out = malloc(b->usize);
+
+		assert_non_null(out);
+		assert_true(bfs_index_kept(idx, k));
+		assert_true(bfs_index_kept_read(idx, k, out, b->usize));
+		assert_memory_equal(out, d + b->uoff, b->usize);
+		memset(out, 0, b->usize);
+		assert_true(bfs_index_kept_read(idx, k, out, (b->usize + 1) / 2));
+		assert_memory_equal(out, d + b->uoff, (b->usize + 1) / 2);
+		free(out);
+	}
+}
+
+/*
+ * With a spill, the walk keeps every block it proves: exactly its bytes,
+ * none of a block that does not decode, none past the damage; nothing
+ * for a block bigger than it keeps, a small file, or with spilling off.
+ */
+static void test_kept(void **state)
+{
+	char dir[] = "/tmp/bfs-bzip2-kept-XXXXXX";
+	size_t len = 1300000, zlen = 30u << 20;
+	uint8_t *d = tb_random(len, 5), *z = calloc(1, zlen), *dz = malloc(len + zlen);
+	struct tb_buf f = { 0 }, g = { 0 }, small = { 0 };
+	struct bfs_index idx;
+	size_t good;
+
+	(void)state;
+	assert_non_null(z);
+	assert_non_null(dz);
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(bfs_spill_configure(dir, 1ull << 30), 0);
+	stream(&f, d, len, 1);
+	assert_true(f.len >= BFS_KEPT_MIN);
+	scan(&f, &idx);
+	assert_false(idx.broken);
+	assert_true(idx.n >= 12);
+	check_kept(&idx, d, idx.n);
+	bfs_index_destroy(&idx);
+
+	/* a 30 MiB block of zeros after them: more than the walk keeps, decoded when read */
+	memcpy(dz, d, len);
+	memcpy(dz + len, z, zlen);
+	g = f;
+	g.p = malloc(f.len);
+	assert_non_null(g.p);
+	memcpy(g.p, f.p, f.len);
+	g.cap = g.len;
+	stream(&g, z, zlen, 9);
+	scan(&g, &idx);
+	assert_false(idx.broken);
+	check_kept(&idx, dz, idx.n - 1);
+	assert_true(idx.blk[idx.n - 1].usize == zlen);
+	assert_false(bfs_index_kept(&idx, idx.n - 1));
+	check_blocks(&idx, &g, dz, len + zlen, idx.n);
+	bfs_index_destroy(&idx);
+
+	/* a flipped byte in the middle: the blocks before it kept, nothing after */
+	f.p[f.len / 2] ^= 0x10;
+	scan(&f, &idx);
+	assert_true(idx.broken);
+	good = count_blocks(&idx);
+	assert_true(good >= 3);
+	check_kept(&idx, d, good);
+	for (size_t k = good; k < idx.n; k++)
+		assert_false(bfs_index_kept(&idx, k));
+	bfs_index_destroy(&idx);
+	f.p[f.len / 2] ^= 0x10;
+
+	/* a small file keeps nothing, nor does a mount without a spill */
+	stream(&small, d, 100000, 1);
+	scan(&small, &idx);
+	assert_null(idx.kept);
+	bfs_index_destroy(&idx);
+	assert_int_equal(bfs_spill_configure(dir, 0), 0);
+	scan(&f, &idx);
+	assert_null(idx.kept);
+	assert_false(bfs_index_kept(&idx, 0));
+	bfs_index_destroy(&idx);
+	bfs_spill_shutdown();
+	assert_int_equal(rmdir(dir), 0);
+	free(small.p);
+	free(g.p);
+	free(f.p);
+	free(dz);
+	free(z);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +745,7 @@ int main(void)
 		cmocka_unit_test(test_decode_lies_and_prefix),
 		cmocka_unit_test(test_cache_round_trip),
 		cmocka_unit_test(test_check_entry),
+		cmocka_unit_test(test_kept),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,9 +3,10 @@
  * Unit tests of the spill (spill.h): bytes read back as written, nothing
  * readable before the seal, the budget and its least-recently-read
  * order, spills refused (off, too big, no room, bad directory), a write
- * past the size, unlinked files, readers racing eviction, and units'
+ * past the size, unlinked files, readers racing eviction, units'
  * spills made whole from memory (bfs_spill_put()) under the same budget
- * and bound on descriptors. Threaded:
+ * and bound on descriptors, and spills of pieces written by two threads
+ * at once, their budget and refusals. Threaded:
  * run it under ThreadSanitizer too (meson setup -Db_sanitize=thread).
  */
 #include "config.h"
@@ -443,6 +444,138 @@ static void test_files_bounded(void **state)
 	assert_int_equal(st.bytes, 0);
 }
 
+/* ---- pieces: a walk's spill ---- */
+
+#define PIECE 4096
+#define PIECES 64
+
+struct piece_job {
+	struct bfs_spill *s;
+	unsigned int first;		/* writes pieces first, first + 2, ... */
+	uint64_t off[PIECES];
+	int rc[PIECES];
+};
+
+/* Piece k holds pat(k) at [0, PIECE). */
+static void *piece_writer(void *arg)
+{
+	struct piece_job *j = arg;
+	uint8_t buf[PIECE];
+
+	for (unsigned int k = j->first; k < PIECES; k += 2) {
+		for (size_t i = 0; i < PIECE; i++)
+			buf[i] = pat(k, i);
+		j->rc[k] = bfs_spill_piece(j->s, buf, PIECE, &j->off[k]);
+	}
+	return NULL;
+}
+
+static void test_pieces(void **state)
+{
+	struct bfs_spill_stats st0, st;
+	struct piece_job a = { .first = 0 }, b = { .first = 1 };
+	struct bfs_spill *s;
+	pthread_t th;
+	uint8_t buf[PIECE];
+
+	(void)state;
+	assert_int_equal(bfs_spill_configure(dir, 1 << 20), 0);
+	bfs_spill_stats(&st0);
+	s = bfs_spill_begin_pieces();
+	assert_non_null(s);
+	a.s = b.s = s;
+	/* two threads at once, pieces in any order */
+	assert_int_equal(pthread_create(&th, NULL, piece_writer, &a), 0);
+	piece_writer(&b);
+	pthread_join(th, NULL);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.proofs - st0.proofs, 1);
+	assert_int_equal(st.bytes, PIECES * PIECE);
+	assert_int_equal(bfs_spill_read(s, buf, 16, 0), -ENOENT);	/* not sealed yet */
+	assert_false(bfs_spill_live(s));
+	assert_int_equal(bfs_spill_seal_pieces(s), 0);
+	assert_true(bfs_spill_live(s));
+	for (unsigned int k = 0; k < PIECES; k++) {
+		struct piece_job *j = k % 2 ? &b : &a;
+
+		assert_int_equal(j->rc[k], 0);
+		assert_true(j->off[k] % PIECE == 0 && j->off[k] < PIECES * PIECE);
+		assert_int_equal(bfs_spill_read(s, buf, PIECE, j->off[k]), 0);
+		for (size_t i = 0; i < PIECE; i++)
+			assert_int_equal(buf[i], pat(k, i));
+	}
+	assert_int_equal(bfs_spill_read(s, buf, 16, PIECES * PIECE - 8), -ERANGE);
+	/* sealed: no more pieces; not a spill of pieces: none at all */
+	assert_int_not_equal(bfs_spill_piece(s, buf, 16, &a.off[0]), 0);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.sealed - st0.sealed, 1);
+	bfs_spill_drop(s);
+	s = bfs_spill_begin(100);
+	assert_non_null(s);
+	assert_int_equal(bfs_spill_piece(s, buf, 16, &a.off[0]), -EINVAL);
+	bfs_spill_drop(s);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(entries(), 0);
+}
+
+static void test_pieces_refused(void **state)
+{
+	struct bfs_spill_stats st0, st;
+	struct bfs_spill *s, *old;
+	uint8_t buf[PIECE] = { 0 };
+	uint64_t off;
+
+	(void)state;
+	assert_int_equal(bfs_spill_configure(dir, 0), 0);
+	assert_null(bfs_spill_begin_pieces());		/* off */
+
+	/* a budget of 3 pieces: a sealed spill is dropped for the third, none for the fourth */
+	assert_int_equal(bfs_spill_configure(dir, 3 * PIECE), 0);
+	old = make(PIECE, 9, PIECE);
+	assert_non_null(old);
+	bfs_spill_stats(&st0);
+	s = bfs_spill_begin_pieces();
+	assert_non_null(s);
+	assert_int_equal(bfs_spill_piece(s, buf, PIECE, &off), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(bfs_spill_piece(s, buf, PIECE, &off), 0);
+	assert_int_equal(off, PIECE);
+	assert_true(bfs_spill_live(old));
+	assert_int_equal(bfs_spill_piece(s, buf, PIECE, &off), 0);	/* room made */
+	assert_false(bfs_spill_live(old));
+	assert_int_equal(bfs_spill_piece(s, buf, PIECE, &off), -ENOSPC);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.dropped - st0.dropped, 1);
+	assert_int_equal(st.failed - st0.failed, 1);
+	assert_int_equal(st.bytes, 3 * PIECE);
+	/* after a refusal every piece is refused; the ones before stay good */
+	assert_int_equal(bfs_spill_piece(s, buf, 1, &off), -ENOSPC);
+	assert_int_equal(bfs_spill_seal_pieces(s), 0);
+	assert_int_equal(bfs_spill_read(s, buf, PIECE, 2 * PIECE), 0);
+	bfs_spill_drop(s);
+	bfs_spill_drop(old);
+
+	/* a piece bigger than the budget drops nothing; an empty spill does not seal */
+	old = make(PIECE, 9, PIECE);
+	s = bfs_spill_begin_pieces();
+	assert_non_null(s);
+	{
+		uint8_t *big = calloc(4, PIECE);
+
+		assert_non_null(big);
+		assert_int_equal(bfs_spill_piece(s, big, 4 * PIECE, &off), -ENOSPC);
+		free(big);
+	}
+	assert_true(bfs_spill_live(old));
+	assert_int_equal(bfs_spill_seal_pieces(s), -ENODATA);
+	bfs_spill_drop(s);
+	bfs_spill_drop(old);
+	bfs_spill_stats(&st);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(entries(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -455,6 +588,8 @@ int main(void)
 		cmocka_unit_test(test_put),
 		cmocka_unit_test(test_put_fails),
 		cmocka_unit_test(test_files_bounded),
+		cmocka_unit_test(test_pieces),
+		cmocka_unit_test(test_pieces_refused),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
