@@ -877,27 +877,45 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			fill[i] = 0;
 		}
 	}
-	/* Decode each run of blocks to fill; on failure finish the rest as failed. */
+	/*
+	 * Decode each run of blocks to fill, even when the request has
+	 * failed already (a later block's cached failure): other readers may
+	 * wait for these. A run of independent blocks that failed is decoded
+	 * again block by block, so that the good ones in it are not failed
+	 * with the bad one; fill[] of the run says which blocks are good from
+	 * then on. Both are quiet: the failure the request met was logged.
+	 */
 	for (size_t i = 0; i <= rv->nblk; i++) {
 		bool filling = i < rv->nblk && fill[i];
+		int rr = 0;
 
 		if (filling && run == SIZE_MAX)
 			run = i;
 		if (filling || run == SIZE_MAX)
 			continue;
-		if (rc >= 0)
-			rc = decode_run(f, t, k0 + run, k0 + i - 1, &rv->blk[run]);
+		t->quiet = quiet || rc < 0;
+		rr = decode_run(f, t, k0 + run, k0 + i - 1, &rv->blk[run]);
+		if (rr < 0 && rc >= 0)
+			rc = rr;
+		for (size_t j = run; j < i; j++)
+			fill[j] = rr >= 0;
+		t->quiet = true;
+		if (rr < 0 && i - run > 1 && !chained(f, k0 + run, k0 + i - 1))
+			for (size_t j = run; j < i; j++)
+				fill[j] = !(f->idx.blk[k0 + j].flags & BFS_BLK_BAD) &&
+					  decode_run(f, t, k0 + j, k0 + j, &rv->blk[j]) >= 0;
 		/*
-		 * Claimed before done, so that no reader decodes them again
-		 * meanwhile (fill[] of the run is free now: it says which)
+		 * Good blocks to spill are claimed before done, so that no
+		 * reader decodes them again meanwhile (bit 1 of fill[])
 		 */
 		for (size_t j = run; j < i; j++)
-			fill[j] = rc >= 0 && unit_worth(f, k0 + j) && unit_claim(f, k0 + j);
+			if (fill[j] && unit_worth(f, k0 + j) && unit_claim(f, k0 + j))
+				fill[j] |= 2;
 		for (size_t j = run; j < i; j++)
-			bfs_cache_done(cache, rv->blk[j], rc < 0 ? rc : 0);
+			bfs_cache_done(cache, rv->blk[j], fill[j] ? 0 : rr);
 		/* after done: the block's waiters need not wait for the spill's write */
 		for (size_t j = run; j < i; j++)
-			if (fill[j])
+			if (fill[j] & 2)
 				unit_put(f, k0 + j, rv->blk[j]->data, rv->blk[j]->len);
 		run = SIZE_MAX;
 	}
