@@ -43,9 +43,9 @@ enum order { SEQ, RND };
 
 struct strategy {
 	const char *name;
-	int kind;		/* K_* */
-	int populate;		/* MAP_POPULATE */
-	int advice;		/* MADV_* or -1 for none */
+	int kind;     /* K_* */
+	int populate; /* MAP_POPULATE */
+	int advice;   /* MADV_* or -1 for none */
 };
 
 enum { K_PREAD, K_MMAP, K_PERBLOCK, K_MEMORY };
@@ -63,7 +63,7 @@ static const struct strategy strategies[] = {
 };
 
 struct result {
-	double ns;		/* whole pass */
+	double ns; /* whole pass */
 	unsigned long long syscalls;
 	long minflt, majflt;
 };
@@ -73,14 +73,14 @@ struct bench {
 	uint64_t fsize;
 	const struct bfs_codec *codec;
 	struct bfs_index idx;
-	size_t *order[2];	/* block numbers, sequential and shuffled */
+	size_t *order[2]; /* block numbers, sequential and shuffled */
 	uint8_t *cbuf, *dst;
 	size_t ccap;
-	uint8_t *mem;		/* K_MEMORY: the whole file */
+	uint8_t *mem; /* K_MEMORY: the whole file */
 	long page;
 	int verify;
-	unsigned long long sink;	/* keeps decodes observable */
-	double scan_ns, size_ns;	/* building the index, as a mount's first stat does */
+	unsigned long long sink; /* keeps decodes observable */
+	double scan_ns, size_ns; /* building the index, as a mount's first stat does */
 };
 
 static double now_ns(void)
@@ -148,8 +148,8 @@ static struct result run(struct bench *b, const struct strategy *s, const size_t
 		}
 		break;
 	case K_MMAP:
-		map = mmap(NULL, b->fsize, PROT_READ,
-			   MAP_SHARED | (s->populate ? MAP_POPULATE : 0), b->fd, 0);
+		map = mmap(NULL, b->fsize, PROT_READ, MAP_SHARED | (s->populate ? MAP_POPULATE : 0),
+			   b->fd, 0);
 		r.syscalls++;
 		if (map == MAP_FAILED)
 			die("mmap", errno);
@@ -286,7 +286,7 @@ static void make_orders(struct bench *b)
 		for (size_t i = 0; i < n; i++)
 			b->order[o][i] = i;
 	}
-	for (size_t i = n; i > 1; i--) {	/* Fisher-Yates */
+	for (size_t i = n; i > 1; i--) { /* Fisher-Yates */
 		size_t j = (size_t)(rnd_next(&seed) % i), t = b->order[RND][i - 1];
 
 		b->order[RND][i - 1] = b->order[RND][j];
@@ -312,11 +312,10 @@ static void load_memory(struct bench *b)
 
 static void usage(FILE *to)
 {
-	fprintf(to,
-		"usage: blockfs-microbench [-r REPS] [-s NAME[,NAME..]] [-o seq|random|both]\n"
-		"                          [--no-verify] [--tsv] FILE\n"
-		"Decode every block of FILE (.lz4 or BGZF) with each read strategy.\n"
-		"Strategies:");
+	fprintf(to, "usage: blockfs-microbench [-r REPS] [-s NAME[,NAME..]] [-o seq|random|both]\n"
+		    "                          [--no-verify] [--tsv] FILE\n"
+		    "Decode every block of FILE (.lz4 or BGZF) with each read strategy.\n"
+		    "Strategies:");
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(strategies); i++)
 		fprintf(to, " %s", strategies[i].name);
 	fprintf(to, "\n");
@@ -422,11 +421,9 @@ int main(int argc, char **argv)
 		       "%-30s %-6s %12s %10s %10s %12s %12s\n",
 		       argv[optind], b.codec->name, b.idx.n,
 		       b.idx.n ? (double)csize / (double)b.idx.n / 1024 : 0,
-		       (double)b.idx.max_usize / 1024,
-		       (unsigned long long)(b.idx.usize >> 20), b.verify ? "on" : "off", reps,
-		       b.scan_ns / 1e6, b.size_ns / 1e6,
-		       "strategy", "order", "ns/block", "spread", "MB/s", "syscalls/blk",
-		       "minflt/blk");
+		       (double)b.idx.max_usize / 1024, (unsigned long long)(b.idx.usize >> 20),
+		       b.verify ? "on" : "off", reps, b.scan_ns / 1e6, b.size_ns / 1e6, "strategy",
+		       "order", "ns/block", "spread", "MB/s", "syscalls/blk", "minflt/blk");
 	for (int o = 0; o < 2; o++)
 		for (size_t s = 0; s < ns; s++) {
 			double v[MAX_REPS], lo, hi, med, nb = (double)(b.idx.n ? b.idx.n : 1);
@@ -456,7 +453,7 @@ int main(int argc, char **argv)
 				       (double)rr[reps - 1].syscalls / nb,
 				       (double)rr[reps - 1].minflt / nb);
 		}
-	if (b.sink == 42)	/* never true in practice; keeps the decodes alive */
+	if (b.sink == 42) /* never true in practice; keeps the decodes alive */
 		fputc('\n', stderr);
 	free(b.mem);
 	free(b.cbuf);

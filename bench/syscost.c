@@ -82,14 +82,15 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < count; i++)
 		(void)fstat(fd, &st);
 	t[3] = now();
-	size_t failed = 0;	/* counted: glibc's fortified preadv2 must not be ignored */
+	size_t failed = 0; /* counted: glibc's fortified preadv2 must not be ignored */
 	for (size_t i = 0; i < count; i++)
 		if (preadv2(fd, &(struct iovec){ .iov_base = buf, .iov_len = sizeof(buf) }, 1, 0,
 			    RWF_NOWAIT) < 0)
 			failed++;
 	t[4] = now();
 	if (failed)
-		fprintf(stderr, "blockfs-syscost: %zu of %zu preadv2 calls failed\n", failed, count);
+		fprintf(stderr, "blockfs-syscost: %zu of %zu preadv2 calls failed\n", failed,
+			count);
 	printf("fstatat %.2f us, openat+close %.2f us, fstat %.2f us, preadv2 of %zu B %.2f us "
 	       "(%zu files, %zu each)\n",
 	       (t[1] - t[0]) / (double)count * 1e6, (t[2] - t[1]) / (double)count * 1e6,

@@ -77,7 +77,7 @@ const struct bfs_codec *bfs_backing_sniff_fd(const struct bfs_codec_conf *conf, 
 	struct stat st;
 
 	if (fd < 0)
-		return NULL;		/* unreadable: shown unchanged, reads say why */
+		return NULL; /* unreadable: shown unchanged, reads say why */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
 		bfs_io_init_fd(&io, fd, (uint64_t)st.st_size);
 		c = bfs_codec_sniff(conf, &io);
@@ -88,9 +88,10 @@ const struct bfs_codec *bfs_backing_sniff_fd(const struct bfs_codec_conf *conf, 
 
 uint64_t bfs_backing_stamp(const struct stat *st)
 {
-	const uint64_t v[] = { (uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
-			       (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec,
-			       (uint64_t)st->st_ctim.tv_sec, (uint64_t)st->st_ctim.tv_nsec };
+	const uint64_t v[] = { (uint64_t)st->st_dev,	      (uint64_t)st->st_ino,
+			       (uint64_t)st->st_size,	      (uint64_t)st->st_mtim.tv_sec,
+			       (uint64_t)st->st_mtim.tv_nsec, (uint64_t)st->st_ctim.tv_sec,
+			       (uint64_t)st->st_ctim.tv_nsec };
 	uint64_t h = 0x243f6a8885a308d3ull;
 
 	/* a 64-bit mix: two files' stamps collide by chance once in 2^64 */
@@ -164,7 +165,7 @@ static int open_path(struct bfs_fs *fs, struct bfs_inode *in, const char *path, 
 	if (*rd)
 		fd = open_beneath(fs, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0 && (!*rd || errno == EACCES || errno == EPERM)) {
-		*rd = false;	/* unreadable (a daemon not run by root): stat still works */
+		*rd = false; /* unreadable (a daemon not run by root): stat still works */
 		fd = open_beneath(fs, path, O_PATH | O_NOFOLLOW);
 	}
 	if (fd < 0)
@@ -186,7 +187,7 @@ static int open_by_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st
 	int fd;
 
 	if (!path)
-		return -ESTALE;		/* never named: nothing to find it by */
+		return -ESTALE; /* never named: nothing to find it by */
 	fd = open_path(fs, in, path, st, rd);
 	free(path);
 	return fd;
@@ -217,8 +218,8 @@ int bfs_inode_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpa
 		rc = 0;
 	close(fd);
 	if (rc == 0)
-		bfs_info("%s: a read of its backing file failed (%s): opened again by path",
-			 rpath, strerror(-err));
+		bfs_info("%s: a read of its backing file failed (%s): opened again by path", rpath,
+			 strerror(-err));
 	return rc;
 }
 
@@ -261,7 +262,7 @@ void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
 
 void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin)
 {
-	(void)bfs_fdc_adopt(&fs->fdc, &in->fde, fd, rd, pin);	/* a closed one is worth reviving */
+	(void)bfs_fdc_adopt(&fs->fdc, &in->fde, fd, rd, pin); /* a closed one is worth reviving */
 }
 
 void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in)
@@ -278,7 +279,7 @@ int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *s
 		return 1;
 	path = rpath_dup(fs, in);
 	if (!path)
-		return -ESTALE;		/* never named: nothing to find it by */
+		return -ESTALE; /* never named: nothing to find it by */
 	/*
 	 * A stat, not an open: it may follow a link that replaced a directory
 	 * of the path, but all it tells is whether that is still this very
@@ -310,32 +311,33 @@ int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *s
 bool bfs_backing_is_local(const char *source)
 {
 	static const unsigned long local[] = {
-		0xEF53,		/* ext2, ext3, ext4 */
-		0x58465342,	/* xfs */
-		0x9123683E,	/* btrfs */
-		0xF2F52010,	/* f2fs */
-		0x2FC12FC1,	/* zfs */
-		0xCA451A4E,	/* bcachefs */
-		0x01021994,	/* tmpfs */
-		0x858458F6,	/* ramfs */
-		0x794C7630,	/* overlayfs */
-		0x73717368,	/* squashfs */
-		0xE0F5E1E2,	/* erofs */
-		0x4D44,		/* vfat */
-		0x2011BAB0,	/* exfat */
-		0x5346544E,	/* ntfs3 */
-		0x3153464A,	/* jfs */
-		0x52654973,	/* reiserfs */
+		0xEF53,	    /* ext2, ext3, ext4 */
+		0x58465342, /* xfs */
+		0x9123683E, /* btrfs */
+		0xF2F52010, /* f2fs */
+		0x2FC12FC1, /* zfs */
+		0xCA451A4E, /* bcachefs */
+		0x01021994, /* tmpfs */
+		0x858458F6, /* ramfs */
+		0x794C7630, /* overlayfs */
+		0x73717368, /* squashfs */
+		0xE0F5E1E2, /* erofs */
+		0x4D44,	    /* vfat */
+		0x2011BAB0, /* exfat */
+		0x5346544E, /* ntfs3 */
+		0x3153464A, /* jfs */
+		0x52654973, /* reiserfs */
 	};
 	struct statfs sf;
 
 	if (statfs(source, &sf) < 0)
-		return true;	/* main() has checked it; a failure here changes nothing */
+		return true; /* main() has checked it; a failure here changes nothing */
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(local); i++)
 		if ((unsigned long)sf.f_type == local[i])
 			return true;
 	bfs_info("SOURCE is on a filesystem of type 0x%lx, taken as remote: the FUSE "
 		 "reader hands every request over before answering it; readpath=auto reads "
-		 "with pread", (unsigned long)sf.f_type);
+		 "with pread",
+		 (unsigned long)sf.f_type);
 	return false;
 }

@@ -30,26 +30,26 @@
 #include "blockfs/cache.h"
 #include "blockfs/handoff.h"
 
-#define NSHARDS 16
-#define NBUCKETS 1024		/* per shard; chains stay short up to ~64 Ki blocks */
-#define VICTIM_LOOK 8		/* held blocks skipped at a tail before giving up on it */
-#define SPARES 4		/* spare blocks kept at most */
+#define NSHARDS	    16
+#define NBUCKETS    1024 /* per shard; chains stay short up to ~64 Ki blocks */
+#define VICTIM_LOOK 8	 /* held blocks skipped at a tail before giving up on it */
+#define SPARES	    4	 /* spare blocks kept at most */
 
 struct shard {
-	pthread_mutex_t lock;		/* never held across decode, I/O or another shard */
-	pthread_cond_t loaded;		/* a LOADING block here became READY or FAILED */
-	struct bfs_block *table[NBUCKETS];	/* protected by lock */
-	struct bfs_block *lru_head, *lru_tail;	/* unused READY blocks, newest first; lock */
+	pthread_mutex_t lock;		       /* never held across decode, I/O or another shard */
+	pthread_cond_t loaded;		       /* a LOADING block here became READY or FAILED */
+	struct bfs_block *table[NBUCKETS];     /* protected by lock */
+	struct bfs_block *lru_head, *lru_tail; /* unused READY blocks, newest first; lock */
 };
 
 struct bfs_cache {
 	uint64_t limit;
-	atomic_uint_fast64_t bytes;	/* data bytes of every block in a table */
-	atomic_uint_fast64_t tick;	/* use clock */
+	atomic_uint_fast64_t bytes; /* data bytes of every block in a table */
+	atomic_uint_fast64_t tick;  /* use clock */
 	struct shard shard[NSHARDS];
-	pthread_mutex_t spare_lock;	/* never held with a shard's */
-	struct bfs_block *spare[SPARES];	/* spare_lock */
-	atomic_uint_fast64_t spare_bytes;	/* their cap, in all; written under spare_lock */
+	pthread_mutex_t spare_lock;	  /* never held with a shard's */
+	struct bfs_block *spare[SPARES];  /* spare_lock */
+	atomic_uint_fast64_t spare_bytes; /* their cap, in all; written under spare_lock */
 };
 
 /* --- blocks --------------------------------------------------------------- */
@@ -108,10 +108,11 @@ static void spare_trim(struct bfs_cache *c, uint64_t len)
 	int n = 0;
 
 	if (atomic_load(&c->spare_bytes) == 0)
-		return;		/* no lock on a miss when nothing is kept */
+		return; /* no lock on a miss when nothing is kept */
 	bfs_mutex_lock(&c->spare_lock);
 	for (int i = 0; i < SPARES && c->spare_bytes &&
-			atomic_load(&c->bytes) + c->spare_bytes + len > c->limit; i++) {
+			atomic_load(&c->bytes) + c->spare_bytes + len > c->limit;
+	     i++) {
 		if (c->spare[i]) {
 			c->spare_bytes -= c->spare[i]->cap;
 			gone[n++] = c->spare[i];
@@ -124,8 +125,8 @@ static void spare_trim(struct bfs_cache *c, uint64_t len)
 }
 
 /* A new LOADING block with one reference, the caller's; @c's spare when one fits. */
-static struct bfs_block *block_new(struct bfs_cache *c, uint64_t fid, size_t blkno,
-				   uint32_t len, struct bfs_counters *acct)
+static struct bfs_block *block_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
+				   struct bfs_counters *acct)
 {
 	struct bfs_block *b = c ? spare_take(c, len) : NULL;
 	uint32_t cap = b ? b->cap : len;
@@ -152,7 +153,7 @@ void bfs_block_put(struct bfs_block *b)
 	if (!b)
 		return;
 	was = atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel);
-	assert(was > 0);		/* a put without a get */
+	assert(was > 0); /* a put without a get */
 	if (was != 1)
 		return;
 	bfs_counters_put(b->acct);
@@ -196,7 +197,7 @@ static void lru_unlink(struct shard *s, struct bfs_block *b)
 	else if (s->lru_head == b)
 		s->lru_head = b->lnext;
 	else
-		return;			/* not listed */
+		return; /* not listed */
 	if (b->lnext)
 		b->lnext->lprev = b->lprev;
 	else
@@ -254,7 +255,7 @@ int bfs_cache_new(struct bfs_cache **out, uint64_t max_bytes)
 		return -ENOMEM;
 	c->limit = max_bytes;
 	atomic_init(&c->bytes, 0);
-	atomic_init(&c->tick, 1);	/* 0 is older than any use: demoted blocks */
+	atomic_init(&c->tick, 1); /* 0 is older than any use: demoted blocks */
 	atomic_init(&c->spare_bytes, 0);
 	for (int i = 0; i < NSHARDS; i++) {
 		bfs_mutex_init(&c->shard[i].lock);
@@ -276,7 +277,7 @@ void bfs_cache_free(struct bfs_cache *c)
 			for (struct bfs_block *b = s->table[j], *next; b; b = next) {
 				next = b->hnext;
 				BFS_COUNT(b->acct, cached, -(uint64_t)b->len);
-				b->home = NULL;		/* freed, not kept */
+				b->home = NULL; /* freed, not kept */
 				bfs_block_put(b);
 			}
 		}
@@ -310,7 +311,7 @@ static struct bfs_block *victim(struct shard *s)
 	int looked = 0;
 
 	for (struct bfs_block *b = s->lru_tail; b && looked < VICTIM_LOOK; b = b->lprev, looked++)
-		if (atomic_load(&b->refs) == 1)	/* only the cache holds it */
+		if (atomic_load(&b->refs) == 1) /* only the cache holds it */
 			return b;
 	return NULL;
 }
@@ -341,9 +342,9 @@ static bool make_room(struct bfs_cache *c, uint64_t len)
 			bfs_mutex_unlock(&s->lock);
 		}
 		if (!pick)
-			return false;	/* everything is held or loading */
+			return false; /* everything is held or loading */
 		bfs_mutex_lock(&pick->lock);
-		b = victim(pick);	/* may have changed meanwhile: still a fair pick */
+		b = victim(pick); /* may have changed meanwhile: still a fair pick */
 		if (b)
 			unhash(c, pick, b);
 		bfs_mutex_unlock(&pick->lock);
@@ -358,7 +359,7 @@ static struct bfs_block *insert(struct bfs_cache *c, struct shard *s, uint64_t h
 {
 	struct bfs_block **bp = bucket(s, h);
 
-	atomic_store(&nb->refs, 2);	/* the caller's and, from now on, the cache's */
+	atomic_store(&nb->refs, 2); /* the caller's and, from now on, the cache's */
 	nb->hnext = *bp;
 	*bp = nb;
 	nb->in_cache = true;
@@ -371,7 +372,7 @@ static struct bfs_block *insert(struct bfs_cache *c, struct shard *s, uint64_t h
 static int wait_ready(struct bfs_cache *c, struct shard *s, struct bfs_block *b)
 {
 	if (b->state == BFS_BLOCK_LOADING)
-		bfs_handoff();		/* the FUSE loop's lock is taken after any other */
+		bfs_handoff(); /* the FUSE loop's lock is taken after any other */
 	while (b->state == BFS_BLOCK_LOADING)
 		pthread_cond_wait(&s->loaded, &s->lock);
 	if (b->state == BFS_BLOCK_FAILED)
@@ -401,7 +402,7 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 	int rc;
 
 	if (c->limit == 0) {
-		*out = block_new(NULL, fid, blkno, len, acct);	/* private to the caller */
+		*out = block_new(NULL, fid, blkno, len, acct); /* private to the caller */
 		return *out ? 1 : -ENOMEM;
 	}
 	for (;;) {
@@ -419,13 +420,13 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 	if (!b) {
 		*out = insert(c, s, h, nb);
 		bfs_mutex_unlock(&s->lock);
-		spare_trim(c, 0);	/* a spare kept since we made room */
+		spare_trim(c, 0); /* a spare kept since we made room */
 		return 1;
 	}
 	atomic_fetch_add(&b->refs, 1);
 	rc = wait_ready(c, s, b);
 	bfs_mutex_unlock(&s->lock);
-	bfs_block_put(nb);		/* lost the race: never inserted */
+	bfs_block_put(nb); /* lost the race: never inserted */
 	if (rc < 0) {
 		bfs_block_put(b);
 		return rc;
@@ -481,7 +482,7 @@ int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t 
 	if (!nb)
 		return 0;
 	if (!make_room(c, len)) {
-		bfs_block_put(nb);	/* back among the spares if it was one */
+		bfs_block_put(nb); /* back among the spares if it was one */
 		return 0;
 	}
 	bfs_mutex_lock(&s->lock);
@@ -502,7 +503,7 @@ void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
 	struct shard *s;
 	bool drop = false;
 
-	if (!b->in_cache) {		/* private (cache size 0) */
+	if (!b->in_cache) { /* private (cache size 0) */
 		b->state = err ? BFS_BLOCK_FAILED : BFS_BLOCK_READY;
 		b->err = err;
 		return;
@@ -512,7 +513,7 @@ void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
 	if (err) {
 		b->state = BFS_BLOCK_FAILED;
 		b->err = err;
-		unhash(c, s, b);	/* a later reader tries again, and fails on its own */
+		unhash(c, s, b); /* a later reader tries again, and fails on its own */
 		drop = true;
 	} else {
 		b->state = BFS_BLOCK_READY;
@@ -521,7 +522,7 @@ void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
 	pthread_cond_broadcast(&s->loaded);
 	bfs_mutex_unlock(&s->lock);
 	if (drop)
-		bfs_block_put(b);	/* the cache's reference */
+		bfs_block_put(b); /* the cache's reference */
 }
 
 /*
@@ -573,7 +574,7 @@ void bfs_cache_drop(struct bfs_cache *c, uint64_t fid, size_t blkno)
 
 	if (c->limit == 0)
 		return;
-	b = find_ready(c, fid, blkno, &s);	/* a loading one is its loader's until done */
+	b = find_ready(c, fid, blkno, &s); /* a loading one is its loader's until done */
 	if (b)
 		unhash(c, s, b);
 	bfs_mutex_unlock(&s->lock);

@@ -16,9 +16,10 @@
 #include "blockfs/index.h"
 #include "blockfs/io.h"
 
-static const struct bfs_codec *const codecs[] = { &bfs_codec_lz4, &bfs_codec_bgzf,
-						  &bfs_codec_gzip, &bfs_codec_zstd, &bfs_codec_xz,
-						  &bfs_codec_bzip2 };
+static const struct bfs_codec *const codecs[] = {
+	&bfs_codec_lz4,	 &bfs_codec_bgzf, &bfs_codec_gzip,
+	&bfs_codec_zstd, &bfs_codec_xz,	  &bfs_codec_bzip2
+};
 
 /* Is @c offered under @conf (NULL: the defaults)? Plain gzip only when asked for. */
 static bool offered(const struct bfs_codec_conf *conf, const struct bfs_codec *c)
@@ -103,7 +104,8 @@ static int sniff(const struct bfs_codec_conf *conf, struct bfs_io *io, bool all,
 
 	*c = NULL;
 	for (int hop = 0; hop < MAX_HOPS && off < io->size; hop++) {
-		size_t len = io->size - off < sizeof(head) ? (size_t)(io->size - off) : sizeof(head);
+		size_t len =
+			io->size - off < sizeof(head) ? (size_t)(io->size - off) : sizeof(head);
 		unsigned int next = 0;
 		uint64_t skip = 0;
 

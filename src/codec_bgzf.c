@@ -62,20 +62,20 @@
 #include "rfc1952.h"
 
 /* RFC 1952 section 2.3, beyond rfc1952.h */
-#define GZ_FIXED_LEN 12		/* ID1..OS plus XLEN */
-#define GZ_SUBFIELD_LEN 4	/* SI1 SI2 SLEN */
-#define GZ_ISIZE_LEN 4
+#define GZ_FIXED_LEN	12 /* ID1..OS plus XLEN */
+#define GZ_SUBFIELD_LEN 4  /* SI1 SI2 SLEN */
+#define GZ_ISIZE_LEN	4
 
 /* SAM/BAM specification section 4.1 */
-#define BGZF_SI1 'B'
-#define BGZF_SI2 'C'
-#define BGZF_SLEN 2
-#define BGZF_HDR_MIN (GZ_FIXED_LEN + GZ_SUBFIELD_LEN + BGZF_SLEN)	/* 18 */
-#define BGZF_MEMBER_MIN (GZ_FIXED_LEN + GZ_TRAILER_LEN)	/* what BSIZE+1 must cover */
-#define BGZF_BLOCK_MAX 65536	/* both compressed and decompressed */
+#define BGZF_SI1	'B'
+#define BGZF_SI2	'C'
+#define BGZF_SLEN	2
+#define BGZF_HDR_MIN	(GZ_FIXED_LEN + GZ_SUBFIELD_LEN + BGZF_SLEN) /* 18 */
+#define BGZF_MEMBER_MIN (GZ_FIXED_LEN + GZ_TRAILER_LEN)		     /* what BSIZE+1 must cover */
+#define BGZF_BLOCK_MAX	65536 /* both compressed and decompressed */
 
 /* .gzi: count, then pairs */
-#define GZI_HDR_LEN 8
+#define GZI_HDR_LEN  8
 #define GZI_PAIR_LEN 16
 /*
  * A .gzi span is one data member plus the empty members folded into it.
@@ -90,11 +90,11 @@
  * the next come in one read, so a walk costs one pread per member.
  */
 #define WALK_PEEK 64
-#define WALK_BUF (GZ_FIXED_LEN + UINT16_MAX)	/* the largest header: XLEN is 16 bits */
+#define WALK_BUF  (GZ_FIXED_LEN + UINT16_MAX) /* the largest header: XLEN is 16 bits */
 
 struct hdr {
-	uint32_t member_len;	/* BSIZE + 1 */
-	uint32_t extra_end;	/* GZ_FIXED_LEN + XLEN */
+	uint32_t member_len; /* BSIZE + 1 */
+	uint32_t extra_end;  /* GZ_FIXED_LEN + XLEN */
 };
 
 /* Magic, method and flags: the first 4 bytes, or as many as @len shows. */
@@ -178,9 +178,9 @@ static bool bgzf_probe(const uint8_t *head, size_t len)
 struct walk {
 	struct bfs_io *io;
 	struct bfs_index *idx;
-	uint8_t *buf;		/* WALK_BUF bytes: a window on the file */
-	uint64_t buf_off;	/* file offset of buf[0] */
-	size_t buf_len;		/* valid bytes in buf */
+	uint8_t *buf;	  /* WALK_BUF bytes: a window on the file */
+	uint64_t buf_off; /* file offset of buf[0] */
+	size_t buf_len;	  /* valid bytes in buf */
 };
 
 /*
@@ -211,9 +211,8 @@ static int win_get(struct walk *w, uint64_t off, size_t need, size_t want, const
 	return 0;
 }
 
-static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t room,
-			  bool verify, bool measure, uint32_t *mlen, uint32_t *isize,
-			  const char **why);
+static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t room, bool verify,
+			  bool measure, uint32_t *mlen, uint32_t *isize, const char **why);
 
 /*
  * Is the member of @len bytes at @off, whose ISIZE is 0, really empty?
@@ -227,7 +226,7 @@ static int check_empty(struct walk *w, uint64_t off, uint32_t len, const char **
 	uint8_t none;
 	int rc;
 
-	rc = win_get(w, off, len, len, &p);	/* len <= BGZF_BLOCK_MAX < WALK_BUF */
+	rc = win_get(w, off, len, len, &p); /* len <= BGZF_BLOCK_MAX < WALK_BUF */
 	if (rc < 0)
 		return rc;
 	rc = inflate_member(p, len, &none, 0, false, false, &mlen, &isize, why);
@@ -287,8 +286,10 @@ static int walk_members(struct walk *w, uint64_t off)
 			return rc;
 		isize = bfs_le32(p);
 		if (isize > BGZF_BLOCK_MAX) {
-			bfs_index_mark_broken(w->idx, off, "bgzf: ISIZE %" PRIu32
-					      " over 65536 in member at offset %" PRIu64, isize, off);
+			bfs_index_mark_broken(w->idx, off,
+					      "bgzf: ISIZE %" PRIu32
+					      " over 65536 in member at offset %" PRIu64,
+					      isize, off);
 			return 0;
 		}
 		if (isize > 0) {
@@ -349,9 +350,8 @@ static int load_gzi(struct bfs_io *side, uint64_t size, size_t max_blocks, uint8
 		uint64_t c = bfs_le64(t + i * GZI_PAIR_LEN);
 		uint64_t u = bfs_le64(t + i * GZI_PAIR_LEN + 8);
 
-		if (c <= pc || c - pc < BGZF_MEMBER_MIN || c - pc > GZI_SPAN_MAX ||
-		    u <= pu || u - pu > BGZF_BLOCK_MAX ||
-		    !bfs_range_ok(c, BGZF_MEMBER_MIN, size))
+		if (c <= pc || c - pc < BGZF_MEMBER_MIN || c - pc > GZI_SPAN_MAX || u <= pu ||
+		    u - pu > BGZF_BLOCK_MAX || !bfs_range_ok(c, BGZF_MEMBER_MIN, size))
 			goto unusable;
 		pc = c;
 		pu = u;
@@ -390,7 +390,8 @@ static int bgzf_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 				uint64_t c = bfs_le64(tab + i * GZI_PAIR_LEN);
 				uint64_t u = bfs_le64(tab + i * GZI_PAIR_LEN + 8);
 
-				rc = bfs_index_add(idx, pc, (uint32_t)(c - pc), (uint32_t)(u - pu), 0);
+				rc = bfs_index_add(idx, pc, (uint32_t)(c - pc), (uint32_t)(u - pu),
+						   0);
 				if (rc < 0) {
 					free(tab);
 					return rc;
@@ -460,7 +461,7 @@ static inflater *inflater_new(void)
 {
 	z_stream *zs = calloc(1, sizeof(*zs));
 
-	if (zs && inflateInit2(zs, -MAX_WBITS) != Z_OK) {	/* raw deflate: BGZF frames it */
+	if (zs && inflateInit2(zs, -MAX_WBITS) != Z_OK) { /* raw deflate: BGZF frames it */
 		free(zs);
 		zs = NULL;
 	}
@@ -510,8 +511,8 @@ static int inflate_upto(const uint8_t *in, size_t len, uint8_t *out, size_t cap,
 	}
 #if HAVE_LIBDEFLATE
 	size_t used = 0;
-	enum libdeflate_result r = libdeflate_deflate_decompress_ex(st, in, len, out, cap,
-								   &used, got);
+	enum libdeflate_result r =
+		libdeflate_deflate_decompress_ex(st, in, len, out, cap, &used, got);
 
 	if (r != LIBDEFLATE_SUCCESS) {
 		*why = r == LIBDEFLATE_INSUFFICIENT_SPACE ? "deflate data longer than ISIZE" :
@@ -529,14 +530,14 @@ static int inflate_upto(const uint8_t *in, size_t len, uint8_t *out, size_t cap,
 		*why = "no memory for an inflate state";
 		return -ENOMEM;
 	}
-	st->next_in = (Bytef *)(uintptr_t)in;	/* zlib's API is not const */
+	st->next_in = (Bytef *)(uintptr_t)in; /* zlib's API is not const */
 	st->avail_in = (uInt)len;
 	st->next_out = out;
 	st->avail_out = (uInt)cap;
 	zrc = inflate(st, Z_FINISH);
 	if (zrc != Z_STREAM_END) {
-		*why = zrc == Z_BUF_ERROR && st->avail_out == 0 ?
-			"deflate data longer than ISIZE" : "corrupt deflate data";
+		*why = zrc == Z_BUF_ERROR && st->avail_out == 0 ? "deflate data longer than ISIZE" :
+								  "corrupt deflate data";
 		return -EBADMSG;
 	}
 	if (st->avail_in != 0) {
@@ -589,9 +590,8 @@ static bool skip_string(const uint8_t *p, size_t *pos, size_t end)
  * With @measure, what the data inflates to within @room is *@isize, and
  * neither ISIZE nor CRC32 is checked.
  */
-static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t room,
-			  bool verify, bool measure, uint32_t *mlen, uint32_t *isize,
-			  const char **why)
+static int inflate_member(const uint8_t *m, size_t avail, uint8_t *dst, size_t room, bool verify,
+			  bool measure, uint32_t *mlen, uint32_t *isize, const char **why)
 {
 	struct hdr h;
 	size_t pos, data_end;
@@ -648,8 +648,8 @@ bad_hdr:
 	return -EBADMSG;
 }
 
-static int bgzf_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
-		       bool verify, const char **why)
+static int bgzf_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
+		       const char **why)
 {
 	size_t pos = 0, out = 0;
 
@@ -662,8 +662,8 @@ static int bgzf_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *d
 		uint32_t mlen, isize;
 		int rc;
 
-		rc = inflate_member(src + pos, blk->clen - pos, dst + out, blk->usize - out,
-				    verify, false, &mlen, &isize, why);
+		rc = inflate_member(src + pos, blk->clen - pos, dst + out, blk->usize - out, verify,
+				    false, &mlen, &isize, why);
 		if (rc < 0)
 			return rc;
 		pos += mlen;
@@ -705,7 +705,7 @@ static int bgzf_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t 
 	}
 	free(tmp);
 	if (rc == 0 && out == 0) {
-		*why = "members hold no data";	/* the index has no room for an empty block */
+		*why = "members hold no data"; /* the index has no room for an empty block */
 		rc = -EBADMSG;
 	}
 	if (rc == 0)
@@ -733,17 +733,17 @@ static int bgzf_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t le
 }
 
 static const struct bfs_suffix bgzf_suffixes[] = {
-	{ ".gz", "" }, { ".bgz", "" }, { ".tgz", ".tar" }, { NULL, NULL },	/* .gz wins a tie */
+	{ ".gz", "" }, { ".bgz", "" }, { ".tgz", ".tar" }, { NULL, NULL }, /* .gz wins a tie */
 };
 
 const struct bfs_codec bfs_codec_bgzf = {
 	.name = "bgzf",
 	.suffixes = bgzf_suffixes,
-	.sidecar = ".gzi",	/* bgzip -i writes NAME.gz.gzi */
+	.sidecar = ".gzi", /* bgzip -i writes NAME.gz.gzi */
 	.probe = bgzf_probe,
 	.scan = bgzf_scan,
 	.decode = bgzf_decode,
-	.measure = bgzf_measure,	/* only for sizes bfs_index_guess_irregular() doubts */
+	.measure = bgzf_measure, /* only for sizes bfs_index_guess_irregular() doubts */
 	.check_entry = bgzf_check_entry,
 	.cache_load = bgzf_cache_load,
 };

@@ -80,13 +80,13 @@
 #include "blockfs/index.h"
 #include "blockfs/io.h"
 
-#define HDR_LEN 4			/* "BZh" level */
-#define MAGIC_BITS 48
-#define CRC_BITS 32
-#define MAGIC_MASK ((UINT64_C(1) << MAGIC_BITS) - 1)
+#define HDR_LEN	    4 /* "BZh" level */
+#define MAGIC_BITS  48
+#define CRC_BITS    32
+#define MAGIC_MASK  ((UINT64_C(1) << MAGIC_BITS) - 1)
 #define MAGIC_BLOCK UINT64_C(0x314159265359)
-#define MAGIC_EOS UINT64_C(0x177245385090)
-#define EOS_BITS (MAGIC_BITS + CRC_BITS)
+#define MAGIC_EOS   UINT64_C(0x177245385090)
+#define EOS_BITS    (MAGIC_BITS + CRC_BITS)
 
 /* A block holds its magic, CRC, randomised bit and origPtr at least. */
 #define MIN_BLOCK_BITS (MAGIC_BITS + CRC_BITS + 1 + 24)
@@ -97,41 +97,41 @@
  * map, selectors and code tables take well under TABLES_MAX as writers
  * make them. A longer block (only a forged one) counts as damage.
  */
-#define LEVEL_UNIT 100000u
+#define LEVEL_UNIT    100000u
 #define MAX_CODE_BITS 20u
-#define TABLES_MAX (64u << 10)
+#define TABLES_MAX    (64u << 10)
 /* The bytes a run of five encodes at most (4 equal and a count of 255): 259 of 5. */
 #define EXPANSION_MAX 52u
 
 /* Bytes read per pread by the walk. */
-#define CHUNK (256u << 10)
+#define CHUNK	    (256u << 10)
 /* Zeros kept after the window's bytes, so that 8-byte loads never leave it. */
-#define GUARD 8
+#define GUARD	    8
 /* Output decoded per call while walking, then dropped (or kept: KEEP_MAX). */
-#define SINK (1u << 20)
+#define SINK	    (1u << 20)
 /*
  * The walk's output goes to the spill (index.h, kept) when the file is at
  * least BFS_KEPT_MIN bytes, one piece per block of at most KEEP_MAX bytes
  * (a bigger one, which only long runs of one byte make, is decoded again
  * when read).
  */
-#define KEEP_MAX (8u << 20)
+#define KEEP_MAX    (8u << 20)
 /* Candidate ends tried for one block before it is called damaged. */
-#define MAX_TRIES 8
+#define MAX_TRIES   8
 /*
  * The walk finds the candidate starts of up to BATCH blocks (BATCH_BYTES
  * of input) ahead and decodes them at once on up to THREADS threads: a
  * block's candidate end is the next candidate's start.
  */
-#define BATCH 64
+#define BATCH	    64
 #define BATCH_BYTES (16u << 20)
-#define THREADS 4
+#define THREADS	    4
 
-#define AUX_SBIT(a) ((a) & 7u)
+#define AUX_SBIT(a)  ((a)&7u)
 #define AUX_LEVEL(a) (((a) >> 3) & 15u)
 #define AUX_TBITS(a) (((a) >> 7) & 7u)
-#define AUX_TAIL(a) (((a) >> 10) & 0x7fu)
-#define AUX_USED 17
+#define AUX_TAIL(a)  (((a) >> 10) & 0x7fu)
+#define AUX_USED     17
 
 static uint32_t make_aux(unsigned int sbit, unsigned int level, unsigned int tbits,
 			 unsigned int tail)
@@ -192,7 +192,7 @@ static uint32_t get_bits(const uint8_t *src, uint64_t bit, unsigned int n)
 struct bw {
 	uint8_t *q;
 	uint64_t acc;
-	unsigned int n;		/* bits in acc, < 8 between calls */
+	unsigned int n; /* bits in acc, < 8 between calls */
 };
 
 static void put_bits(struct bw *w, uint32_t v, unsigned int n)
@@ -250,8 +250,8 @@ static uint64_t build(uint8_t *out, unsigned int level, const uint8_t *src, unsi
 /* ---- decoding a one-block stream ---- */
 
 struct run {
-	uint64_t in;		/* bytes the decoder fetched */
-	uint64_t out;		/* bytes it produced */
+	uint64_t in;  /* bytes the decoder fetched */
+	uint64_t out; /* bytes it produced */
 };
 
 /*
@@ -309,7 +309,7 @@ static int run(const uint8_t *in, size_t len, uint8_t *dst, uint64_t cap, bool p
 		*why = "no memory for a bzip2 decoder";
 		return -ENOMEM;
 	}
-	s.next_in = (char *)(uintptr_t)in;	/* libbz2's API is not const */
+	s.next_in = (char *)(uintptr_t)in; /* libbz2's API is not const */
 	s.avail_in = (unsigned int)len;
 	s.next_out = (char *)(dst ? dst : sink->p);
 	s.avail_out = dst ? (unsigned int)cap : (unsigned int)sink->cap;
@@ -377,25 +377,25 @@ out:
 struct walk {
 	struct bfs_io *io;
 	struct bfs_index *idx;
-	uint8_t *buf;		/* file bytes [off, off + len), then GUARD zeros */
+	uint8_t *buf; /* file bytes [off, off + len), then GUARD zeros */
 	uint64_t off;
 	size_t len, cap;
-	uint64_t keep;		/* the window never drops bytes from here on */
-	uint8_t *synth;		/* one block as a stream of its own */
+	uint64_t keep;	/* the window never drops bytes from here on */
+	uint8_t *synth; /* one block as a stream of its own */
 	size_t synth_cap;
 	struct sink sink;
-	bool spill;		/* blocks' output goes to the spill (index.h, kept) */
-	bool second[256];	/* can this byte follow the first of a magic? */
-	struct trial *ahead;	/* BATCH blocks tried ahead (try_ahead()) */
-	size_t nahead, next;	/* tried, and the next one to take */
+	bool spill;	     /* blocks' output goes to the spill (index.h, kept) */
+	bool second[256];    /* can this byte follow the first of a magic? */
+	struct trial *ahead; /* BATCH blocks tried ahead (try_ahead()) */
+	size_t nahead, next; /* tried, and the next one to take */
 };
 
 /* A block tried ahead: its candidate bits [p, q) and what decoding them said. */
 struct trial {
 	uint64_t p, q;
 	uint64_t usize;
-	uint64_t kept;		/* where its output went in the spill, or BFS_KEPT_NONE */
-	int rc;			/* try_block()'s */
+	uint64_t kept; /* where its output went in the spill, or BFS_KEPT_NONE */
+	int rc;	       /* try_block()'s */
 	bool past;
 	const char *why;
 };
@@ -554,11 +554,10 @@ static int try_with(const struct walk *w, uint8_t **synth, size_t *synth_cap, st
 	return 1;
 }
 
-static int try_block(struct walk *w, uint64_t p, uint64_t q, unsigned int level,
-		     uint64_t *usize, uint64_t *kept, bool *past, const char **why)
+static int try_block(struct walk *w, uint64_t p, uint64_t q, unsigned int level, uint64_t *usize,
+		     uint64_t *kept, bool *past, const char **why)
 {
-	return try_with(w, &w->synth, &w->synth_cap, &w->sink, p, q, level, usize, kept, past,
-			why);
+	return try_with(w, &w->synth, &w->synth_cap, &w->sink, p, q, level, usize, kept, past, why);
 }
 
 /* The blocks of a batch, tried by several threads; the window is read only meanwhile. */
@@ -654,8 +653,8 @@ static int damage(struct walk *w, uint64_t at, const char *why)
  * The block whose magic is at file bit @p: where it ends (*@q, the next
  * magic) and its size. Return: 0; 1 damage (recorded); -errno.
  */
-static int walk_block(struct walk *w, uint64_t p, unsigned int level, uint64_t *q,
-		      uint64_t *usize, uint64_t *kept)
+static int walk_block(struct walk *w, uint64_t p, unsigned int level, uint64_t *q, uint64_t *usize,
+		      uint64_t *kept)
 {
 	uint64_t from = p + MIN_BLOCK_BITS, limit = p + clen_max(level) * 8;
 	const char *why = "no end of block";
@@ -670,7 +669,7 @@ static int walk_block(struct walk *w, uint64_t p, unsigned int level, uint64_t *
 		if (rc > 0)
 			return damage(w, p / 8,
 				      tries ? why : "bzip2 block without an end (truncated?)");
-		rc = window(w, *q / 8 + 1);	/* (the search may have slid it) */
+		rc = window(w, *q / 8 + 1); /* (the search may have slid it) */
 		if (rc < 0)
 			return rc;
 		rc = try_block(w, p, *q, level, usize, kept, &past, &why);
@@ -678,7 +677,7 @@ static int walk_block(struct walk *w, uint64_t p, unsigned int level, uint64_t *
 			return rc;
 		if (!past)
 			return damage(w, p / 8, why);
-		from = *q + 1;		/* a magic inside the block's data */
+		from = *q + 1; /* a magic inside the block's data */
 	}
 	return damage(w, p / 8, "too many block markers inside one bzip2 block");
 }
@@ -724,7 +723,7 @@ static int walk_stream(struct walk *w, uint64_t start, unsigned int level, uint6
 			kept = w->ahead[w->next].kept;
 			usize = w->ahead[w->next++].usize;
 		} else {
-			w->nahead = w->next = 0;	/* the sequential walk takes over here */
+			w->nahead = w->next = 0; /* the sequential walk takes over here */
 			rc = walk_block(w, bit, level, &q, &usize, &kept);
 			if (rc != 0)
 				return rc;
@@ -801,7 +800,7 @@ static int bz2_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 	struct walk w = { .io = io, .idx = idx };
 	int rc = -ENOMEM;
 
-	(void)side;			/* bzip2 has no sidecar */
+	(void)side; /* bzip2 has no sidecar */
 	init_filter(&w);
 	w.sink = (struct sink){ .p = malloc(SINK), .cap = SINK };
 	w.spill = io->size >= BFS_KEPT_MIN && bfs_index_keep_begin(idx);
@@ -836,7 +835,7 @@ static int decode_n(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
 		*why = "bzip2 block entry out of range";
 		return -EBADMSG;
 	}
-	nbits = (uint64_t)blk->clen * 8 - sbit;	/* at least the magic and CRC: see above */
+	nbits = (uint64_t)blk->clen * 8 - sbit; /* at least the magic and CRC: see above */
 	len = stream_len(nbits + tbits);
 	s = malloc(len);
 	if (!s) {
@@ -896,7 +895,10 @@ static int bz2_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len
 }
 
 static const struct bfs_suffix bz2_suffixes[] = {
-	{ ".bz2", "" }, { ".tbz2", ".tar" }, { ".tbz", ".tar" }, { NULL, NULL },
+	{ ".bz2", "" },
+	{ ".tbz2", ".tar" },
+	{ ".tbz", ".tar" },
+	{ NULL, NULL },
 };
 
 const struct bfs_codec bfs_codec_bzip2 = {

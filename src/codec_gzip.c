@@ -71,7 +71,7 @@
 #include "rfc1952.h"
 
 /* RFC 1952 section 2.3, beyond rfc1952.h */
-#define GZ_FIXED_LEN 10		/* ID1 ID2 CM FLG MTIME(4) XFL OS */
+#define GZ_FIXED_LEN 10 /* ID1 ID2 CM FLG MTIME(4) XFL OS */
 
 /* RFC 1951: back-references reach 32 KiB */
 #define WINDOW_MAX 32768u
@@ -79,13 +79,13 @@
 /* Longest member header we take: FEXTRA alone may be 64 KiB. */
 #define HDR_MAX (128u << 10)
 /* Input read per pread during the walk; a header always fits. */
-#define CHUNK (256u << 10)
+#define CHUNK	(256u << 10)
 /* Output inflated per call during the walk. */
 #define SCRATCH (256u << 10)
 
 /* Bounds on one span: see the top of this file. */
-#define SPAN_USIZE_MAX (64u << 20)
-#define SPAN_CLEN_MAX (64u << 20)
+#define SPAN_USIZE_MAX	(64u << 20)
+#define SPAN_CLEN_MAX	(64u << 20)
 /* A span is also cut at a boundary once its input reaches this many times the span. */
 #define CLEN_CUT_FACTOR 4
 
@@ -93,24 +93,24 @@
 #define WINDOW_LEVEL 1
 
 enum cp_kind {
-	CP_MEMBER = 0,		/* coff is a member header: nothing to restore */
-	CP_BLOCK = 1,		/* coff is inside a deflate stream, at a block boundary */
+	CP_MEMBER = 0, /* coff is a member header: nothing to restore */
+	CP_BLOCK = 1,  /* coff is inside a deflate stream, at a block boundary */
 };
 
 /* How the last span ends (the others end where the next checkpoint starts). */
 enum cp_end {
-	END_TRAILER = 0,	/* after a member's trailer, exactly at clen */
-	END_OPEN = 1,		/* the file stopped inside a member: usize is all there is */
+	END_TRAILER = 0, /* after a member's trailer, exactly at clen */
+	END_OPEN = 1,	 /* the file stopped inside a member: usize is all there is */
 };
 
 struct gz_cp {
-	uint32_t wlen;		/* deflated window bytes at woff in the blob; 0 for CP_MEMBER */
-	uint32_t wraw;		/* the window's bytes, 1..WINDOW_MAX; 0 for CP_MEMBER */
+	uint32_t wlen; /* deflated window bytes at woff in the blob; 0 for CP_MEMBER */
+	uint32_t wraw; /* the window's bytes, 1..WINDOW_MAX; 0 for CP_MEMBER */
 	uint64_t woff;
-	uint8_t bits;		/* 0..7 */
-	uint8_t val;		/* the bits, low-aligned: < 1 << bits */
-	uint8_t kind;		/* enum cp_kind */
-	uint8_t end;		/* enum cp_end; only the last checkpoint's counts */
+	uint8_t bits; /* 0..7 */
+	uint8_t val;  /* the bits, low-aligned: < 1 << bits */
+	uint8_t kind; /* enum cp_kind */
+	uint8_t end;  /* enum cp_end; only the last checkpoint's counts */
 };
 
 /* The index's private data: one checkpoint per span (block), windows in one blob. */
@@ -151,8 +151,7 @@ static void gz_index_free(void *p)
  * on after them). Return: 0 with *@hlen; 1 when @avail is too short to
  * tell and @more; -EBADMSG with *@why.
  */
-static int parse_header(const uint8_t *p, size_t avail, bool more, size_t *hlen,
-			const char **why)
+static int parse_header(const uint8_t *p, size_t avail, bool more, size_t *hlen, const char **why)
 {
 	size_t pos = GZ_FIXED_LEN;
 	uint8_t flg;
@@ -221,47 +220,47 @@ static bool gzip_probe(const uint8_t *head, size_t len)
 struct span {
 	uint64_t coff, clen;
 	uint64_t usize;
-	uint32_t crc;		/* of its output */
+	uint32_t crc; /* of its output */
 };
 
 /* Where the walk stood when a member began: what dropping the member goes back to. */
 struct mark {
-	uint64_t at;		/* the member's header */
-	size_t nspans;		/* spans closed by then; the open one is checkpoint nspans */
-	struct span open;	/* the open span as it was then */
+	uint64_t at;	  /* the member's header */
+	size_t nspans;	  /* spans closed by then; the open one is checkpoint nspans */
+	struct span open; /* the open span as it was then */
 };
 
 struct walk {
 	struct bfs_io *io;
-	uint32_t span;		/* -o gzip_span */
-	uint64_t clen_cut;	/* input after which a span ends at the next chance */
-	uint8_t *in;		/* CHUNK bytes of the file from in_off */
+	uint32_t span;	   /* -o gzip_span */
+	uint64_t clen_cut; /* input after which a span ends at the next chance */
+	uint8_t *in;	   /* CHUNK bytes of the file from in_off */
 	uint64_t in_off;
 	size_t in_len;
-	uint8_t *out;		/* SCRATCH bytes of output, discarded */
-	uint8_t *win;		/* WINDOW_MAX bytes: a window before deflating it */
+	uint8_t *out; /* SCRATCH bytes of output, discarded */
+	uint8_t *win; /* WINDOW_MAX bytes: a window before deflating it */
 	z_stream inf, def;
 	bool inf_ok, def_ok;
 
-	struct span *spans;	/* closed spans */
+	struct span *spans; /* closed spans */
 	size_t nspans, spans_cap;
-	struct gz_index *gi;	/* a checkpoint per span, the open one included */
+	struct gz_index *gi; /* a checkpoint per span, the open one included */
 	size_t cp_cap, blob_cap;
 
-	struct span cur;	/* the open span (its clen is unused) */
+	struct span cur; /* the open span (its clen is unused) */
 	bool open;
-	struct mark mark;	/* the current member's start */
+	struct mark mark; /* the current member's start */
 
-	bool broken;		/* damage ends the index at why_at */
+	bool broken; /* damage ends the index at why_at */
 	const char *why;
 	uint64_t why_at;
 };
 
 /* What inflate_member() tells the walk. */
 enum member_end {
-	MEMBER_DONE,		/* its deflate data ended; the trailer is next */
-	MEMBER_BAD,		/* damage inside it: drop the whole member */
-	MEMBER_CUT,		/* the file ends inside it: the open span was ended there */
+	MEMBER_DONE, /* its deflate data ended; the trailer is next */
+	MEMBER_BAD,  /* damage inside it: drop the whole member */
+	MEMBER_CUT,  /* the file ends inside it: the open span was ended there */
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
@@ -362,7 +361,7 @@ static void damage(struct walk *w, uint64_t at, const char *why)
 static void drop_member(struct walk *w)
 {
 	struct gz_index *gi = w->gi;
-	size_t keep = w->mark.nspans + 1;	/* checkpoints up to the then open span's */
+	size_t keep = w->mark.nspans + 1; /* checkpoints up to the then open span's */
 
 	/* Checkpoints after it were made inside the member: each has a window. */
 	if (gi->n > keep) {
@@ -407,9 +406,8 @@ static int checkpoint_block(struct walk *w, uint64_t in, unsigned int bits, uint
 	int rc;
 
 	cp.val = bits ? (uint8_t)(last >> (8 - bits)) : 0;
-	if (inflateGetDictionary(&w->inf, w->win, &wraw) != Z_OK || wraw == 0 ||
-	    wraw > WINDOW_MAX)
-		return 0;	/* no output in this member yet: no checkpoint here */
+	if (inflateGetDictionary(&w->inf, w->win, &wraw) != Z_OK || wraw == 0 || wraw > WINDOW_MAX)
+		return 0; /* no output in this member yet: no checkpoint here */
 	bound = deflateBound(&w->def, wraw);
 	rc = grow((void **)&gi->blob, &w->blob_cap, gi->blob_len + bound, 1);
 	if (rc < 0)
@@ -421,12 +419,12 @@ static int checkpoint_block(struct walk *w, uint64_t in, unsigned int bits, uint
 	w->def.next_out = gi->blob + gi->blob_len;
 	w->def.avail_out = (uInt)bound;
 	if (deflate(&w->def, Z_FINISH) != Z_STREAM_END)
-		return -ENOMEM;		/* the bound is zlib's own: only memory can fail */
+		return -ENOMEM; /* the bound is zlib's own: only memory can fail */
 	cp.woff = gi->blob_len;
 	cp.wlen = (uint32_t)(bound - w->def.avail_out);
 	cp.wraw = wraw;
 	gi->blob_len += cp.wlen;
-	rc = close_span(w, in, END_TRAILER);	/* (end: read only on the last span) */
+	rc = close_span(w, in, END_TRAILER); /* (end: read only on the last span) */
 	if (rc == 0)
 		rc = open_span(w, in, &cp);
 	return rc;
@@ -439,7 +437,7 @@ static int checkpoint_block(struct walk *w, uint64_t in, unsigned int bits, uint
  */
 static int feed(struct walk *w, uint64_t at)
 {
-	int rc = fill(w, at - 1);	/* at > 0: a member header comes first */
+	int rc = fill(w, at - 1); /* at > 0: a member header comes first */
 
 	if (rc < 0)
 		return rc;
@@ -616,8 +614,9 @@ static int walk_member(struct walk *w, uint64_t off, bool first, uint64_t *next)
 		if (rc < 0)
 			return rc;
 		if (bfs_le32(p) != crc || bfs_le32(p + 4) != (uint32_t)isize) {
-			damage(w, off, bfs_le32(p) != crc ? "gzip member CRC32 mismatch" :
-							    "gzip member ISIZE mismatch");
+			damage(w, off,
+			       bfs_le32(p) != crc ? "gzip member CRC32 mismatch" :
+						    "gzip member ISIZE mismatch");
 			rc = MEMBER_BAD;
 		}
 	}
@@ -641,7 +640,7 @@ static int walk_file(struct walk *w)
 	}
 	if (!w->open)
 		return 0;
-	if (w->cur.usize > 0)		/* it ends after the last good member */
+	if (w->cur.usize > 0) /* it ends after the last good member */
 		return close_span(w, off, END_TRAILER);
 	/*
 	 * An open span without output has no block: its checkpoint goes
@@ -712,7 +711,7 @@ static int gzip_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 	struct walk w = { .io = io, .span = bfs_codec_config(idx)->gzip_span };
 	int rc = -ENOMEM;
 
-	(void)side;				/* plain gzip has no sidecar */
+	(void)side; /* plain gzip has no sidecar */
 	if (w.span < BFS_GZIP_SPAN_MIN || w.span > BFS_GZIP_SPAN_MAX)
 		w.span = BFS_GZIP_SPAN_DEFAULT;
 	w.clen_cut = (uint64_t)CLEN_CUT_FACTOR * w.span;
@@ -747,10 +746,10 @@ struct tls {
 	z_stream inf, winf;
 	uint8_t win[WINDOW_MAX];
 #if HAVE_LIBDEFLATE
-	struct libdeflate_decompressor *ld;	/* whole spans: lib_span() */
-	uint8_t *lin, *lout;			/* its input and output, grown as needed */
+	struct libdeflate_decompressor *ld; /* whole spans: lib_span() */
+	uint8_t *lin, *lout;		    /* its input and output, grown as needed */
 	size_t lin_cap, lout_cap;
-	uint16_t code[256];			/* fixed-Huffman literals, as lib_span() writes them */
+	uint16_t code[256]; /* fixed-Huffman literals, as lib_span() writes them */
 	uint8_t clen[256];
 #endif
 };
@@ -804,7 +803,7 @@ static struct tls *tls_get(void)
 		return NULL;
 	}
 #if HAVE_LIBDEFLATE
-	t->ld = libdeflate_alloc_decompressor();	/* NULL: zlib does every span */
+	t->ld = libdeflate_alloc_decompressor(); /* NULL: zlib does every span */
 	for (unsigned int c = 0; c < 256; c++) {
 		unsigned int len;
 
@@ -871,9 +870,9 @@ static int restore(struct tls *t, const struct gz_index *gi, const struct gz_cp 
 /* Where decoding a span stands between inflate calls. */
 struct dstate {
 	const uint8_t *src;
-	size_t clen, ipos;	/* input consumed */
-	bool in_header;		/* at a member header (after a trailer, or a CP_MEMBER start) */
-	bool at_block;		/* the last inflate stopped at a non-final block boundary */
+	size_t clen, ipos; /* input consumed */
+	bool in_header;	   /* at a member header (after a trailer, or a CP_MEMBER start) */
+	bool at_block;	   /* the last inflate stopped at a non-final block boundary */
 };
 
 /*
@@ -901,7 +900,7 @@ static ssize_t step(struct tls *t, struct dstate *d, uint8_t *dst, size_t room, 
 		d->in_header = false;
 		return 0;
 	}
-	t->inf.next_in = (Bytef *)(uintptr_t)(d->src + d->ipos);	/* zlib's API is not const */
+	t->inf.next_in = (Bytef *)(uintptr_t)(d->src + d->ipos); /* zlib's API is not const */
 	t->inf.avail_in = (uInt)(d->clen - d->ipos);
 	t->inf.next_out = dst;
 	t->inf.avail_out = (uInt)room;
@@ -958,7 +957,7 @@ static ssize_t step(struct tls *t, struct dstate *d, uint8_t *dst, size_t room, 
  * use, so a rare big span does not pin its memory to the thread.
  */
 #define LIB_KEEP (4u << 20)
-#define FILLER 0xff		/* a 9-bit literal */
+#define FILLER	 0xff /* a 9-bit literal */
 
 static atomic_uint_fast64_t lib_spans;
 
@@ -1005,7 +1004,7 @@ static unsigned int fixed_lit(unsigned int c, unsigned int *len)
 struct bits {
 	uint8_t *q;
 	uint64_t acc;
-	unsigned int n;		/* bits in acc, < 8 between calls */
+	unsigned int n; /* bits in acc, < 8 between calls */
 };
 
 static void put_bits(struct bits *w, uint64_t v, unsigned int n)
@@ -1046,20 +1045,21 @@ static int lib_span(struct tls *t, const struct gz_index *gi, const struct gz_cp
 	olen = g + (size_t)cp->wraw + b->usize;
 	/* at most 9 bits a literal, the span and its byte before, the final block */
 	ilen = 1 + (9 * (g + (size_t)cp->wraw) + 10) / 8 + 1 + b->clen + 6;
-	if (grow_buf(&t->lin, &t->lin_cap, ilen) < 0 || grow_buf(&t->lout, &t->lout_cap, olen) < 0) {
+	if (grow_buf(&t->lin, &t->lin_cap, ilen) < 0 ||
+	    grow_buf(&t->lout, &t->lout_cap, olen) < 0) {
 		shrink_bufs(t);
 		*why = "no memory for a gzip span";
 		return -ENOMEM;
 	}
 	w.q = t->lin;
-	put_bits(&w, 2, 3);		/* BFINAL 0, BTYPE 01 (fixed) */
+	put_bits(&w, 2, 3); /* BFINAL 0, BTYPE 01 (fixed) */
 	for (unsigned int i = 0; i < g; i++)
 		put_bits(&w, t->code[FILLER], t->clen[FILLER]);
 	for (size_t i = 0; i < cp->wraw; i++)
 		put_bits(&w, t->code[t->win[i]], t->clen[t->win[i]]);
-	put_bits(&w, 0, 7);		/* end of block: code 256, seven 0 bits */
+	put_bits(&w, 0, 7); /* end of block: code 256, seven 0 bits */
 	if (w.n != want) {
-		*why = "gzip span: filler miscounted";	/* cannot happen: the sum above */
+		*why = "gzip span: filler miscounted"; /* cannot happen: the sum above */
 		return -EINVAL;
 	}
 	/* the byte before the span: the block's last bits, then the checkpoint's */
@@ -1071,19 +1071,18 @@ static int lib_span(struct tls *t, const struct gz_index *gi, const struct gz_cp
 	nbits = (uint64_t)b->clen * 8 - next->bits;
 	q += nbits / 8;
 	*q = (uint8_t)((*q & ((1u << (nbits % 8)) - 1)) | (1u << (nbits % 8)));
-	if (nbits % 8 > 5)		/* the 3 bits spill into the next byte: all zero */
+	if (nbits % 8 > 5) /* the 3 bits spill into the next byte: all zero */
 		*++q = 0;
 	q++;
-	*q++ = 0;			/* LEN 0, NLEN 0xffff */
+	*q++ = 0; /* LEN 0, NLEN 0xffff */
 	*q++ = 0;
 	*q++ = 0xff;
 	*q++ = 0xff;
 	ilen = (size_t)(q - t->lin);
-	r = libdeflate_deflate_decompress_ex(t->ld, t->lin, ilen, t->lout, olen, &got_in,
-					     &got_out);
+	r = libdeflate_deflate_decompress_ex(t->ld, t->lin, ilen, t->lout, olen, &got_in, &got_out);
 	if (r != LIBDEFLATE_SUCCESS || got_in != ilen || got_out != olen) {
 		shrink_bufs(t);
-		return 1;		/* zlib decides: it says where and why */
+		return 1; /* zlib decides: it says where and why */
 	}
 	memcpy(dst, t->lout + g + cp->wraw, b->usize);
 	shrink_bufs(t);
@@ -1183,7 +1182,8 @@ static int gzip_decode_indexed(const struct bfs_index *idx, size_t k, const uint
 				return -EBADMSG;
 			}
 		}
-		if (d.ipos != d.clen || (want_block && ((unsigned int)t->inf.data_type & 7) != next->bits)) {
+		if (d.ipos != d.clen ||
+		    (want_block && ((unsigned int)t->inf.data_type & 7) != next->bits)) {
 			*why = "gzip span does not end at the next checkpoint";
 			return -EBADMSG;
 		}
@@ -1205,7 +1205,7 @@ check:
  * kind end (1 each), then the deflated windows one after another.
  */
 #define PRIV_HDR 8
-#define PRIV_CP 12
+#define PRIV_CP	 12
 
 static int gzip_cache_save(const struct bfs_index *idx, uint8_t **out, size_t *len)
 {
@@ -1231,7 +1231,7 @@ static int gzip_cache_save(const struct bfs_index *idx, uint8_t **out, size_t *l
 		q[10] = cp->kind;
 		q[11] = cp->end;
 	}
-	if (gi->blob_len)	/* no window at all: blob may be NULL */
+	if (gi->blob_len) /* no window at all: blob may be NULL */
 		memcpy(q, gi->blob, gi->blob_len);
 	*out = p;
 	*len = total;
@@ -1276,8 +1276,13 @@ static int gzip_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t le
 	for (size_t i = 0; i < n; i++, q += PRIV_CP) {
 		struct gz_cp *cp = &gi->cp[i];
 
-		*cp = (struct gz_cp){ .wlen = bfs_le32(q), .wraw = bfs_le32(q + 4), .bits = q[8],
-				      .val = q[9], .kind = q[10], .end = q[11], .woff = woff };
+		*cp = (struct gz_cp){ .wlen = bfs_le32(q),
+				      .wraw = bfs_le32(q + 4),
+				      .bits = q[8],
+				      .val = q[9],
+				      .kind = q[10],
+				      .end = q[11],
+				      .woff = woff };
 		if (cp->bits > 7 || cp->val >= 1u << cp->bits || cp->end != END_TRAILER)
 			goto bad;
 		if (cp->kind == CP_MEMBER) {
@@ -1310,7 +1315,9 @@ nomem:
 	return -ENOMEM;
 }
 
-static const struct bfs_suffix gzip_suffixes[] = { { ".gz", "" }, { ".tgz", ".tar" }, { NULL, NULL } };
+static const struct bfs_suffix gzip_suffixes[] = { { ".gz", "" },
+						   { ".tgz", ".tar" },
+						   { NULL, NULL } };
 
 const struct bfs_codec bfs_codec_gzip = {
 	.name = "gzip",

@@ -82,48 +82,48 @@
 #include "lz4_linked.h"
 
 /* lz4_Frame_format.md, "General Structure of LZ4 Frame format" */
-#define FRAME_MAGIC		0x184D2204u
-#define SKIP_MAGIC		0x184D2A50u	/* "Skippable Frames": 0x184D2A50..5F */
-#define SKIP_MAGIC_MASK		0xFFFFFFF0u
-#define LEGACY_MAGIC		0x184C2102u	/* "Legacy frame" */
-#define LEGACY_BMAX		(8u << 20)	/* output of one legacy block, at most */
-#define LEGACY_DLEN_MAX		((uint32_t)LZ4_COMPRESSBOUND(LEGACY_BMAX))
-#define MAGIC_LEN		4
-#define SKIP_HDR_LEN		8		/* magic + LE32 frame size */
+#define FRAME_MAGIC	0x184D2204u
+#define SKIP_MAGIC	0x184D2A50u /* "Skippable Frames": 0x184D2A50..5F */
+#define SKIP_MAGIC_MASK 0xFFFFFFF0u
+#define LEGACY_MAGIC	0x184C2102u /* "Legacy frame" */
+#define LEGACY_BMAX	(8u << 20)  /* output of one legacy block, at most */
+#define LEGACY_DLEN_MAX ((uint32_t)LZ4_COMPRESSBOUND(LEGACY_BMAX))
+#define MAGIC_LEN	4
+#define SKIP_HDR_LEN	8 /* magic + LE32 frame size */
 
 /* "Frame Descriptor": FLG byte */
-#define FLG_VERSION_SHIFT	6
-#define FLG_VERSION		1u
-#define FLG_B_INDEP		(1u << 5)
-#define FLG_B_CSUM		(1u << 4)
-#define FLG_C_SIZE		(1u << 3)
-#define FLG_C_CSUM		(1u << 2)
-#define FLG_RESERVED		(1u << 1)
-#define FLG_DICT_ID		(1u << 0)
+#define FLG_VERSION_SHIFT 6
+#define FLG_VERSION	  1u
+#define FLG_B_INDEP	  (1u << 5)
+#define FLG_B_CSUM	  (1u << 4)
+#define FLG_C_SIZE	  (1u << 3)
+#define FLG_C_CSUM	  (1u << 2)
+#define FLG_RESERVED	  (1u << 1)
+#define FLG_DICT_ID	  (1u << 0)
 
 /* "Frame Descriptor": BD byte */
-#define BD_BMAX_SHIFT		4
-#define BD_BMAX_MASK		7u
-#define BD_RESERVED		0x8Fu
-#define BMAX_ID_MIN		4		/* 64 KiB */
-#define BMAX_LARGEST		(4u << 20)	/* id 7 */
+#define BD_BMAX_SHIFT 4
+#define BD_BMAX_MASK  7u
+#define BD_RESERVED   0x8Fu
+#define BMAX_ID_MIN   4		 /* 64 KiB */
+#define BMAX_LARGEST  (4u << 20) /* id 7 */
 
-#define C_SIZE_LEN		8
-#define DICT_ID_LEN		4
-#define HDR_MIN			7		/* magic FLG BD HC */
-#define HDR_MAX			19		/* ... plus content size and dict id */
+#define C_SIZE_LEN  8
+#define DICT_ID_LEN 4
+#define HDR_MIN	    7  /* magic FLG BD HC */
+#define HDR_MAX	    19 /* ... plus content size and dict id */
 
 /* "Data Blocks" */
-#define BLK_HDR_LEN		4
-#define BLK_STORED		0x80000000u
-#define BLK_SIZE_MASK		0x7FFFFFFFu
-#define ENDMARK			0u
-#define BLK_CSUM_LEN		4
-#define C_CSUM_LEN		4
+#define BLK_HDR_LEN   4
+#define BLK_STORED    0x80000000u
+#define BLK_SIZE_MASK 0x7FFFFFFFu
+#define ENDMARK	      0u
+#define BLK_CSUM_LEN  4
+#define C_CSUM_LEN    4
 
 /* lz4_Block_format.md: a match is at least 4 bytes; its length field adds to that */
-#define LZ4_MIN_MATCH		4
-#define LZ4_RUN_MASK		15u		/* a 4-bit length of 15 goes on in more bytes */
+#define LZ4_MIN_MATCH 4
+#define LZ4_RUN_MASK  15u /* a 4-bit length of 15 goes on in more bytes */
 
 static bool is_skippable(uint32_t magic)
 {
@@ -132,8 +132,8 @@ static bool is_skippable(uint32_t magic)
 
 /* Frame descriptor fields this file needs, parsed and checked. */
 struct frame {
-	uint32_t bmax;		/* block max size: 64K..4M */
-	uint32_t hlen;		/* magic through HC */
+	uint32_t bmax; /* block max size: 64K..4M */
+	uint32_t hlen; /* magic through HC */
 	bool bcsum, ccsum, has_csize, indep, dict;
 	uint64_t csize;
 };
@@ -154,14 +154,13 @@ static const char *check_flg_bd(uint8_t flg, uint8_t bd, struct frame *f)
 		return "reserved BD bits set";
 	if (id < BMAX_ID_MIN)
 		return "invalid block max size id";
-	f->bmax = 1u << (8 + 2 * id);	/* 4 -> 64 KiB, ..., 7 -> 4 MiB */
+	f->bmax = 1u << (8 + 2 * id); /* 4 -> 64 KiB, ..., 7 -> 4 MiB */
 	f->indep = flg & FLG_B_INDEP;
 	f->bcsum = flg & FLG_B_CSUM;
 	f->has_csize = flg & FLG_C_SIZE;
 	f->ccsum = flg & FLG_C_CSUM;
 	f->dict = flg & FLG_DICT_ID;
-	f->hlen = MAGIC_LEN + 2 + (f->has_csize ? C_SIZE_LEN : 0) +
-		  (f->dict ? DICT_ID_LEN : 0) + 1;
+	f->hlen = MAGIC_LEN + 2 + (f->has_csize ? C_SIZE_LEN : 0) + (f->dict ? DICT_ID_LEN : 0) + 1;
 	return NULL;
 }
 
@@ -230,7 +229,7 @@ static int measure_seq(const uint8_t *p, size_t len, uint32_t cap, bool linked, 
 		if (out > cap)
 			goto too_big;
 		if (p == end)
-			break;			/* the last sequence: literals only */
+			break; /* the last sequence: literals only */
 
 		if (end - p < 2)
 			goto truncated;
@@ -299,8 +298,8 @@ static uint32_t block_cap(const struct bfs_blk *blk)
  * Check the block header in @src against what the index says, so that a
  * file changed since the scan cannot send us past @src's clen bytes.
  */
-static int check_block(const struct bfs_blk *blk, const uint8_t *src, bool *stored,
-		       uint32_t *dlen, const char **why)
+static int check_block(const struct bfs_blk *blk, const uint8_t *src, bool *stored, uint32_t *dlen,
+		       const char **why)
 {
 	uint32_t csum = blk->flags & BFS_BLK_CSUM ? BLK_CSUM_LEN : 0;
 	uint32_t word, dmax = block_cap(blk);
@@ -377,7 +376,8 @@ static int measure_span(const struct bfs_blk *blk, const uint8_t *src, uint32_t 
 			goto mismatch;
 		word = bfs_le32(src + pos);
 		dlen = word & BLK_SIZE_MASK;
-		if (dlen == 0 || dlen > bmax || blk->clen - pos - BLK_HDR_LEN < (uint64_t)dlen + csum)
+		if (dlen == 0 || dlen > bmax ||
+		    blk->clen - pos - BLK_HDR_LEN < (uint64_t)dlen + csum)
 			goto mismatch;
 		data = src + pos + BLK_HDR_LEN;
 		if (csum && bfs_xxh32(data, dlen, 0) != bfs_le32(data + dlen)) {
@@ -495,7 +495,7 @@ static int lz4_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *ds
 
 /* Blocks smaller than this are walked through a window, not one read each. */
 #define SMALL_BLOCK (8u << 10)
-#define WINDOW (64u << 10)
+#define WINDOW	    (64u << 10)
 
 /*
  * The first @n bytes: LZ4 stops decoding there, so a 4 KiB read at the
@@ -545,7 +545,7 @@ struct walk {
 	struct bfs_index *idx;
 	uint8_t *buf;
 	size_t bufcap;
-	uint8_t *win;		/* WINDOW bytes of the file from win_off, win_len valid */
+	uint8_t *win; /* WINDOW bytes of the file from win_off, win_len valid */
 	uint64_t win_off;
 	size_t win_len;
 };
@@ -581,8 +581,8 @@ static int read_header(struct walk *w, uint64_t pos, uint32_t last_clen, uint8_t
 	return 0;
 }
 
-static int add_block(struct walk *w, uint64_t coff, uint32_t clen, uint32_t usize,
-		     uint32_t flags, uint32_t bmax)
+static int add_block(struct walk *w, uint64_t coff, uint32_t clen, uint32_t usize, uint32_t flags,
+		     uint32_t bmax)
 {
 	int rc = bfs_index_add(w->idx, coff, clen, usize, flags);
 
@@ -592,12 +592,12 @@ static int add_block(struct walk *w, uint64_t coff, uint32_t clen, uint32_t usiz
 }
 
 /* Read the data of the block at @coff and measure it; 1 with *@why when corrupt. */
-static int measure_at(struct walk *w, uint64_t coff, uint32_t dlen, uint32_t bmax,
-		      uint32_t *usize, const char **why)
+static int measure_at(struct walk *w, uint64_t coff, uint32_t dlen, uint32_t bmax, uint32_t *usize,
+		      const char **why)
 {
 	int rc;
 
-	if (w->bufcap < dlen) {		/* dlen <= LEGACY_DLEN_MAX: checked by the caller */
+	if (w->bufcap < dlen) { /* dlen <= LEGACY_DLEN_MAX: checked by the caller */
 		free(w->buf);
 		w->bufcap = 0;
 		w->buf = malloc(dlen);
@@ -708,7 +708,7 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 		if (rc < 0)
 			return rc;
 		if (rc > 0) {
-			pos = pend_off;	/* the damage is this block, not the EndMark */
+			pos = pend_off; /* the damage is this block, not the EndMark */
 			pend_clen = 0;
 			goto broken;
 		}
@@ -729,7 +729,8 @@ static int walk_blocks(struct walk *w, const struct frame *f, uint64_t pos, uint
 	if (f->has_csize && f->csize && exact && sum != f->csize) {
 		bfs_index_mark_broken(w->idx, pos,
 				      "lz4: frame ending at %" PRIu64 " holds %" PRIu64
-				      " bytes, its header says %" PRIu64, pos, sum, f->csize);
+				      " bytes, its header says %" PRIu64,
+				      pos, sum, f->csize);
 		return 1;
 	}
 	if (!exact && f->has_csize && f->csize) {
@@ -781,7 +782,7 @@ static int walk_legacy(struct walk *w, uint64_t pos, uint64_t *next)
 			return rc;
 		word = bfs_le32(hdr);
 		if (word > LEGACY_DLEN_MAX)
-			break;			/* a magic: the next frame */
+			break; /* a magic: the next frame */
 		if (word == 0) {
 			why = "empty legacy block";
 			goto broken;
@@ -897,7 +898,7 @@ static int check_gap(struct bfs_io *io, uint64_t pos, uint64_t end, struct frame
 		struct frame nf;
 		uint32_t magic;
 
-		if (close) {		/* the frame's EndMark [content checksum] */
+		if (close) { /* the frame's EndMark [content checksum] */
 			if (!bfs_range_ok(pos, BLK_HDR_LEN + (f->ccsum ? C_CSUM_LEN : 0), end))
 				return 1;
 			rc = bfs_io_read(io, h, BLK_HDR_LEN, pos);
@@ -930,7 +931,7 @@ static int check_gap(struct bfs_io *io, uint64_t pos, uint64_t end, struct frame
 		*f = nf;
 		if (next && pos == end)
 			return f->bmax == next->bmax && f->bcsum == next->csum ? 0 : 1;
-		close = true;		/* a frame without blocks */
+		close = true; /* a frame without blocks */
 	}
 	return 1;
 }
@@ -981,13 +982,13 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 
 	rc = bfs_seektable_load(io, idx->max_blocks, &t, &why);
 	if (rc == 1 || rc == -EBADMSG)
-		return 1;		/* stale, foreign or damaged: the frames say it all */
+		return 1; /* stale, foreign or damaged: the frames say it all */
 	if (rc < 0)
 		return rc;
 	rc = check_coverage(io, &t);
 	if (rc != 0) {
 		free(t.e);
-		return rc;		/* 1: a table that lies is no table */
+		return rc; /* 1: a table that lies is no table */
 	}
 	for (size_t i = 0; i < t.n; i++) {
 		const struct bfs_seektable_entry *e = &t.e[i];
@@ -1001,7 +1002,7 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 	}
 	free(t.e);
 	if (rc < 0)
-		return rc;	/* -ENOMEM: load already checked count and total */
+		return rc; /* -ENOMEM: load already checked count and total */
 	idx->block_size = t.block_size ? t.block_size : bmax;
 	idx->source = BFS_SRC_SEEKTABLE;
 	/* Sizes only the table states: an odd one is measured before it places others. */
@@ -1017,7 +1018,7 @@ static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 	bool first = true;
 	int rc = 0;
 
-	(void)side;				/* LZ4 has no sidecar index */
+	(void)side; /* LZ4 has no sidecar index */
 	rc = scan_table(io, idx);
 	if (rc <= 0)
 		return rc;
@@ -1036,14 +1037,18 @@ static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 			uint64_t skip;
 
 			if (got < SKIP_HDR_LEN) {
-				bfs_index_mark_broken(idx, off, "lz4: skippable frame header past "
-						      "end of file at offset %" PRIu64, off);
+				bfs_index_mark_broken(idx, off,
+						      "lz4: skippable frame header past "
+						      "end of file at offset %" PRIu64,
+						      off);
 				break;
 			}
 			skip = bfs_le32(h + MAGIC_LEN);
 			if (!bfs_range_ok(off + SKIP_HDR_LEN, skip, io->size)) {
-				bfs_index_mark_broken(idx, off, "lz4: skippable frame runs past "
-						      "end of file at offset %" PRIu64, off);
+				bfs_index_mark_broken(idx, off,
+						      "lz4: skippable frame runs past "
+						      "end of file at offset %" PRIu64,
+						      off);
 				break;
 			}
 			off += SKIP_HDR_LEN + skip;
@@ -1073,8 +1078,12 @@ static int lz4_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 			rc = walk_blocks(&w, &f, off + f.hlen, &off);
 		} else {
 			struct bfs_lz4_lframe lf = {
-				.start = off, .data = off + f.hlen, .bmax = f.bmax,
-				.bcsum = f.bcsum, .ccsum = f.ccsum, .csize = f.csize,
+				.start = off,
+				.data = off + f.hlen,
+				.bmax = f.bmax,
+				.bcsum = f.bcsum,
+				.ccsum = f.ccsum,
+				.csize = f.csize,
 			};
 
 			rc = bfs_lz4_lwalk_frame(&lw, io, idx, &lf, &off);

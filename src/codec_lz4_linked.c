@@ -64,44 +64,44 @@
 #include "lz4_linked.h"
 
 /* lz4_Frame_format.md, "Data Blocks" */
-#define BLK_HDR_LEN	4
-#define BLK_STORED	0x80000000u
-#define BLK_SIZE_MASK	0x7FFFFFFFu
-#define ENDMARK		0u
-#define BLK_CSUM_LEN	4
-#define C_CSUM_LEN	4
-#define BMAX_LARGEST	(4u << 20)
+#define BLK_HDR_LEN   4
+#define BLK_STORED    0x80000000u
+#define BLK_SIZE_MASK 0x7FFFFFFFu
+#define ENDMARK	      0u
+#define BLK_CSUM_LEN  4
+#define C_CSUM_LEN    4
+#define BMAX_LARGEST  (4u << 20)
 
 /* lz4_Block_format.md: a match offset is 16 bits, so 64 KiB of history is all a block sees. */
-#define HIST		65536u
+#define HIST	 65536u
 /* From here on in a span, its own output is a block's whole history. */
-#define OWN_HIST	65535u
+#define OWN_HIST 65535u
 
 /* Bytes of output a span is cut after; its input is also cut after CLEN_CUT. */
-#define SPAN_TARGET	(128u << 10)
-#define CLEN_CUT	(16u << 20)
+#define SPAN_TARGET (128u << 10)
+#define CLEN_CUT    (16u << 20)
 
 /* Input read per pread during the walk (at least a whole block). */
-#define CHUNK		(1u << 20)
+#define CHUNK	 (1u << 20)
 /* Output decoded between moves of the history, beyond a block max. */
-#define OUT_ROOM	(1u << 20)
+#define OUT_ROOM (1u << 20)
 
 /* Scratch a decoding thread keeps between calls; more is freed after use. */
-#define SCRATCH_KEEP	(1u << 20)
+#define SCRATCH_KEEP (1u << 20)
 
 enum cp_kind {
-	CP_NONE = 0,		/* a frame's first span: no history */
-	CP_RAW = 1,		/* dict stored as it is */
-	CP_LZ4 = 2,		/* dict LZ4-compressed (one block) */
+	CP_NONE = 0, /* a frame's first span: no history */
+	CP_RAW = 1,  /* dict stored as it is */
+	CP_LZ4 = 2,  /* dict LZ4-compressed (one block) */
 };
 
 struct cp {
-	uint32_t blk;		/* the span's block in the index */
-	uint32_t hash;		/* XXH32 of its output */
-	uint32_t dlen;		/* dict bytes, 0..HIST */
-	uint32_t zlen;		/* bytes kept in the blob */
-	uint64_t off;		/* where in the blob */
-	uint8_t kind;		/* enum cp_kind */
+	uint32_t blk;  /* the span's block in the index */
+	uint32_t hash; /* XXH32 of its output */
+	uint32_t dlen; /* dict bytes, 0..HIST */
+	uint32_t zlen; /* bytes kept in the blob */
+	uint64_t off;  /* where in the blob */
+	uint8_t kind;  /* enum cp_kind */
 };
 
 /* The index's private data: a checkpoint per span, in block order. */
@@ -145,20 +145,20 @@ struct bfs_lz4_lwalk {
 	struct bfs_io *io;
 	struct lk_index *li;
 	size_t cp_cap, blob_cap;
-	struct ext *ext;	/* the frame's spans: ext[i] is cp[first + i] */
+	struct ext *ext; /* the frame's spans: ext[i] is cp[first + i] */
 	size_t ext_cap;
-	uint8_t *in;		/* in_cap bytes of the file from in_off, in_len valid */
+	uint8_t *in; /* in_cap bytes of the file from in_off, in_len valid */
 	size_t in_cap, in_len;
 	uint64_t in_off;
-	uint8_t *out;		/* history and output: out_cap bytes */
+	uint8_t *out; /* history and output: out_cap bytes */
 	size_t out_cap;
-	void *lz4_state;	/* for compressing checkpoints */
-	uint8_t *zbuf;		/* LZ4_COMPRESSBOUND(HIST) */
+	void *lz4_state; /* for compressing checkpoints */
+	uint8_t *zbuf;	 /* LZ4_COMPRESSBOUND(HIST) */
 	/* the open span's checkpoint until its first 64 KiB of output are decoded */
 	bool pending;
-	uint32_t plen;		/* history bytes at pdict */
+	uint32_t plen; /* history bytes at pdict */
 	uint8_t pdict[HIST];
-	uint8_t mask[HIST];	/* 1: a byte of pdict the span copies */
+	uint8_t mask[HIST]; /* 1: a byte of pdict the span copies */
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
@@ -286,7 +286,7 @@ static void mark_refs(struct bfs_lz4_lwalk *w, const uint8_t *p, size_t len, uin
 				lit += b;
 			} while (b == 255);
 		if (lit >= (size_t)(end - p))
-			return;			/* the last literals */
+			return; /* the last literals */
 		p += lit;
 		q += (int64_t)lit;
 		if (end - p < 2)
@@ -334,7 +334,7 @@ static int end_checkpoint(struct bfs_lz4_lwalk *w)
 	while (m < w->plen && !w->mask[m])
 		m++;
 	if (m == w->plen)
-		return 0;		/* nothing copied: CP_NONE */
+		return 0; /* nothing copied: CP_NONE */
 	for (uint32_t i = m; i < w->plen; i++)
 		if (!w->mask[i])
 			w->pdict[i] = 0;
@@ -401,18 +401,18 @@ static int commit(struct bfs_lz4_lwalk *w, struct bfs_index *idx, size_t first,
 
 /* What ends a frame's walk. */
 enum stop {
-	STOP_END,		/* the EndMark (and checks after it) */
-	STOP_CUT,		/* the file ends inside the frame: keep what decoded */
-	STOP_BAD,		/* damage at a block */
+	STOP_END, /* the EndMark (and checks after it) */
+	STOP_CUT, /* the file ends inside the frame: keep what decoded */
+	STOP_BAD, /* damage at a block */
 };
 
 struct fwalk {
 	const struct bfs_lz4_lframe *f;
-	size_t first;		/* the frame's first checkpoint */
-	bool open;		/* a span is open: cp[n - 1], ext[n - 1 - first] */
+	size_t first; /* the frame's first checkpoint */
+	bool open;    /* a span is open: cp[n - 1], ext[n - 1 - first] */
 	struct bfs_xxh32 content, span;
-	uint64_t total;		/* the frame's output so far */
-	size_t p;		/* where the next block's output goes in w->out */
+	uint64_t total; /* the frame's output so far */
+	size_t p;	/* where the next block's output goes in w->out */
 	const char *why;
 	uint64_t at;
 };
@@ -451,7 +451,8 @@ static int one_block(struct bfs_lz4_lwalk *w, struct fwalk *fw, uint64_t pos, ui
 		return rc;
 	word = bfs_le32(src);
 	dlen = word & BLK_SIZE_MASK;
-	if (f->bcsum && bfs_xxh32(src + BLK_HDR_LEN, dlen, 0) != bfs_le32(src + BLK_HDR_LEN + dlen)) {
+	if (f->bcsum &&
+	    bfs_xxh32(src + BLK_HDR_LEN, dlen, 0) != bfs_le32(src + BLK_HDR_LEN + dlen)) {
 		fw->why = "block checksum mismatch";
 		return 1;
 	}
@@ -618,7 +619,8 @@ int bfs_lz4_lwalk_frame(struct bfs_lz4_lwalk **lwp, struct bfs_io *io, struct bf
 	 */
 	if (stop == STOP_BAD && f->ccsum && !f->bcsum) {
 		drop_frame(w, fw.first);
-		bfs_index_mark_broken(idx, f->start, "lz4: %s at offset %" PRIu64
+		bfs_index_mark_broken(idx, f->start,
+				      "lz4: %s at offset %" PRIu64
 				      " (the linked frame from offset %" PRIu64 " is dropped)",
 				      fw.why, fw.at, f->start);
 		return 1;
@@ -632,8 +634,10 @@ int bfs_lz4_lwalk_frame(struct bfs_lz4_lwalk **lwp, struct bfs_io *io, struct bf
 	}
 	/* A stated size of 0 means "unknown" to liblz4 too. */
 	if (f->csize && fw.total != f->csize) {
-		bfs_index_mark_broken(idx, end, "lz4: frame ending at %" PRIu64 " holds %" PRIu64
-				      " bytes, its header says %" PRIu64, end, fw.total, f->csize);
+		bfs_index_mark_broken(idx, end,
+				      "lz4: frame ending at %" PRIu64 " holds %" PRIu64
+				      " bytes, its header says %" PRIu64,
+				      end, fw.total, f->csize);
 		return 1;
 	}
 	*next = end;
@@ -749,7 +753,7 @@ static int restore(const struct lk_index *li, const struct cp *cp, uint8_t *s, c
 /* Where decoding a span stands. */
 struct sdec {
 	const uint8_t *src;
-	uint32_t clen, ipos;	/* input consumed */
+	uint32_t clen, ipos; /* input consumed */
 	uint32_t bmax, csum;
 	bool verify;
 };
@@ -812,9 +816,9 @@ static int lz4_block(const uint8_t *data, uint32_t dlen, uint8_t *out, const uin
  * span without a checkpoint, the output in @dst is the whole history.
  */
 enum mode {
-	M_DST,			/* history: dst[0, pos) */
-	M_FIRST,		/* history: the checkpoint; pos is 0 */
-	M_SCRATCH,		/* history: the checkpoint and s[HIST, HIST + pos) */
+	M_DST,	   /* history: dst[0, pos) */
+	M_FIRST,   /* history: the checkpoint; pos is 0 */
+	M_SCRATCH, /* history: the checkpoint and s[HIST, HIST + pos) */
 };
 
 int bfs_lz4_span_decode(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
@@ -823,7 +827,9 @@ int bfs_lz4_span_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
 	const struct bfs_blk *b = &idx->blk[k];
 	const struct lk_index *li = idx->priv;
 	const struct cp *cp = find_cp(li, k);
-	struct sdec d = { .src = src, .clen = b->clen, .verify = verify,
+	struct sdec d = { .src = src,
+			  .clen = b->clen,
+			  .verify = verify,
 			  .bmax = b->aux & ~BFS_LZ4_SPAN_TAG,
 			  .csum = b->flags & BFS_BLK_CSUM ? BLK_CSUM_LEN : 0 };
 	bool whole = n == b->usize;
@@ -871,16 +877,17 @@ int bfs_lz4_span_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
 		} else if (mode == M_SCRATCH) {
 			uint8_t *out = t->s + HIST + pos;
 
-			got = lz4_block(data, dlen, out, t->s + HIST - cp->dlen, cp->dlen + pos, room,
-					d.bmax, whole);
+			got = lz4_block(data, dlen, out, t->s + HIST - cp->dlen, cp->dlen + pos,
+					room, d.bmax, whole);
 			take = got < 0 ? 0 : (uint32_t)got < room ? (uint32_t)got : room;
 			memcpy(dst + pos, out, take);
 		} else if (room >= d.bmax || !whole) {
 			if (mode == M_FIRST)
-				got = lz4_block(data, dlen, dst, t->s + HIST - cp->dlen, cp->dlen, room,
-						d.bmax, whole);
+				got = lz4_block(data, dlen, dst, t->s + HIST - cp->dlen, cp->dlen,
+						room, d.bmax, whole);
 			else
-				got = lz4_block(data, dlen, dst + pos, dst, pos, room, d.bmax, whole);
+				got = lz4_block(data, dlen, dst + pos, dst, pos, room, d.bmax,
+						whole);
 			take = got < 0 ? 0 : (uint32_t)got < room ? (uint32_t)got : room;
 		} else {
 			/* the last block of a whole span: exactly room, else retry with slack */
@@ -897,9 +904,10 @@ int bfs_lz4_span_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
 				if (rc < 0)
 					goto out;
 				/* the history right before the output, from wherever it is */
-				memmove(t->s + HIST - hlen, mode == M_FIRST ? t->s + HIST - hlen : h, hlen);
-				got = lz4_block(data, dlen, t->s + HIST, t->s + HIST - hlen, hlen, room,
-						d.bmax, true);
+				memmove(t->s + HIST - hlen,
+					mode == M_FIRST ? t->s + HIST - hlen : h, hlen);
+				got = lz4_block(data, dlen, t->s + HIST, t->s + HIST - hlen, hlen,
+						room, d.bmax, true);
 				if (got >= 0 && (uint32_t)got <= room)
 					memcpy(dst + pos, t->s + HIST, (size_t)got);
 			}
@@ -954,7 +962,7 @@ out:
  * checkpoints' bytes one after another.
  */
 #define PRIV_HDR 8
-#define PRIV_CP 20
+#define PRIV_CP	 20
 
 int bfs_lz4_lsave(const struct bfs_index *idx, uint8_t **out, size_t *len)
 {
@@ -1039,8 +1047,11 @@ int bfs_lz4_lload(struct bfs_index *idx, const uint8_t *priv, size_t len)
 	for (size_t i = 0; i < n; i++, q += PRIV_CP) {
 		struct cp *cp = &li->cp[i];
 
-		*cp = (struct cp){ .blk = bfs_le32(q), .hash = bfs_le32(q + 4),
-				   .dlen = bfs_le32(q + 8), .zlen = bfs_le32(q + 12), .kind = q[16],
+		*cp = (struct cp){ .blk = bfs_le32(q),
+				   .hash = bfs_le32(q + 4),
+				   .dlen = bfs_le32(q + 8),
+				   .zlen = bfs_le32(q + 12),
+				   .kind = q[16],
 				   .off = off };
 		/* the next span of the index, in order */
 		while (j < idx->n && !is_span(&idx->blk[j]))

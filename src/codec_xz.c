@@ -85,33 +85,33 @@
 #include "blockfs/io.h"
 
 /* The xz file format, sections 2.1 and 3.1 */
-#define XZ_HDR LZMA_STREAM_HEADER_SIZE	/* stream header and footer: 12 bytes each */
-#define XZ_MAGIC_LEN 6
-#define XZ_PAD 4			/* blocks, indexes and stream padding align to 4 */
-#define XZ_INDEX_MIN 8			/* indicator, count, CRC32, padded */
+#define XZ_HDR	      LZMA_STREAM_HEADER_SIZE /* stream header and footer: 12 bytes each */
+#define XZ_MAGIC_LEN  6
+#define XZ_PAD	      4 /* blocks, indexes and stream padding align to 4 */
+#define XZ_INDEX_MIN  8 /* indicator, count, CRC32, padded */
 #define XZ_STREAM_MIN (2 * XZ_HDR + XZ_INDEX_MIN)
 
 /* Output of one chained span; see the top of this file. */
-#define SPAN (2u << 20)
+#define SPAN	       (2u << 20)
 /* Largest block decoded whole; bigger ones are chains of spans. */
-#define DIRECT_MAX (64u << 20)
+#define DIRECT_MAX     (64u << 20)
 /* Largest index read (a file of 16 Mi blocks has one of about 100 MiB). */
-#define INDEX_MAX (128u << 20)
+#define INDEX_MAX      (128u << 20)
 /* Memory liblzma may keep for one index. */
 #define INDEX_MEMLIMIT (1ull << 30)
 /* Memory one block's decoder may take: xz's largest dictionary, 1.5 GiB, and its state. */
-#define DEC_MEM_MAX ((1536ull + 64) << 20)
+#define DEC_MEM_MAX    ((1536ull + 64) << 20)
 /* Parked decoders per file (at least one is kept, whatever the budget). */
-#define POOL_SLOTS 4
+#define POOL_SLOTS     4
 /* Input read at a time when a block is decoded during the scan. */
-#define WALK_CHUNK (1u << 20)
+#define WALK_CHUNK     (1u << 20)
 /* Output buffer of the scan's decodes, and of decoding the rest of a span after a prefix. */
-#define SCRATCH (256u << 10)
+#define SCRATCH	       (256u << 10)
 
 /* aux of an index entry */
-#define AUX_CHECK 0x0fu		/* the stream's check ID */
-#define AUX_FIRST 0x10u		/* chain: the span that starts the xz block (its header) */
-#define AUX_LAST 0x20u		/* chain: the span that ends it (padding and check) */
+#define AUX_CHECK 0x0fu /* the stream's check ID */
+#define AUX_FIRST 0x10u /* chain: the span that starts the xz block (its header) */
+#define AUX_LAST  0x20u /* chain: the span that ends it (padding and check) */
 
 /*
  * The bounds in use: DIRECT_MAX and SPAN, unless a test set smaller ones
@@ -151,10 +151,10 @@ struct dec {
 	lzma_stream strm;
 	lzma_block block;
 	lzma_filter filters[LZMA_FILTERS_MAX + 1];
-	uint64_t mem;		/* what liblzma says it uses */
-	size_t at;		/* parked: the span it is ready to decode */
-	uint64_t tick;		/* parked: when, for eviction */
-	uint64_t in_at;		/* open chains: the file offset of its next input byte */
+	uint64_t mem;	/* what liblzma says it uses */
+	size_t at;	/* parked: the span it is ready to decode */
+	uint64_t tick;	/* parked: when, for eviction */
+	uint64_t in_at; /* open chains: the file offset of its next input byte */
 };
 
 static void filters_free(lzma_filter *f)
@@ -173,9 +173,9 @@ static void filters_free(lzma_filter *f)
  * output, and a header that states 1.5 GiB for a 1 MiB block costs 1 MiB.
  * Return: 0 with *@mem; -EBADMSG with *@why (@filters freed).
  */
-static int parse_block_header(const uint8_t *src, size_t avail, unsigned int check,
-			      uint64_t usize, lzma_block *block, lzma_filter *filters,
-			      uint64_t *mem, const char **why)
+static int parse_block_header(const uint8_t *src, size_t avail, unsigned int check, uint64_t usize,
+			      lzma_block *block, lzma_filter *filters, uint64_t *mem,
+			      const char **why)
 {
 	memset(block, 0, sizeof(*block));
 	filters[0].id = LZMA_VLI_UNKNOWN;
@@ -261,7 +261,8 @@ static int dec_start(const uint8_t *src, size_t avail, unsigned int check, uint6
 	d->strm = (lzma_stream)LZMA_STREAM_INIT;
 	lr = lzma_block_decoder(&d->strm, &d->block);
 	if (lr != LZMA_OK) {
-		*why = lr == LZMA_MEM_ERROR ? "no memory for a decoder" : "unsupported block filters";
+		*why = lr == LZMA_MEM_ERROR ? "no memory for a decoder" :
+					      "unsupported block filters";
 		rc = lr == LZMA_MEM_ERROR ? -ENOMEM : -EBADMSG;
 		dec_free(d);
 		return rc;
@@ -287,7 +288,7 @@ static lzma_ret dec_run(struct dec *d, uint8_t *out, size_t n, size_t *got)
 		if (lr != LZMA_OK)
 			break;
 		if (d->strm.avail_in == before_in && d->strm.avail_out == before_out)
-			break;		/* no progress: the input is exhausted */
+			break; /* no progress: the input is exhausted */
 	}
 	*got = n - d->strm.avail_out;
 	return lr;
@@ -296,14 +297,14 @@ static lzma_ret dec_run(struct dec *d, uint8_t *out, size_t n, size_t *got)
 /* ---- the pool of parked decoders: idx->priv ---- */
 
 struct xz_pool {
-	pthread_mutex_t lock;		/* a leaf lock: nothing is taken under it */
-	struct dec *slot[POOL_SLOTS];	/* protected by lock */
-	uint64_t tick;			/* protected by lock */
-	int *proof;			/* open chains: per block, at a chain's first span: 0
+	pthread_mutex_t lock;	      /* a leaf lock: nothing is taken under it */
+	struct dec *slot[POOL_SLOTS]; /* protected by lock */
+	uint64_t tick;		      /* protected by lock */
+	int *proof;		      /* open chains: per block, at a chain's first span: 0
 					 * unknown, 1 proven, else the -errno it failed with;
 					 * NULL without open chains; protected by lock */
-	size_t n;			/* entries of proof and spill */
-	struct bfs_spill **spill;	/* per block, at a proven open chain's first span: its
+	size_t n;		      /* entries of proof and spill */
+	struct bfs_spill **spill;     /* per block, at a proven open chain's first span: its
 					 * output (spill.h), or NULL; set once, under lock;
 					 * freed with the pool */
 };
@@ -344,8 +345,8 @@ static int pool_attach(struct bfs_index *idx)
 	bfs_mutex_init(&pool->lock);
 	idx->priv = pool;
 	idx->priv_free = pool_free;
-	idx->priv_bytes = sizeof(*pool) +
-			  (open ? idx->n * (sizeof(*pool->proof) + sizeof(*pool->spill)) : 0);
+	idx->priv_bytes =
+		sizeof(*pool) + (open ? idx->n * (sizeof(*pool->proof) + sizeof(*pool->spill)) : 0);
 	return 0;
 }
 
@@ -382,7 +383,7 @@ static void pool_park(struct xz_pool *pool, struct dec *d, size_t k)
 	d->tick = ++pool->tick;
 	for (size_t i = 0; i < POOL_SLOTS; i++) {
 		if (pool->slot[i] && pool->slot[i]->at == k) {
-			gone[ngone++] = d;	/* another reader parked one there already */
+			gone[ngone++] = d; /* another reader parked one there already */
 			d = NULL;
 			break;
 		}
@@ -512,8 +513,8 @@ static int direct_decode(const struct bfs_blk *b, const uint8_t *src, uint8_t *d
 	if (lr != LZMA_STREAM_END) {
 		rc = -EBADMSG;
 		*why = lr == LZMA_DATA_ERROR ? "corrupt xz block" :
-		       got < n ? "xz block shorter than its index says" :
-				 "truncated xz block";
+		       got < n		     ? "xz block shorter than its index says" :
+					       "truncated xz block";
 		/* the check is read last, and whole: a mismatch leaves no input */
 		if (verify && lr == LZMA_DATA_ERROR && d->strm.avail_in == 0 &&
 		    d->strm.total_out == b->usize && d->block.check != LZMA_CHECK_NONE) {
@@ -664,11 +665,11 @@ static int chain_decode(const struct bfs_index *idx, size_t k, const uint8_t *sr
  * whole block from @src, or through @io in pieces of WALK_CHUNK.
  */
 struct feed {
-	const uint8_t *src;	/* the block's bytes, or NULL */
+	const uint8_t *src; /* the block's bytes, or NULL */
 	struct bfs_io *io;
-	uint8_t *buf;		/* WALK_CHUNK bytes, with @io */
-	uint64_t coff, end;	/* the block: [coff, end) of the file */
-	uint64_t at;		/* the file offset of buf's (or src's) first byte in use */
+	uint8_t *buf;	    /* WALK_CHUNK bytes, with @io */
+	uint64_t coff, end; /* the block: [coff, end) of the file */
+	uint64_t at;	    /* the file offset of buf's (or src's) first byte in use */
 };
 
 /* Give @d input from file offset @pos on. Return: 0; -EBADMSG past the block's end; -errno. */
@@ -720,8 +721,8 @@ static void feed_none(struct feed *f, struct dec *d, uint64_t pos)
  * when all @n came), with *@done bytes; *@err the -errno of a refill that
  * failed, else 0.
  */
-static lzma_ret feed_run(struct feed *f, struct dec *d, uint8_t *out, uint64_t n,
-			 uint64_t *done, int *err, const char **why)
+static lzma_ret feed_run(struct feed *f, struct dec *d, uint8_t *out, uint64_t n, uint64_t *done,
+			 int *err, const char **why)
 {
 	uint8_t scratch[4096];
 	lzma_ret lr = LZMA_OK;
@@ -731,14 +732,15 @@ static lzma_ret feed_run(struct feed *f, struct dec *d, uint8_t *out, uint64_t n
 	while (*done < n) {
 		uint64_t left = n - *done;
 		size_t want = out ? (left > SIZE_MAX ? SIZE_MAX : (size_t)left) :
-			      (left < sizeof(scratch) ? (size_t)left : sizeof(scratch)), got;
+				    (left < sizeof(scratch) ? (size_t)left : sizeof(scratch)),
+		       got;
 
 		lr = dec_run(d, out ? out + *done : scratch, want, &got);
 		*done += got;
 		if (lr != LZMA_OK)
 			break;
 		if (got < want && (*err = feed_at(f, d, fed_to(f, d), why)) < 0)
-			return LZMA_BUF_ERROR;	/* (the input was used up) */
+			return LZMA_BUF_ERROR; /* (the input was used up) */
 	}
 	return lr;
 }
@@ -796,8 +798,8 @@ static int feed_start(struct feed *f, unsigned int check, uint64_t usize, bool v
  * fails to write is dropped (*@spill NULL) and the proof goes on.
  * Return: 0, -EBADMSG or -EILSEQ (with *@why), -errno.
  */
-static int prove(const struct bfs_index *idx, size_t k0, struct feed *f,
-		 struct bfs_spill **spill, const char **why)
+static int prove(const struct bfs_index *idx, size_t k0, struct feed *f, struct bfs_spill **spill,
+		 const char **why)
 {
 	uint64_t usize = chain_usize(idx, k0), done, left;
 	struct dec *d;
@@ -818,7 +820,7 @@ static int prove(const struct bfs_index *idx, size_t k0, struct feed *f,
 		uint64_t n = out && left > cap ? cap : left;
 
 		if (*spill && !out) {
-			bfs_spill_drop(*spill);		/* the proof goes on without it */
+			bfs_spill_drop(*spill); /* the proof goes on without it */
 			*spill = NULL;
 		}
 		/* straight into the spill's buffer, handed over as it fills; else dropped */
@@ -834,7 +836,8 @@ static int prove(const struct bfs_index *idx, size_t k0, struct feed *f,
 	if (rc == 0 && (lr != LZMA_STREAM_END || fed_to(f, d) != f->end)) {
 		rc = -EBADMSG;
 		*why = lr == LZMA_STREAM_END ? "xz block ends elsewhere than its index says" :
-		       lr == LZMA_DATA_ERROR ? "corrupt xz block" : "truncated xz block";
+		       lr == LZMA_DATA_ERROR ? "corrupt xz block" :
+					       "truncated xz block";
 		if (lr == LZMA_DATA_ERROR && d->strm.total_out == usize &&
 		    d->block.check != LZMA_CHECK_NONE) {
 			rc = -EILSEQ;
@@ -869,7 +872,7 @@ static int proven(const struct bfs_index *idx, struct xz_pool *pool, size_t k0, 
 	s = bfs_spill_begin(chain_usize(idx, k0));
 	rc = prove(idx, k0, f, &s, why);
 	if (s && (rc < 0 || bfs_spill_seal(s) < 0)) {
-		bfs_spill_drop(s);	/* never a byte of a block that failed its proof */
+		bfs_spill_drop(s); /* never a byte of a block that failed its proof */
 		s = NULL;
 	}
 	if (rc == 0 || rc == -EBADMSG || rc == -EILSEQ) {
@@ -881,7 +884,7 @@ static int proven(const struct bfs_index *idx, struct xz_pool *pool, size_t k0, 
 		}
 		bfs_mutex_unlock(&pool->lock);
 	}
-	bfs_spill_drop(s);	/* another reader proved it too, or the proof could not finish */
+	bfs_spill_drop(s); /* another reader proved it too, or the proof could not finish */
 	return rc;
 }
 
@@ -941,9 +944,11 @@ static int open_decode(const struct bfs_index *idx, size_t k, struct feed *f, ui
 	if (b->aux & AUX_LAST) {
 		if (lr != LZMA_STREAM_END || done != b->usize || fed_to(f, d) != f->end) {
 			rc = -EBADMSG;
-			*why = lr == LZMA_DATA_ERROR ? "corrupt xz block" :
-			       lr == LZMA_STREAM_END ? "xz block ends elsewhere than its index says" :
-						       "truncated xz block";
+			*why = lr == LZMA_DATA_ERROR ?
+				       "corrupt xz block" :
+			       lr == LZMA_STREAM_END ?
+				       "xz block ends elsewhere than its index says" :
+				       "truncated xz block";
 			if (verify && lr == LZMA_DATA_ERROR && done == b->usize &&
 			    d->block.check != LZMA_CHECK_NONE) {
 				rc = -EILSEQ;
@@ -954,7 +959,8 @@ static int open_decode(const struct bfs_index *idx, size_t k, struct feed *f, ui
 	}
 	if (lr != LZMA_OK || done != b->usize) {
 		*why = lr == LZMA_DATA_ERROR ? "corrupt xz block" :
-		       lr == LZMA_STREAM_END ? "xz block ends inside a span" : "truncated xz block";
+		       lr == LZMA_STREAM_END ? "xz block ends inside a span" :
+					       "truncated xz block";
 		rc = lr == LZMA_MEM_ERROR ? -ENOMEM : -EBADMSG;
 		goto out;
 	}
@@ -1017,8 +1023,8 @@ static int xz_measure(const struct bfs_blk *b, const uint8_t *src, uint32_t *usi
 	size_t pos, end, last = 0;
 	int rc;
 
-	rc = parse_block_header(src, b->clen, b->aux & AUX_CHECK, UINT64_MAX, &block, filters,
-				&mem, why);
+	rc = parse_block_header(src, b->clen, b->aux & AUX_CHECK, UINT64_MAX, &block, filters, &mem,
+				why);
 	if (rc < 0)
 		return rc;
 	while (last + 1 < LZMA_FILTERS_MAX && filters[last + 1].id != LZMA_VLI_UNKNOWN)
@@ -1046,8 +1052,8 @@ static int xz_measure(const struct bfs_blk *b, const uint8_t *src, uint32_t *usi
 			goto truncated;
 		c = src[pos];
 		if (c == 0x00)
-			break;				/* end of LZMA2 data */
-		if (c == 0x01 || c == 0x02) {		/* uncompressed chunk */
+			break;		      /* end of LZMA2 data */
+		if (c == 0x01 || c == 0x02) { /* uncompressed chunk */
 			size_t len;
 
 			if (end - pos < 3)
@@ -1055,13 +1061,14 @@ static int xz_measure(const struct bfs_blk *b, const uint8_t *src, uint32_t *usi
 			len = ((size_t)src[pos + 1] << 8 | src[pos + 2]) + 1;
 			sum += len;
 			pos += 3 + len;
-		} else if (c >= 0x80) {			/* LZMA chunk */
+		} else if (c >= 0x80) { /* LZMA chunk */
 			size_t hdr = c >= 0xc0 ? 6 : 5, clen;
 
 			if (end - pos < hdr)
 				goto truncated;
 			sum += ((uint64_t)(c & 0x1f) << 16 | (uint64_t)src[pos + 1] << 8 |
-				src[pos + 2]) + 1;
+				src[pos + 2]) +
+			       1;
 			clen = ((size_t)src[pos + 3] << 8 | src[pos + 4]) + 1;
 			pos += hdr + clen;
 		} else {
@@ -1090,8 +1097,8 @@ truncated:
 struct scan {
 	struct bfs_io *io;
 	struct bfs_index *idx;
-	uint8_t *buf;		/* WALK_CHUNK bytes */
-	uint64_t *starts;	/* a chained block's span starts, during its walk */
+	uint8_t *buf;	  /* WALK_CHUNK bytes */
+	uint64_t *starts; /* a chained block's span starts, during its walk */
 	size_t nstarts, cap;
 };
 
@@ -1119,9 +1126,9 @@ static int push_start(struct scan *s, uint64_t off)
 
 /* What walk_block() found. */
 struct walked {
-	uint64_t end;		/* first byte after the block (its check) */
-	uint64_t usize;		/* its output */
-	lzma_vli unpadded;	/* its unpadded size, for the stream's index */
+	uint64_t end;	   /* first byte after the block (its check) */
+	uint64_t usize;	   /* its output */
+	lzma_vli unpadded; /* its unpadded size, for the stream's index */
 };
 
 /*
@@ -1236,7 +1243,7 @@ static int walk_block(struct scan *s, uint64_t off, uint64_t limit, unsigned int
 			break;
 		}
 		if (got < want && d->strm.avail_in == 0 && rd >= limit)
-			break;		/* truncated */
+			break; /* truncated */
 		if (produced == boundary) {
 			started_at = produced;
 			rc = push_start(s, off + hlen + d->strm.total_in);
@@ -1274,8 +1281,8 @@ static int add_spans(struct scan *s, size_t nspans, uint64_t end, uint64_t usize
 		rc = bfs_index_add(s->idx, a, (uint32_t)(z - a), (uint32_t)u, BFS_BLK_CHAIN);
 		if (rc < 0)
 			return rc;
-		s->idx->blk[s->idx->n - 1].aux = check | (i == 0 ? AUX_FIRST : 0) |
-						 (last ? AUX_LAST : 0);
+		s->idx->blk[s->idx->n - 1].aux =
+			check | (i == 0 ? AUX_FIRST : 0) | (last ? AUX_LAST : 0);
 	}
 	return 0;
 }
@@ -1300,8 +1307,8 @@ static int open_spans(struct scan *s, uint64_t off, uint64_t total, uint64_t usi
 
 		if (rc < 0)
 			return rc;
-		s->idx->blk[s->idx->n - 1].aux = check | (i == 0 ? AUX_FIRST : 0) |
-						 (last ? AUX_LAST : 0);
+		s->idx->blk[s->idx->n - 1].aux =
+			check | (i == 0 ? AUX_FIRST : 0) | (last ? AUX_LAST : 0);
 	}
 	return 0;
 }
@@ -1326,7 +1333,7 @@ static int add_block(struct scan *s, uint64_t off, uint64_t limit, unsigned int 
 		return open_spans(s, off, total, usize, check);
 	if (total && usize != UINT64_MAX && usize <= direct_max) {
 		if (usize == 0)
-			return 0;	/* an empty block carries nothing */
+			return 0; /* an empty block carries nothing */
 		if (total > UINT32_MAX || total > limit - off)
 			return broken(s, off, "block larger than the file allows");
 		rc = bfs_index_add(s->idx, off, (uint32_t)total, (uint32_t)usize, 0);
@@ -1409,7 +1416,8 @@ static int read_indexes(struct scan *s, lzma_index **out)
 			rc = bfs_io_read(io, s->buf, len, pos - len);
 			if (rc < 0)
 				goto out;
-			for (k = len; k >= XZ_PAD && bfs_le32(s->buf + k - XZ_PAD) == 0; k -= XZ_PAD)
+			for (k = len; k >= XZ_PAD && bfs_le32(s->buf + k - XZ_PAD) == 0;
+			     k -= XZ_PAD)
 				;
 			padding += len - k;
 			pos -= len - k;
@@ -1459,12 +1467,12 @@ static int read_indexes(struct scan *s, lzma_index **out)
 			lzma_index_end(i, NULL);
 			goto out_rc;
 		}
-		all = i;		/* lzma_index_cat() took the old one */
+		all = i; /* lzma_index_cat() took the old one */
 		padding = 0;
 		pos -= ssize;
 	}
 	if (!all || padding != 0)
-		goto bad;		/* the file starts with padding, not a stream */
+		goto bad; /* the file starts with padding, not a stream */
 	*out = all;
 	return 0;
 
@@ -1574,7 +1582,7 @@ static int walk_forward(struct scan *s)
 			if (rc < 0)
 				goto done;
 			if (hb[0] == 0x00)
-				break;		/* the index */
+				break; /* the index */
 			hlen = lzma_block_header_size_decode(hb[0]);
 			if (hlen > size - pos) {
 				rc = broken(s, pos, "truncated block header");
@@ -1611,7 +1619,7 @@ static int walk_forward(struct scan *s)
 			}
 			pos = (w.end + XZ_PAD - 1) / XZ_PAD * XZ_PAD;
 			if (pos != w.end) {
-				rc = broken(s, pos, "block padding");	/* total sizes are padded */
+				rc = broken(s, pos, "block padding"); /* total sizes are padded */
 				goto done;
 			}
 		}
@@ -1706,7 +1714,7 @@ static int xz_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *idx
 	} else if (rc > 0) {
 		rc = walk_forward(&s);
 		if (rc > 0)
-			rc = 0;		/* marked broken */
+			rc = 0; /* marked broken */
 	}
 	free(s.starts);
 	free(s.buf);
@@ -1768,16 +1776,19 @@ static int xz_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len)
 			continue;
 		}
 		chains = true;
-		if ((b->aux & AUX_FIRST) ? open :
-		    !open || (b->flags ^ p->flags) & BFS_BLK_OPEN ||
-		    ((b->flags & BFS_BLK_OPEN) ? b->coff != p->coff || b->clen != p->clen :
-						 b->coff != p->coff + p->clen) ||
-		    (b->aux & AUX_CHECK) != (p->aux & AUX_CHECK) || p->usize != span_len)
+		if ((b->aux & AUX_FIRST) ?
+			    open :
+			    !open || (b->flags ^ p->flags) & BFS_BLK_OPEN ||
+				    ((b->flags & BFS_BLK_OPEN) ?
+					     b->coff != p->coff || b->clen != p->clen :
+					     b->coff != p->coff + p->clen) ||
+				    (b->aux & AUX_CHECK) != (p->aux & AUX_CHECK) ||
+				    p->usize != span_len)
 			return 1;
 		open = !(b->aux & AUX_LAST);
 	}
 	if (open)
-		return 1;		/* an entry is never written for a broken index */
+		return 1; /* an entry is never written for a broken index */
 	if (chains && pool_attach(idx) < 0)
 		return -ENOMEM;
 	guess_irregular(idx);
@@ -1786,7 +1797,9 @@ static int xz_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t len)
 }
 
 static const struct bfs_suffix xz_suffixes[] = {
-	{ ".xz", "" }, { ".txz", ".tar" }, { NULL, NULL },
+	{ ".xz", "" },
+	{ ".txz", ".tar" },
+	{ NULL, NULL },
 };
 
 const struct bfs_codec bfs_codec_xz = {

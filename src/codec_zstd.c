@@ -110,37 +110,37 @@
 #include "blockfs/spill.h"
 
 /* RFC 8878, 3.1.1 and 3.1.2 */
-#define ZMAGIC			0xFD2FB528u
-#define SKIP_MAGIC		0x184D2A50u
-#define SKIP_MAGIC_MASK		0xFFFFFFF0u
-#define MAGIC_LEN		4
-#define SKIP_HDR_LEN		8
-#define FHD_FCS_SHIFT		6
-#define FHD_SINGLE		(1u << 5)
-#define FHD_RESERVED		(1u << 3)
-#define FHD_CSUM		(1u << 2)
-#define FHD_DICT_MASK		3u
-#define HDR_MAX			18		/* magic FHD WD dict(4) FCS(8) */
-#define WINDOW_LOG_MIN		10
-#define BLK_HDR_LEN		3
-#define BLK_RAW			0u
-#define BLK_RLE			1u
-#define BLK_COMPRESSED		2u
-#define BLOCK_MAX		(128u << 10)	/* Block_Maximum_Size's upper bound */
-#define CSUM_LEN		4
-#define FRAME_MIN		(MAGIC_LEN + 2 + BLK_HDR_LEN)
+#define ZMAGIC		0xFD2FB528u
+#define SKIP_MAGIC	0x184D2A50u
+#define SKIP_MAGIC_MASK 0xFFFFFFF0u
+#define MAGIC_LEN	4
+#define SKIP_HDR_LEN	8
+#define FHD_FCS_SHIFT	6
+#define FHD_SINGLE	(1u << 5)
+#define FHD_RESERVED	(1u << 3)
+#define FHD_CSUM	(1u << 2)
+#define FHD_DICT_MASK	3u
+#define HDR_MAX		18 /* magic FHD WD dict(4) FCS(8) */
+#define WINDOW_LOG_MIN	10
+#define BLK_HDR_LEN	3
+#define BLK_RAW		0u
+#define BLK_RLE		1u
+#define BLK_COMPRESSED	2u
+#define BLOCK_MAX	(128u << 10) /* Block_Maximum_Size's upper bound */
+#define CSUM_LEN	4
+#define FRAME_MIN	(MAGIC_LEN + 2 + BLK_HDR_LEN)
 
 /* zstd's contrib/seekable_format/zstd_seekable_compression_format.md */
-#define SEEK_SKIP_MAGIC		0x184D2A5Eu
-#define SEEK_FOOTER_MAGIC	0x8F92EAB1u
-#define SEEK_FOOTER_LEN		9
-#define SEEK_CSUM_FLAG		0x80u
-#define SEEK_RESERVED		0x7Cu
-#define SEEK_ENTRY_LEN		8
-#define SEEK_ENTRY_CSUM_LEN	12
+#define SEEK_SKIP_MAGIC	    0x184D2A5Eu
+#define SEEK_FOOTER_MAGIC   0x8F92EAB1u
+#define SEEK_FOOTER_LEN	    9
+#define SEEK_CSUM_FLAG	    0x80u
+#define SEEK_RESERVED	    0x7Cu
+#define SEEK_ENTRY_LEN	    8
+#define SEEK_ENTRY_CSUM_LEN 12
 
 /* What zstd -d accepts without --memory: 2^27. */
-#define WINDOW_MAX		(1ull << ZSTD_WINDOWLOG_LIMIT_DEFAULT)
+#define WINDOW_MAX (1ull << ZSTD_WINDOWLOG_LIMIT_DEFAULT)
 
 /*
  * A frame holding at most this much is one block. A reader of a few
@@ -150,32 +150,32 @@
  * decode in parallel, and the block cache takes them as it takes a
  * 64 MiB gzip span at most.
  */
-#define FRAME_USIZE_MAX		(32u << 20)
+#define FRAME_USIZE_MAX (32u << 20)
 /*
  * Output per span of a bigger frame: what a sequential reader decodes per
  * step and a random reader at least; gzip's span default for the same
  * reasons (codec_gzip.c).
  */
-#define SPAN			(1u << 20)
+#define SPAN		(1u << 20)
 /* Input one span may take: beyond it the frame is damage (empty blocks by the million). */
-#define SPAN_CLEN_MAX		(64u << 20)
+#define SPAN_CLEN_MAX	(64u << 20)
 /* aux of a chain span: its number in the frame, and this bit on the frame's last. */
-#define SPAN_END		(1u << 31)
-#define SPAN_SEQ_MASK		(SPAN_END - 1)
+#define SPAN_END	(1u << 31)
+#define SPAN_SEQ_MASK	(SPAN_END - 1)
 
 /* The walk reads the file through a window of this many bytes ... */
-#define WINDOW			(64u << 10)
+#define WINDOW	    (64u << 10)
 /* ... after a block smaller than this, else only the next header. */
-#define SMALL_BLOCK		(8u << 10)
+#define SMALL_BLOCK (8u << 10)
 /* Compressed input per read and output per call while decoding a big frame. */
-#define CHUNK			(1u << 20)
-#define SCRATCH			(256u << 10)
+#define CHUNK	    (1u << 20)
+#define SCRATCH	    (256u << 10)
 /* Input read at a time for an open span (BFS_BLK_OPEN). */
-#define OPEN_READ		(256u << 10)
+#define OPEN_READ   (256u << 10)
 
 /* Parked decoders per file, and a thread's spare kept up to this size. */
-#define PARK_PER_FILE		4
-#define TLS_KEEP		(4u << 20)
+#define PARK_PER_FILE 4
+#define TLS_KEEP      (4u << 20)
 
 static bool is_skippable(uint32_t magic)
 {
@@ -250,10 +250,10 @@ uint32_t bfs_zstd_xxh64_low(const void *p, size_t len)
 /* ---- frame headers ---- */
 
 struct fhdr {
-	uint32_t hlen;		/* magic through FCS */
-	uint64_t window;	/* Window_Size */
-	uint64_t fcs;		/* Frame_Content_Size, when has_fcs */
-	uint32_t dict;		/* Dictionary_ID, 0 when absent */
+	uint32_t hlen;	 /* magic through FCS */
+	uint64_t window; /* Window_Size */
+	uint64_t fcs;	 /* Frame_Content_Size, when has_fcs */
+	uint32_t dict;	 /* Dictionary_ID, 0 when absent */
 	bool has_fcs, csum;
 };
 
@@ -294,8 +294,11 @@ static int parse_fhdr(const uint8_t *p, size_t len, struct fhdr *h, const char *
 	h->dict = dl == 1 ? q[0] : dl == 2 ? bfs_le16(q) : dl == 4 ? bfs_le32(q) : 0;
 	q += dl;
 	h->has_fcs = fl != 0;
-	h->fcs = fl == 1 ? q[0] : fl == 2 ? bfs_le16(q) + 256u : fl == 4 ? bfs_le32(q) :
-		 fl == 8 ? bfs_le64(q) : 0;
+	h->fcs = fl == 1 ? q[0] :
+		 fl == 2 ? bfs_le16(q) + 256u :
+		 fl == 4 ? bfs_le32(q) :
+		 fl == 8 ? bfs_le64(q) :
+			   0;
 	if (fhd & FHD_SINGLE)
 		h->window = h->fcs;
 	h->csum = fhd & FHD_CSUM;
@@ -340,7 +343,7 @@ static uint64_t zstd_prelude(const uint8_t *head, size_t len)
 
 struct rd {
 	struct bfs_io *io;
-	uint8_t *win;		/* WINDOW bytes of the file from off, len valid */
+	uint8_t *win; /* WINDOW bytes of the file from off, len valid */
 	uint64_t off;
 	size_t len;
 };
@@ -380,10 +383,10 @@ static int rd_get(struct rd *r, uint64_t pos, size_t want, bool wide, const uint
 
 /* What the blocks of one frame say without decoding them. */
 struct fblocks {
-	uint64_t end;		/* after the frame (its checksum included) */
-	uint64_t bound;		/* content at most: raw and RLE sizes, block max per compressed */
-	bool exact;		/* raw and RLE blocks only: bound is the content size */
-	bool big;		/* stopped early: bound passed FRAME_USIZE_MAX */
+	uint64_t end;	/* after the frame (its checksum included) */
+	uint64_t bound; /* content at most: raw and RLE sizes, block max per compressed */
+	bool exact;	/* raw and RLE blocks only: bound is the content size */
+	bool big;	/* stopped early: bound passed FRAME_USIZE_MAX */
 };
 
 /*
@@ -474,8 +477,8 @@ static int zerr(size_t r, const char **why)
 static int setup(ZSTD_DCtx *d, bool verify)
 {
 	if (ZSTD_isError(ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters)) ||
-	    ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax,
-						ZSTD_WINDOWLOG_LIMIT_DEFAULT)) ||
+	    ZSTD_isError(
+		    ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, ZSTD_WINDOWLOG_LIMIT_DEFAULT)) ||
 	    ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_forceIgnoreChecksum,
 						verify ? ZSTD_d_validateChecksum :
 							 ZSTD_d_ignoreChecksum)))
@@ -578,7 +581,8 @@ static int frame_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *
 	r = ZSTD_decompressDCtx(d, dst, blk->usize, src, blk->clen);
 	if (ZSTD_isError(r))
 		return ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall ?
-		       (*why = "zstd frame decodes to a different length", -EBADMSG) : zerr(r, why);
+			       (*why = "zstd frame decodes to a different length", -EBADMSG) :
+			       zerr(r, why);
 	if (r != blk->usize) {
 		*why = "zstd frame decodes to a different length";
 		return -EBADMSG;
@@ -651,7 +655,7 @@ static int measure_frame(const struct bfs_blk *blk, const uint8_t *src, uint32_t
 	int rc;
 
 	if (blk->flags & BFS_BLK_CHAIN) {
-		*why = "zstd span measured alone";	/* never: spans are exact */
+		*why = "zstd span measured alone"; /* never: spans are exact */
 		return -EBADMSG;
 	}
 	rc = check_frame(src, blk->clen, &h, why);
@@ -729,27 +733,27 @@ static int zstd_decode_prefix(const struct bfs_blk *blk, const uint8_t *src, uin
 struct parked {
 	ZSTD_DCtx *d;
 	struct chains *owner;
-	size_t k;		/* the span it decodes next */
-	uint64_t coff;		/* where its input stands: span k's coff */
-	size_t bytes;		/* ZSTD_sizeof_DCtx() when parked */
-	struct parked *prev, *next;	/* the pool's list, most recent first */
+	size_t k;		    /* the span it decodes next */
+	uint64_t coff;		    /* where its input stands: span k's coff */
+	size_t bytes;		    /* ZSTD_sizeof_DCtx() when parked */
+	struct parked *prev, *next; /* the pool's list, most recent first */
 };
 
 /* What is known of a frame whose spans are open (struct chains, proof). */
 enum proof {
 	PROOF_UNKNOWN,
 	PROOF_GOOD,
-	PROOF_CORRUPT,		/* -EBADMSG */
-	PROOF_CSUM,		/* -EILSEQ */
+	PROOF_CORRUPT, /* -EBADMSG */
+	PROOF_CSUM,    /* -EILSEQ */
 };
 
 /* idx->priv of an index with chains: its parked decoders. */
 struct chains {
-	struct parked *slot[PARK_PER_FILE];	/* protected by park_lock */
-	uint8_t *proof;		/* enum proof per block, at the first span of an open frame;
+	struct parked *slot[PARK_PER_FILE]; /* protected by park_lock */
+	uint8_t *proof;		  /* enum proof per block, at the first span of an open frame;
 				 * NULL without open spans; protected by park_lock */
-	size_t n;		/* entries of proof and spill */
-	struct bfs_spill **spill;	/* per block, at the first span of a proven open frame:
+	size_t n;		  /* entries of proof and spill */
+	struct bfs_spill **spill; /* per block, at the first span of a proven open frame:
 					 * its output (spill.h), or NULL; set once, under
 					 * park_lock; freed with the pool */
 };
@@ -760,8 +764,8 @@ struct chains {
  * A leaf lock: held for list changes only, never across a decode.
  */
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct parked lru = { .prev = &lru, .next = &lru };	/* protected by park_lock */
-static size_t park_bytes;					/* protected by park_lock */
+static struct parked lru = { .prev = &lru, .next = &lru }; /* protected by park_lock */
+static size_t park_bytes;				   /* protected by park_lock */
 
 static void lru_unlink(struct parked *p)
 {
@@ -826,7 +830,7 @@ static void park(struct chains *c, struct parked *p)
 			slot = i;
 	if (slot == PARK_PER_FILE) {
 		for (q = lru.prev; q->owner != c; q = q->prev)
-			;		/* all of c's slots are full, so one is on the list */
+			; /* all of c's slots are full, so one is on the list */
 		for (slot = 0; c->slot[slot] != q; slot++)
 			;
 	}
@@ -923,7 +927,7 @@ static size_t chain_start(const struct bfs_index *idx, size_t k)
 {
 	size_t seq = idx->blk[k].aux & SPAN_SEQ_MASK;
 
-	return seq <= k ? k - seq : k;	/* (checked by scan and cache_load) */
+	return seq <= k ? k - seq : k; /* (checked by scan and cache_load) */
 }
 
 /* The spill of the proven open frame whose first span is @k0, or NULL. */
@@ -1037,13 +1041,13 @@ static int span_decode(const struct bfs_index *idx, size_t k, const uint8_t *src
 	}
 	if (out.pos != out.size || in.pos != in.size || (r == 0) != end) {
 		*why = out.pos != out.size ? "zstd span holds fewer bytes than the index says" :
-		       "zstd span does not end where the index says";
+					     "zstd span does not end where the index says";
 		rc = -EBADMSG;
 		goto out_free;
 	}
 	if (end || k + 1 >= idx->n || !(idx->blk[k + 1].flags & BFS_BLK_CHAIN) ||
 	    (idx->blk[k + 1].aux & SPAN_SEQ_MASK) == 0)
-		goto out_free;		/* nothing follows it in this frame */
+		goto out_free; /* nothing follows it in this frame */
 	p->k = k + 1;
 	p->coff = b->coff + b->clen;
 	park(c, p);
@@ -1060,9 +1064,8 @@ out_free:
  * into @buf (@cap bytes). Return: 0; -EBADMSG at the frame's end @end
  * (it holds less than its header says); the read's -errno.
  */
-static int refill(ZSTD_inBuffer *in, uint64_t *at, uint64_t coff, uint64_t end,
-		  const uint8_t *src, struct bfs_io *io, uint8_t *buf, size_t cap,
-		  const char **why)
+static int refill(ZSTD_inBuffer *in, uint64_t *at, uint64_t coff, uint64_t end, const uint8_t *src,
+		  struct bfs_io *io, uint8_t *buf, size_t cap, const char **why)
 {
 	size_t n;
 	int rc;
@@ -1116,7 +1119,7 @@ static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, str
 	ZSTD_DCtx *d = ZSTD_createDCtx();
 	uint8_t *out = malloc(SCRATCH), *buf = src ? NULL : malloc(CHUNK);
 	ZSTD_inBuffer in = { 0 };
-	size_t r = 1, fill = 0;		/* bytes in the spill's buffer */
+	size_t r = 1, fill = 0; /* bytes in the spill's buffer */
 	int rc = 0;
 
 	if (!d || !out || (!src && !buf) || setup(d, true) < 0) {
@@ -1130,7 +1133,7 @@ static int prove(const struct bfs_index *idx, size_t k0, const uint8_t *src, str
 
 		/* straight into the spill's buffer, handed over when full */
 		if (*spill && !(o.dst = bfs_spill_next(*spill, &o.size))) {
-			bfs_spill_drop(*spill);		/* the proof goes on without it */
+			bfs_spill_drop(*spill); /* the proof goes on without it */
 			*spill = NULL;
 			o = (ZSTD_outBuffer){ .dst = out, .size = SCRATCH };
 		}
@@ -1203,7 +1206,7 @@ static int proven(const struct bfs_index *idx, struct chains *c, size_t k0, cons
 	s = bfs_spill_begin(frame_usize(idx, k0));
 	rc = prove(idx, k0, src, io, &s, why);
 	if (s && (rc < 0 || bfs_spill_seal(s) < 0)) {
-		bfs_spill_drop(s);	/* never a byte of a frame that failed its proof */
+		bfs_spill_drop(s); /* never a byte of a frame that failed its proof */
 		s = NULL;
 	}
 	if (rc == 0 || rc == -EBADMSG || rc == -EILSEQ) {
@@ -1215,7 +1218,7 @@ static int proven(const struct bfs_index *idx, struct chains *c, size_t k0, cons
 		}
 		bfs_mutex_unlock(&park_lock);
 	}
-	bfs_spill_drop(s);	/* another reader proved it too, or the proof could not finish */
+	bfs_spill_drop(s); /* another reader proved it too, or the proof could not finish */
 	return rc;
 }
 
@@ -1228,11 +1231,11 @@ static int proven(const struct bfs_index *idx, struct chains *c, size_t k0, cons
  * full (the last span: until the frame ends, its checksum checked); park
  * it at the next span.
  */
-static int open_decode(const struct bfs_index *idx, size_t k, const uint8_t *src,
-		       struct bfs_io *io, uint8_t *dst, bool verify, const char **why)
+static int open_decode(const struct bfs_index *idx, size_t k, const uint8_t *src, struct bfs_io *io,
+		       uint8_t *dst, bool verify, const char **why)
 {
 	const struct bfs_blk *b = &idx->blk[k];
-	uint64_t end = b->coff + b->clen, at;	/* the frame's input ends at @end */
+	uint64_t end = b->coff + b->clen, at; /* the frame's input ends at @end */
 	ZSTD_outBuffer out = { .dst = dst, .size = b->usize };
 	ZSTD_inBuffer in = { 0 };
 	bool last = b->aux & SPAN_END;
@@ -1261,7 +1264,7 @@ static int open_decode(const struct bfs_index *idx, size_t k, const uint8_t *src
 	rc = take_or_start(idx, c, k, verify, &p, why);
 	if (rc < 0)
 		return rc;
-	at = p->coff;			/* the file offset of in.src[0] */
+	at = p->coff; /* the file offset of in.src[0] */
 	if (at < b->coff || at > end) {
 		*why = "zstd decoder parked outside its frame";
 		rc = -EBADMSG;
@@ -1314,8 +1317,8 @@ out:
 	return rc;
 }
 
-static int zstd_decode_open(const struct bfs_index *idx, size_t k, struct bfs_io *io,
-			    uint8_t *dst, bool verify, const char **why)
+static int zstd_decode_open(const struct bfs_index *idx, size_t k, struct bfs_io *io, uint8_t *dst,
+			    bool verify, const char **why)
 {
 	if (!(idx->blk[k].flags & BFS_BLK_OPEN)) {
 		*why = "zstd span is not open";
@@ -1422,8 +1425,8 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 		if (rc < 0)
 			goto out;
 		rc = 1;
-		if (bfs_le32(h) != ZMAGIC || parse_fhdr(h, got, &fh, &why) != 0 || unservable(&fh) ||
-		    (fh.has_fcs && fh.fcs != u))
+		if (bfs_le32(h) != ZMAGIC || parse_fhdr(h, got, &fh, &why) != 0 ||
+		    unservable(&fh) || (fh.has_fcs && fh.fcs != u))
 			goto out;
 	}
 	e = t + SKIP_HDR_LEN;
@@ -1433,7 +1436,7 @@ static int scan_table(struct bfs_io *io, struct bfs_index *idx)
 		rc = bfs_index_add(idx, coff, fsize, bfs_le32(e + 4),
 				   esize == SEEK_ENTRY_CSUM_LEN ? BFS_BLK_CSUM : 0);
 		if (rc < 0)
-			goto out;	/* -ENOMEM, -EFBIG: counts were checked */
+			goto out; /* -ENOMEM, -EFBIG: counts were checked */
 		if (esize == SEEK_ENTRY_CSUM_LEN)
 			idx->blk[idx->n - 1].aux = bfs_le32(e + 8);
 		coff += fsize;
@@ -1457,20 +1460,20 @@ out:
 struct span {
 	uint64_t coff, clen;
 	uint32_t usize;
-	uint64_t kept;		/* where its output went in the walk's spill, or BFS_KEPT_NONE */
+	uint64_t kept; /* where its output went in the walk's spill, or BFS_KEPT_NONE */
 };
 
 struct walk {
 	struct bfs_io *io;
 	struct bfs_index *idx;
 	struct rd rd;
-	ZSTD_DCtx *d;		/* for big frames */
-	uint8_t *in, *out;	/* CHUNK of input, SCRATCH of output */
-	uint8_t *sout;		/* SPAN of output, one span whole, for the walk's spill */
-	bool spill;		/* big frames' spans go to the walk's spill (index.h, kept) */
+	ZSTD_DCtx *d;	   /* for big frames */
+	uint8_t *in, *out; /* CHUNK of input, SCRATCH of output */
+	uint8_t *sout;	   /* SPAN of output, one span whole, for the walk's spill */
+	bool spill;	   /* big frames' spans go to the walk's spill (index.h, kept) */
 	struct span *spans;
 	size_t nspans, spans_cap;
-	bool any;		/* a frame was served already: what follows cannot be -ENOTSUP */
+	bool any; /* a frame was served already: what follows cannot be -ENOTSUP */
 };
 
 static int add_span(struct walk *w, uint64_t coff, uint64_t clen, uint32_t usize)
@@ -1487,8 +1490,8 @@ static int add_span(struct walk *w, uint64_t coff, uint64_t clen, uint32_t usize
 		w->spans = ns;
 		w->spans_cap = ncap;
 	}
-	w->spans[w->nspans] = (struct span){ .coff = coff, .clen = clen, .usize = usize,
-					     .kept = BFS_KEPT_NONE };
+	w->spans[w->nspans] =
+		(struct span){ .coff = coff, .clen = clen, .usize = usize, .kept = BFS_KEPT_NONE };
 	/* its output, whole in sout, to the spill: recorded once the frame is proven */
 	if (w->spill && bfs_index_keep_bytes(w->idx, w->sout, usize, &w->spans[w->nspans].kept) < 0)
 		w->spans[w->nspans].kept = BFS_KEPT_NONE;
@@ -1527,8 +1530,8 @@ static int walk_big(struct walk *w, uint64_t off, uint64_t *next)
 	const char *why;
 	int rc;
 
-	if ((!w->d && !(w->d = ZSTD_createDCtx())) ||
-	    (!w->in && !(w->in = malloc(CHUNK))) || (!w->out && !(w->out = malloc(SCRATCH))))
+	if ((!w->d && !(w->d = ZSTD_createDCtx())) || (!w->in && !(w->in = malloc(CHUNK))) ||
+	    (!w->out && !(w->out = malloc(SCRATCH))))
 		return -ENOMEM;
 	/* the spans' output to the walk's spill, when there is one and memory for a span */
 	if (!w->sout && w->io->size >= BFS_KEPT_MIN && bfs_index_keep_begin(w->idx))
@@ -1544,7 +1547,7 @@ static int walk_big(struct walk *w, uint64_t off, uint64_t *next)
 		uint64_t at;
 
 		if (w->spill)
-			out.dst = w->sout + span_out;	/* the span whole, for add_span() */
+			out.dst = w->sout + span_out; /* the span whole, for add_span() */
 		else if (out.size > SCRATCH)
 			out.size = SCRATCH;
 		if (in.pos == in.size) {
@@ -1556,8 +1559,10 @@ static int walk_big(struct walk *w, uint64_t off, uint64_t *next)
 				rc = commit_spans(w, false);
 				if (rc < 0)
 					return rc;
-				bfs_index_mark_broken(w->idx, span_coff, "zstd: file ends inside "
-						      "the frame at offset %" PRIu64, off);
+				bfs_index_mark_broken(w->idx, span_coff,
+						      "zstd: file ends inside "
+						      "the frame at offset %" PRIu64,
+						      off);
 				return 1;
 			}
 			want = size - base < CHUNK ? (size_t)(size - base) : CHUNK;
@@ -1658,7 +1663,7 @@ static int walk_frame(struct walk *w, uint64_t off, const struct fhdr *h, uint64
 	}
 	rc = walk_blocks(&w->rd, h, off + h->hlen, w->io->size, !h->has_fcs, &fb, &why, &at);
 	if (rc == -EBADMSG && h->has_fcs && h->fcs > FRAME_USIZE_MAX)
-		return walk_big(w, off, next);	/* damaged (cut): serve the spans before it */
+		return walk_big(w, off, next); /* damaged (cut): serve the spans before it */
 	if (rc == -EBADMSG)
 		goto broken;
 	if (rc < 0)
@@ -1675,7 +1680,7 @@ static int walk_frame(struct walk *w, uint64_t off, const struct fhdr *h, uint64
 		return fb.end - off > UINT32_MAX ? walk_big(w, off, next) :
 						   open_spans(w, off, fb.end, h->fcs);
 	if (h->has_fcs ? h->fcs == 0 : fb.bound == 0)
-		return 0;		/* an empty frame: nothing to serve */
+		return 0; /* an empty frame: nothing to serve */
 	if (h->has_fcs || fb.exact)
 		rc = bfs_index_add(idx, off, (uint32_t)(fb.end - off),
 				   (uint32_t)(h->has_fcs ? h->fcs : fb.bound), 0);
@@ -1769,7 +1774,7 @@ static int zstd_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *i
 	struct walk w = { .io = io, .idx = idx, .rd = { .io = io } };
 	int rc;
 
-	(void)side;				/* zstd has no sidecar index */
+	(void)side; /* zstd has no sidecar index */
 	rc = scan_table(io, idx);
 	if (rc <= 0)
 		return rc;
@@ -1827,24 +1832,25 @@ static int zstd_cache_load(struct bfs_index *idx, const uint8_t *priv, size_t le
 				return 1;
 			continue;
 		}
-		if (seq == 0 ? p_open : !p_open || seq != (p->aux & SPAN_SEQ_MASK) + 1 ||
+		if (seq == 0 ? p_open :
+			       !p_open || seq != (p->aux & SPAN_SEQ_MASK) + 1 ||
 				       (b->flags ^ p->flags) & BFS_BLK_OPEN ||
 				       ((b->flags & BFS_BLK_OPEN) ?
-				       b->coff != p->coff || b->clen != p->clen :
-				       b->coff != p->coff + p->clen))
+						b->coff != p->coff || b->clen != p->clen :
+						b->coff != p->coff + p->clen))
 			return 1;
 	}
 	if (idx->n && (idx->blk[idx->n - 1].flags & BFS_BLK_CHAIN) &&
 	    !(idx->blk[idx->n - 1].aux & SPAN_END))
-		return 1;		/* an entry is never written for a broken index */
+		return 1; /* an entry is never written for a broken index */
 	if (distrust(idx) < 0 || chains_attach(idx) < 0)
 		return -ENOMEM;
 	return 0;
 }
 
-static const struct bfs_suffix zstd_suffixes[] = {
-	{ ".zst", "" }, { ".tzst", ".tar" }, { NULL, NULL }
-};
+static const struct bfs_suffix zstd_suffixes[] = { { ".zst", "" },
+						   { ".tzst", ".tar" },
+						   { NULL, NULL } };
 
 const struct bfs_codec bfs_codec_zstd = {
 	.name = "zstd",

@@ -72,11 +72,10 @@ static int add_dirent(struct bfs_dir *d, const char *name, const struct bfs_snap
 	struct bfs_dirent *de = &d->ent[d->n];
 	size_t len = strlen(name);
 
-	de->backing = e->name;		/* the snapshot outlives the listing */
-	de->name = strcmp(name, de->backing) == 0 ? de->backing
-						     : dir_name_copy(d, name, len);
+	de->backing = e->name; /* the snapshot outlives the listing */
+	de->name = strcmp(name, de->backing) == 0 ? de->backing : dir_name_copy(d, name, len);
 	de->codec = codec;
-	de->ino = bfs_inode_shown_ino(e->ino, codec);	/* as stat says */
+	de->ino = bfs_inode_shown_ino(e->ino, codec); /* as stat says */
 	de->type = e->type;
 	if (!de->name)
 		return -ENOMEM;
@@ -107,7 +106,7 @@ static int list_next(struct bfs_dir *d, struct bfs_snap_ctx *c)
 		memcpy(shown, name, strlen(name) + 1);
 	else if (!bfs_name_shown(&bfs_snap_name_ops, c, name, shown, &codec, keep,
 				 &c->fs->env.codecs))
-		goto out_next;	/* a sidecar of a file shown decoded */
+		goto out_next; /* a sidecar of a file shown decoded */
 	rc = add_dirent(d, shown, &e, codec);
 	if (rc == 0 && codec && keep)
 		rc = add_dirent(d, name, &e, NULL);

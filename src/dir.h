@@ -32,22 +32,22 @@ struct bfs_snap;
  * BFS_SNAP_BUDGET bytes, so that lookups and listings after a timeout do
  * not read the directory again (snap.c).
  */
-#define BFS_SNAP_BUDGET (8u << 20)
-#define BFS_SNAP_BUCKETS 256	/* chains of the snapshot cache */
+#define BFS_SNAP_BUDGET	 (8u << 20)
+#define BFS_SNAP_BUCKETS 256 /* chains of the snapshot cache */
 
 /* The mount's cache of snapshots (fs->snaps). */
 struct bfs_snaps {
-	pthread_mutex_t lock;		/* protects the cache: */
-	struct bfs_snap **chains;	/* BFS_SNAP_BUCKETS chains by directory identity */
-	struct bfs_snap *mru, *lru;	/* every cached snapshot, newest first */
-	size_t bytes;			/* their size, bounded by BFS_SNAP_BUDGET */
-	atomic_uint ahead;		/* snapshots read ahead, not asked for yet */
-	struct bfs_snap_reading {	/* directories being read ahead now; under lock */
+	pthread_mutex_t lock;	    /* protects the cache: */
+	struct bfs_snap **chains;   /* BFS_SNAP_BUCKETS chains by directory identity */
+	struct bfs_snap *mru, *lru; /* every cached snapshot, newest first */
+	size_t bytes;		    /* their size, bounded by BFS_SNAP_BUDGET */
+	atomic_uint ahead;	    /* snapshots read ahead, not asked for yet */
+	struct bfs_snap_reading {   /* directories being read ahead now; under lock */
 		bool busy;
 		dev_t dev;
 		ino_t ino;
 	} reading[32];
-	pthread_cond_t read_done;	/* one of them was read; with lock */
+	pthread_cond_t read_done; /* one of them was read; with lock */
 };
 
 /**
@@ -73,7 +73,7 @@ void bfs_snap_cache_free(struct bfs_fs *fs);
 /* The name rules' questions (names.h) answered from a snapshot: names and types only. */
 struct bfs_snap_ctx {
 	struct bfs_fs *fs;
-	int dirfd;			/* the directory, for lookups */
+	int dirfd; /* the directory, for lookups */
 	struct bfs_snap *snap;
 };
 
@@ -83,7 +83,7 @@ extern const struct bfs_name_ops bfs_snap_name_ops;
 struct bfs_snap_entry {
 	const char *name;
 	ino_t ino;
-	unsigned char type;		/* DT_* */
+	unsigned char type; /* DT_* */
 };
 
 /* Entry @i (< bfs_snap_count()) of @s, in the order the directory listed them. */
@@ -106,8 +106,7 @@ void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name);
 void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s);
 
 /* Entry @name of @c's snapshot has decoded size @size under backing stamp @stamp. */
-void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
-			uint64_t size);
+void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp, uint64_t size);
 
 /* The decoded size of entry @name under stamp @stamp, if known: true and *@size. */
 BFS_MUST_CHECK bool bfs_snap_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
@@ -125,11 +124,11 @@ BFS_MUST_CHECK bool bfs_snap_new_file(struct bfs_snap_ctx *c, const char *name, 
 
 /* A directory listing as shown: one snapshot per opendir. */
 struct bfs_dirent {
-	const char *name;		/* shown name: @backing, or a copy in the listing's */
-	const char *backing;		/* backing name, in the listing's snapshot */
+	const char *name;    /* shown name: @backing, or a copy in the listing's */
+	const char *backing; /* backing name, in the listing's snapshot */
 	const struct bfs_codec *codec;
 	ino_t ino;
-	unsigned char type;		/* DT_* */
+	unsigned char type; /* DT_* */
 };
 
 /*
@@ -138,12 +137,12 @@ struct bfs_dirent {
  * descriptor the probe opened (bfs_dir_at()).
  */
 struct bfs_dir {
-	struct bfs_open open;		/* listed by bfs_handle_opendir() */
-	struct bfs_dirent *ent;		/* the entries shown so far */
+	struct bfs_open open;	/* listed by bfs_handle_opendir() */
+	struct bfs_dirent *ent; /* the entries shown so far */
 	size_t n, cap;
-	struct bfs_dir_names *names;	/* copies of the shown names that differ (dir.c) */
-	struct bfs_snap *snap;		/* what it is made from; one reference */
-	size_t next;			/* snapshot entries gone through */
+	struct bfs_dir_names *names; /* copies of the shown names that differ (dir.c) */
+	struct bfs_snap *snap;	     /* what it is made from; one reference */
+	size_t next;		     /* snapshot entries gone through */
 	/*
 	 * readdirplus=auto (ops.c): files the last reply gave with their
 	 * attributes, not yet counted as used. The kernel serialises a

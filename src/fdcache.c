@@ -120,14 +120,14 @@ void bfs_fdc_put(struct bfs_fdc *c, struct bfs_fdc_ent *e)
 	bfs_mutex_lock(&c->lock);
 	e->pins--;
 	if (c->n > c->max)
-		fd_trim(c);	/* over the bound while pins held it: give back now */
+		fd_trim(c); /* over the bound while pins held it: give back now */
 	bfs_mutex_unlock(&c->lock);
 }
 
 int bfs_fdc_adopt(struct bfs_fdc *c, struct bfs_fdc_ent *e, int fd, bool rd, bool pin)
 {
 	bfs_mutex_lock(&c->lock);
-	fd_adopt(c, e, fd, rd);	/* a closed one is worth reviving */
+	fd_adopt(c, e, fd, rd); /* a closed one is worth reviving */
 	if (pin)
 		e->pins++;
 	fd_trim(c);
@@ -153,7 +153,7 @@ bool bfs_fdc_is_rdonly(struct bfs_fdc *c, struct bfs_fdc_ent *e, int fd)
 	bool rd;
 
 	bfs_mutex_lock(&c->lock);
-	rd = e->fd == fd && e->rdonly;	/* pinned: it stays this descriptor */
+	rd = e->fd == fd && e->rdonly; /* pinned: it stays this descriptor */
 	bfs_mutex_unlock(&c->lock);
 	return rd;
 }
@@ -163,7 +163,7 @@ int bfs_fdc_rdonly_fd(struct bfs_fdc *c, struct bfs_fdc_ent *e)
 	int fd;
 
 	bfs_mutex_lock(&c->lock);
-	fd = e->rdonly ? e->fd : -1;	/* an O_PATH one holds no handle of the server's */
+	fd = e->rdonly ? e->fd : -1; /* an O_PATH one holds no handle of the server's */
 	bfs_mutex_unlock(&c->lock);
 	return fd;
 }

@@ -16,16 +16,16 @@
 
 /* 24 bytes of every inode: pins and rdonly share a word. */
 struct bfs_fdc_ent {
-	struct bfs_fdc_ent *prev, *next;	/* LRU links while fd >= 0 */
-	int fd;				/* O_PATH (rdonly: O_RDONLY) or -1 */
-	unsigned int pins : 31;		/* users of fd: it is not closed while pinned */
-	unsigned int rdonly : 1;	/* fd is open for reading (regular files) */
+	struct bfs_fdc_ent *prev, *next; /* LRU links while fd >= 0 */
+	int fd;				 /* O_PATH (rdonly: O_RDONLY) or -1 */
+	unsigned int pins : 31;		 /* users of fd: it is not closed while pinned */
+	unsigned int rdonly : 1;	 /* fd is open for reading (regular files) */
 };
 
 struct bfs_fdc {
-	pthread_mutex_t lock;		/* every entry's fields, the list and counts */
-	struct bfs_fdc_ent *mru, *lru;	/* entries with an open fd, newest first */
-	size_t n, max;			/* open descriptors, and their bound */
+	pthread_mutex_t lock;	       /* every entry's fields, the list and counts */
+	struct bfs_fdc_ent *mru, *lru; /* entries with an open fd, newest first */
+	size_t n, max;		       /* open descriptors, and their bound */
 };
 
 /* An empty cache of at most @max descriptors (pinned ones may overshoot it). */

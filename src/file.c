@@ -39,7 +39,7 @@ static atomic_uint_fast64_t next_id = 1;
  * thread, which would otherwise find no decoder parked at its block any
  * more and start again from the chain's first. Bounded; the oldest go.
  */
-#define STASH_MAX 32
+#define STASH_MAX   32
 #define STASH_BYTES (64u << 20)
 
 struct bfs_stash {
@@ -110,9 +110,9 @@ bool bfs_file_stash_put(struct bfs_file *f, size_t k, uint8_t *data, uint32_t le
  * A version of the file open as @fd (its stat @st, or NULL to take it),
  * or (@fd -1) of the one @st describes, read whole into @whole.
  */
-static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct stat *st,
-		    int side, const struct bfs_codec *codec, const char *name,
-		    const struct bfs_file_env *env, atomic_uint_fast64_t *walked)
+static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct stat *st, int side,
+		    const struct bfs_codec *codec, const char *name, const struct bfs_file_env *env,
+		    atomic_uint_fast64_t *walked)
 {
 	struct bfs_io side_io, *sidep = NULL, mem, *aio;
 	struct bfs_io_ahead ahead = { 0 };
@@ -165,10 +165,10 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 			bfs_io_init_mem(&mem, whole, (size_t)f->st.st_size);
 		rc = bfs_codec_settle(&env->codecs, codec, whole ? &mem : aio, &f->codec,
 				      &f->found);
-		if (!f->codec)		/* else counted with the scan's, below */
+		if (!f->codec) /* else counted with the scan's, below */
 			BFS_COUNT(f->ctr, syscalls, atomic_load(&f->io.nread));
 		if (rc == -EMEDIUMTYPE)
-			f->named = codec;	/* logged by the first read (readv_as()) */
+			f->named = codec; /* logged by the first read (readv_as()) */
 		else if (rc < 0)
 			goto out_destroy;
 		codec = f->codec;
@@ -188,9 +188,10 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		 * then cost one read, no entry is kept for it, and looking for
 		 * one would cost a tree of small files an openat each.
 		 */
-		rc = size <= BFS_WHOLE_MAX ? 1 : bfs_icache_load(env->icache, &f->st, codec, &f->idx);
+		rc = size <= BFS_WHOLE_MAX ? 1 :
+					     bfs_icache_load(env->icache, &f->st, codec, &f->idx);
 		if (rc > 0 && size > BFS_WHOLE_MAX)
-			bfs_handoff();		/* a walk: milliseconds to minutes */
+			bfs_handoff(); /* a walk: milliseconds to minutes */
 		if (rc > 0) {
 			if (!whole && size > 0 && size <= BFS_WHOLE_MAX && (whole = malloc(size)) &&
 			    bfs_io_read(&f->io, whole, size, 0) < 0) {
@@ -229,7 +230,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		}
 		whole = NULL;
 		if (rc < 0) {
-			if (rc == -ENOTSUP && f->idx.why[0])	/* the scan's reason */
+			if (rc == -ENOTSUP && f->idx.why[0]) /* the scan's reason */
 				bfs_err("%s: %s", name, f->idx.why);
 			goto out_destroy;
 		}
@@ -239,8 +240,8 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 		if (f->idx.broken)
 			bfs_warn("%s: %s", name, f->idx.why);
 	}
-	bfs_io_ahead_destroy(&ahead);	/* the walk is over, or never was (a misnamed file) */
-	free(whole);		/* a file shown unchanged reads its descriptor */
+	bfs_io_ahead_destroy(&ahead); /* the walk is over, or never was (a misnamed file) */
+	free(whole);		      /* a file shown unchanged reads its descriptor */
 	*out = f;
 	return 0;
 
@@ -300,7 +301,7 @@ void bfs_file_put(struct bfs_file *f)
 	if (!f)
 		return;
 	was = atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel);
-	assert(was > 0);		/* a put without a get */
+	assert(was > 0); /* a put without a get */
 	if (was != 1)
 		return;
 	bfs_map_drop(f->env->maps, &f->map);
@@ -325,7 +326,7 @@ bool bfs_file_use(struct bfs_file *f)
 	bool open;
 
 	bfs_mutex_lock(&f->fd_lock);
-	open = f->fd >= 0 || f->head;	/* a head is the whole backing file */
+	open = f->fd >= 0 || f->head; /* a head is the whole backing file */
 	if (open)
 		f->uses++;
 	bfs_mutex_unlock(&f->fd_lock);
@@ -343,7 +344,7 @@ void bfs_file_use_fd(struct bfs_file *f, int fd)
 	f->uses++;
 	bfs_mutex_unlock(&f->fd_lock);
 	if (fd >= 0)
-		close(fd);		/* another opener got there first */
+		close(fd); /* another opener got there first */
 }
 
 void bfs_file_unuse(struct bfs_file *f)
@@ -353,7 +354,7 @@ void bfs_file_unuse(struct bfs_file *f)
 	if (!f)
 		return;
 	bfs_mutex_lock(&f->fd_lock);
-	assert(f->uses > 0);		/* an unuse without a use */
+	assert(f->uses > 0); /* an unuse without a use */
 	if (--f->uses == 0) {
 		fd = f->fd;
 		f->fd = -1;
@@ -381,7 +382,7 @@ static void backing_span(struct bfs_file *f, uint64_t off, uint64_t len, uint64_
 		return;
 	}
 	if (bfs_index_find(&f->idx, off, &a) < 0) {
-		*coff = 0;		/* not settled that far: the whole file */
+		*coff = 0; /* not settled that far: the whole file */
 		*clen = csize;
 		return;
 	}
@@ -402,7 +403,7 @@ void bfs_file_advise(struct bfs_file *f, int advice, uint64_t off, uint64_t len)
 		clen = (uint64_t)f->st.st_size;
 	if (!clen)
 		return;
-	bfs_mutex_lock(&f->fd_lock);	/* so the number cannot be reused meanwhile */
+	bfs_mutex_lock(&f->fd_lock); /* so the number cannot be reused meanwhile */
 	if (f->fd >= 0)
 		(void)posix_fadvise(f->fd, (off_t)coff, (off_t)(len ? clen : 0),
 				    bfs_advice_fadv(advice));
@@ -410,7 +411,7 @@ void bfs_file_advise(struct bfs_file *f, int advice, uint64_t off, uint64_t len)
 	/* only a live mapping: a hint is no reason to map a file */
 	base = bfs_advice_madv(advice) >= 0 ? bfs_file_map_enter(f, false) : NULL;
 	if (base) {
-		uint64_t start = coff & ~(page - 1);	/* madvise wants a page-aligned start */
+		uint64_t start = coff & ~(page - 1); /* madvise wants a page-aligned start */
 
 		(void)madvise((void *)(base + start), clen + coff - start, bfs_advice_madv(advice));
 		bfs_file_map_exit(f);
@@ -433,8 +434,7 @@ uint64_t bfs_file_size(const struct bfs_file *f)
 bool bfs_file_stale(const struct bfs_file *f, const struct stat *now)
 {
 	return now->st_ino != f->st.st_ino || now->st_dev != f->st.st_dev ||
-	       now->st_size != f->st.st_size ||
-	       now->st_mtim.tv_sec != f->st.st_mtim.tv_sec ||
+	       now->st_size != f->st.st_size || now->st_mtim.tv_sec != f->st.st_mtim.tv_sec ||
 	       now->st_mtim.tv_nsec != f->st.st_mtim.tv_nsec ||
 	       now->st_ctim.tv_sec != f->st.st_ctim.tv_sec ||
 	       now->st_ctim.tv_nsec != f->st.st_ctim.tv_nsec;
@@ -450,7 +450,7 @@ void bfs_file_map_failed(struct bfs_file *f)
 
 struct populate_job {
 	struct bfs_work work;
-	struct bfs_file *f;		/* a reference and a use of its descriptor */
+	struct bfs_file *f; /* a reference and a use of its descriptor */
 };
 
 static void populate_run(struct bfs_work *w)
@@ -493,8 +493,8 @@ const uint8_t *bfs_file_map_enter(struct bfs_file *f, bool make)
 
 	if (!make && !bfs_map_live(&f->map))
 		return NULL;
-	base = bfs_map_enter(f->env->maps, &f->map, f->fd,
-			     bfs_advice_madv(atomic_load(&f->advice)), &made);
+	base = bfs_map_enter(f->env->maps, &f->map, f->fd, bfs_advice_madv(atomic_load(&f->advice)),
+			     &made);
 	if (made < 0)
 		bfs_warn("%s: cannot map (%s): reading with pread", f->name, strerror(-made));
 	if (made > 0) {
@@ -509,4 +509,3 @@ void bfs_file_map_exit(struct bfs_file *f)
 {
 	bfs_map_exit(&f->map);
 }
-

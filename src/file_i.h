@@ -27,9 +27,9 @@ bool bfs_file_stash_put(struct bfs_file *f, size_t k, uint8_t *data, uint32_t le
 
 /* A block's spill (read.c, "spilled units"): f->units[k]; protected by f->unit_lock. */
 struct bfs_unit {
-	struct bfs_spill *s;	/* sealed (or dropped since, to make room), or NULL */
-	bool making;		/* its decoder writes it to the spill now (unit_claim()) */
-	bool refused;		/* the spill could not take it: decoded as before */
+	struct bfs_spill *s; /* sealed (or dropped since, to make room), or NULL */
+	bool making;	     /* its decoder writes it to the spill now (unit_claim()) */
+	bool refused;	     /* the spill could not take it: decoded as before */
 };
 
 /* @f's mapping lost a page: pread from now on, and say so once (file.c). */

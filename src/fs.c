@@ -42,12 +42,13 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->env.readahead = opts->readahead;
 	fs->env.kernel_readahead = opts->kernel_readahead;
 	fs->env.advice = opts->advice;
-	fs->env.codecs = (struct bfs_codec_conf){ .gzip = opts->gzip_index,
-						  .gzip_span = opts->gzip_span };
+	fs->env.codecs =
+		(struct bfs_codec_conf){ .gzip = opts->gzip_index, .gzip_span = opts->gzip_span };
 	fs->env.remote = !bfs_backing_is_local(source);
 	if (fs->env.remote && opts->readpath == BFS_READPATH_MMAP)
-		bfs_warn("readpath=mmap on a remote SOURCE: a server that goes away makes reads "
-			 "of the mapping fail (SIGBUS, caught as EIO); readpath=auto would use pread");
+		bfs_warn(
+			"readpath=mmap on a remote SOURCE: a server that goes away makes reads "
+			"of the mapping fail (SIGBUS, caught as EIO); readpath=auto would use pread");
 	fs->root_fd = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fs->root_fd < 0)
 		return -errno;
@@ -113,11 +114,11 @@ out_close:
  * READ decode, willneed, populate, dropping pages) runs at nice 10.
  */
 #define WORKER_NICE 10
-#define AHEAD_NICE 19
+#define AHEAD_NICE  19
 
 static void worker_start(void)
 {
-	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), WORKER_NICE);	/* a hint: may fail */
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), WORKER_NICE); /* a hint: may fail */
 }
 
 static void ahead_start(void)
@@ -143,7 +144,7 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 {
 	bfs_handles_close_all(fs);
 	bfs_trim_stop(fs);
-	bfs_workq_free(fs->env.aheadq);		/* then the jobs, which hold versions */
+	bfs_workq_free(fs->env.aheadq); /* then the jobs, which hold versions */
 	bfs_workq_free(fs->env.workq);
 	bfs_inode_table_free(fs);
 	bfs_snap_cache_free(fs);
@@ -152,8 +153,8 @@ void bfs_fs_destroy(struct bfs_fs *fs)
 	bfs_version_walks_destroy(&fs->walks);
 	bfs_fdc_destroy(&fs->fdc);
 	close(fs->root_fd);
-	bfs_cache_free(fs->env.cache);	/* after every version: no block is held */
-	bfs_maps_free(fs->env.maps);	/* likewise: no mapping is left */
+	bfs_cache_free(fs->env.cache); /* after every version: no block is held */
+	bfs_maps_free(fs->env.maps);   /* likewise: no mapping is left */
 	bfs_icache_free(fs->env.icache);
 	bfs_counters_put(fs->env.mount);
 	bfs_hints_destroy(&fs->hints);

@@ -80,18 +80,18 @@ typedef int (*bfs_push_fn)(void *ctx, uint64_t ino, uint64_t off, const void *bu
 
 struct bfs_fs {
 	const struct bfs_opts *opts;
-	struct bfs_file_env env;	/* the cache and the mount's counters */
-	struct fuse_session *se;	/* for notifications; set once mounted */
-	struct bfs_hints hints;		/* user.blockfs.advice/readpath by backing path */
-	struct bfs_trim trim;		/* -o max_inodes (trim.h) */
-	int root_fd;			/* O_PATH of SOURCE; the root inode's fd */
+	struct bfs_file_env env; /* the cache and the mount's counters */
+	struct fuse_session *se; /* for notifications; set once mounted */
+	struct bfs_hints hints;	 /* user.blockfs.advice/readpath by backing path */
+	struct bfs_trim trim;	 /* -o max_inodes (trim.h) */
+	int root_fd;		 /* O_PATH of SOURCE; the root inode's fd */
 	struct bfs_inode root;
-	struct bfs_itable itab;		/* the inode table (inode.h) */
-	struct bfs_fdc fdc;		/* the inodes' descriptors (fdcache.h) */
-	struct bfs_handles handles;	/* what the kernel has open, kernel_open's (handle.h) */
-	struct bfs_snaps snaps;		/* the cache of directory snapshots (dir.h) */
-	struct bfs_rdplus rdplus;	/* readdirplus=auto: what listed files were used for */
-	atomic_bool kernel_open;	/* set at INIT: -o kernel_open, and the kernel can */
+	struct bfs_itable itab;	    /* the inode table (inode.h) */
+	struct bfs_fdc fdc;	    /* the inodes' descriptors (fdcache.h) */
+	struct bfs_handles handles; /* what the kernel has open, kernel_open's (handle.h) */
+	struct bfs_snaps snaps;	    /* the cache of directory snapshots (dir.h) */
+	struct bfs_rdplus rdplus;   /* readdirplus=auto: what listed files were used for */
+	atomic_bool kernel_open;    /* set at INIT: -o kernel_open, and the kernel can */
 	/*
 	 * Notifications that may wait for the kernel's locks (a push for
 	 * pages a READ holds locked, invalidating a range likewise,
@@ -101,7 +101,7 @@ struct bfs_fs {
 	 * a signal) or is destroyed.
 	 */
 	struct bfs_gate notify;
-	struct bfs_walks walks;		/* the walks under way, for user.blockfs.walk (version.h) */
+	struct bfs_walks walks; /* the walks under way, for user.blockfs.walk (version.h) */
 };
 
 /* The lock of inode @in's version, rpath and memo: a stripe shared with others. */

@@ -73,8 +73,8 @@ int bfs_handle_open(struct bfs_fs *fs, struct bfs_file *f, uint64_t ino, struct 
 	return 0;
 }
 
-int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
-			     uint64_t stamp, struct bfs_handle **out)
+int bfs_handle_open_deferred(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino, uint64_t stamp,
+			     struct bfs_handle **out)
 {
 	struct bfs_handle *h = calloc(1, sizeof(*h));
 
@@ -118,7 +118,7 @@ struct bfs_stream *bfs_handle_stream(struct bfs_fs *fs, struct bfs_handle *h, in
 		else if (f)
 			bfs_file_unuse(f);
 		if (f)
-			bfs_file_put(f);	/* the stream holds its own */
+			bfs_file_put(f); /* the stream holds its own */
 	}
 	bfs_mutex_unlock(&h->lock);
 	*err = rc;
@@ -169,7 +169,7 @@ static void kopen_evict(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_hand
 	if (in->kh == h)
 		in->kh = NULL;
 	bfs_mutex_unlock(bfs_ilock(fs, in));
-	bfs_handle_close(fs, h);	/* READs still at it hold the stream and a use */
+	bfs_handle_close(fs, h); /* READs still at it hold the stream and a use */
 	bfs_inode_idle(fs, in);
 	bfs_inode_forget(fs, in, 1);
 }
@@ -203,7 +203,7 @@ static struct bfs_stream *kopen_find(struct bfs_fs *fs, struct bfs_inode *in, ui
 	*told = in->stamp;
 	*stale = in->kstale;
 	if (h && in->codec && bfs_backing_stamp(&bfs_handle_file(h)->st) != *told)
-		h = in->kh = NULL;	/* a stat saw the file changed since */
+		h = in->kh = NULL; /* a stat saw the file changed since */
 	if (h) {
 		s = atomic_load_explicit(&h->s, memory_order_relaxed);
 		bfs_stream_take(s);
@@ -235,8 +235,7 @@ static size_t kopen_slot(struct bfs_fs *fs)
  * changed behind the mount since) cannot serve its pages. A file shown
  * unchanged needs no such care: its size is the backing file's own.
  */
-struct bfs_stream *bfs_handle_kopen(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
-				   int *err)
+struct bfs_stream *bfs_handle_kopen(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino, int *err)
 {
 	struct bfs_handle *h = NULL, *theirs, *out_h = NULL;
 	struct bfs_inode *out_in = NULL;
@@ -270,15 +269,15 @@ struct bfs_stream *bfs_handle_kopen(struct bfs_fs *fs, struct bfs_inode *in, uin
 	}
 	if (rc < 0)
 		bfs_file_unuse(f);
-	bfs_file_put(f);		/* the handle's stream holds its own */
+	bfs_file_put(f); /* the handle's stream holds its own */
 	if (rc < 0) {
 		*err = rc;
 		return NULL;
 	}
-	bfs_inode_hold(fs, in);		/* the ring's */
+	bfs_inode_hold(fs, in); /* the ring's */
 	bfs_mutex_lock(&fs->handles.kopen_lock);
 	bfs_mutex_lock(bfs_ilock(fs, in));
-	theirs = in->kh;		/* another READ of it got here first */
+	theirs = in->kh; /* another READ of it got here first */
 	if (!theirs)
 		in->kh = h;
 	s = atomic_load_explicit(&(theirs ? theirs : h)->s, memory_order_relaxed);

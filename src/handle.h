@@ -40,7 +40,7 @@ struct bfs_open {
 struct bfs_handle {
 	struct bfs_open open;		/* protected by fs->handles.lock */
 	pthread_mutex_t lock;		/* serializes building @s */
-	_Atomic(struct bfs_stream *) s;	/* holds the version; NULL while deferred; set once */
+	_Atomic(struct bfs_stream *) s; /* holds the version; NULL while deferred; set once */
 	struct bfs_inode *in;		/* deferred: the file (the kernel holds it while open) */
 	uint64_t ino;			/* deferred: its node id */
 	uint64_t stamp;			/* deferred: bfs_backing_stamp() the open saw */
@@ -57,14 +57,14 @@ struct bfs_handle {
 
 /* The mount's part: what is open, and the kernel_open ring (fs->handles). */
 struct bfs_handles {
-	pthread_mutex_t lock;		/* a leaf: protects the lists of what is open: */
-	struct bfs_open *files, *dirs;	/* struct bfs_handle, struct bfs_dir */
-	pthread_mutex_t kopen_lock;	/* protects the ring of shared handles: */
+	pthread_mutex_t lock;	       /* a leaf: protects the lists of what is open: */
+	struct bfs_open *files, *dirs; /* struct bfs_handle, struct bfs_dir */
+	pthread_mutex_t kopen_lock;    /* protects the ring of shared handles: */
 	struct {
-		struct bfs_inode *in;	/* holding a lookup */
-		struct bfs_handle *h;	/* owned; in->kh while it is the file's */
+		struct bfs_inode *in; /* holding a lookup */
+		struct bfs_handle *h; /* owned; in->kh while it is the file's */
 	} kopen[BFS_KOPEN_KEEP];
-	size_t kopen_hand;		/* the clock's hand: the slot it looks at next */
+	size_t kopen_hand; /* the clock's hand: the slot it looks at next */
 };
 
 /* Empty lists and ring (@hs zeroed before, as the mount is). */
@@ -108,6 +108,6 @@ void bfs_handle_closedir(struct bfs_fs *fs, struct bfs_dir *d);
  * has the kernel ask again), else as bfs_version_open().
  */
 struct bfs_stream *bfs_handle_kopen(struct bfs_fs *fs, struct bfs_inode *in, uint64_t ino,
-				   int *err);
+				    int *err);
 
 #endif

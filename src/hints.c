@@ -77,7 +77,7 @@ static void grow(struct bfs_hints *h)
 		return;
 	nt = calloc(nb, sizeof(*nt));
 	if (!nt)
-		return;			/* longer chains, still correct (if a table exists) */
+		return; /* longer chains, still correct (if a table exists) */
 	for (size_t i = 0; i < h->nbuckets; i++) {
 		for (struct bfs_hint_ent *e = h->tab[i], *next; e; e = next) {
 			size_t b = hash(e->path, strlen(e->path)) & (nb - 1);
@@ -135,7 +135,7 @@ int bfs_hints_clear(struct bfs_hints *h, const char *path, enum bfs_hint_kind ki
 	for (k = 0; k < BFS_HINT_KINDS && !e->has[k]; k++)
 		;
 	if (k < BFS_HINT_KINDS)
-		goto out;		/* the path keeps another hint */
+		goto out; /* the path keeps another hint */
 	for (pp = &h->tab[hash(path, n) & (h->nbuckets - 1)]; *pp != e; pp = &(*pp)->next)
 		;
 	*pp = e->next;
@@ -168,7 +168,7 @@ int bfs_hints_effective(struct bfs_hints *h, const char *path, enum bfs_hint_kin
 
 	bfs_mutex_lock(&h->lock);
 	if (!h->tab)
-		goto out;		/* nothing was ever set: the common case */
+		goto out; /* nothing was ever set: the common case */
 	/* The path, then each prefix ending before a '/', then "." (SOURCE). */
 	for (;;) {
 		struct bfs_hint_ent *e = find(h, path, n);
@@ -186,7 +186,7 @@ int bfs_hints_effective(struct bfs_hints *h, const char *path, enum bfs_hint_kin
 			n = 1;
 		} else {
 			while (n > 0 && path[n - 1] == '/')
-				n--;		/* "a//b": tolerate doubled slashes */
+				n--; /* "a//b": tolerate doubled slashes */
 			if (n == 0) {
 				path = ".";
 				n = 1;

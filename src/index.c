@@ -78,7 +78,7 @@ void bfs_index_keep(struct bfs_index *idx, size_t k, uint64_t off)
 			cap *= 2;
 		no = realloc(idx->kept_off, cap * sizeof(*no));
 		if (!no)
-			return;		/* not kept: decoded when read */
+			return; /* not kept: decoded when read */
 		idx->kept_off = no;
 		idx->kept_cap = cap;
 	}
@@ -145,7 +145,11 @@ static void append(struct bfs_index *idx, uint64_t coff, uint32_t clen, uint32_t
 		   uint32_t flags)
 {
 	idx->blk[idx->n++] = (struct bfs_blk){
-		.coff = coff, .uoff = idx->usize, .clen = clen, .usize = usize, .flags = flags,
+		.coff = coff,
+		.uoff = idx->usize,
+		.clen = clen,
+		.usize = usize,
+		.flags = flags,
 	};
 	idx->usize += usize;
 	if (usize > idx->max_usize)
@@ -192,7 +196,7 @@ void bfs_index_guess_irregular(struct bfs_index *idx, bool aux_is_max)
 	size_t last = 0, votes = 0, others = 0, k;
 
 	for (k = 0; k < idx->n; k++)
-		if (!(idx->blk[k].flags & BFS_BLK_BAD))	/* the poison ending a broken file */
+		if (!(idx->blk[k].flags & BFS_BLK_BAD)) /* the poison ending a broken file */
 			last = k;
 	/*
 	 * The size most blocks share (Boyer-Moore vote), if more than half of
@@ -211,7 +215,7 @@ void bfs_index_guess_irregular(struct bfs_index *idx, bool aux_is_max)
 		if (!(idx->blk[k].flags & BFS_BLK_BAD) && idx->blk[k].usize == nominal)
 			votes++;
 	if (votes * 2 <= others)
-		nominal = 0;		/* no majority: every size is measured */
+		nominal = 0; /* no majority: every size is measured */
 	for (k = 0; k < last; k++) {
 		struct bfs_blk *b = &idx->blk[k];
 
@@ -230,7 +234,7 @@ int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno)
 
 	if (hi == 0 || uoff >= idx->blk[hi - 1].uoff + idx->blk[hi - 1].usize)
 		return -ENXIO;
-	while (hi - lo > 1) {			/* invariant: blk[lo].uoff <= uoff */
+	while (hi - lo > 1) { /* invariant: blk[lo].uoff <= uoff */
 		size_t mid = lo + (hi - lo) / 2;
 
 		if (idx->blk[mid].uoff <= uoff)
@@ -265,9 +269,9 @@ int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_
 	int rc = 0;
 
 	if (k > 0 && uoff < idx->blk[k - 1].uoff + idx->blk[k - 1].usize)
-		return 0;			/* published entries never change */
+		return 0; /* published entries never change */
 	if (pthread_mutex_trylock(&idx->settle_lock) != 0) {
-		bfs_handoff();			/* another thread is measuring blocks */
+		bfs_handoff(); /* another thread is measuring blocks */
 		bfs_mutex_lock(&idx->settle_lock);
 	}
 	for (k = atomic_load(&idx->nexact); k < idx->n; k++) {
@@ -276,7 +280,7 @@ int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_
 		uint32_t exact;
 
 		if (uoff < b->uoff)
-			break;			/* the block holding uoff is exact now */
+			break; /* the block holding uoff is exact now */
 		if (b->flags & BFS_BLK_GUESS) {
 			if (bufcap < b->clen) {
 				free(buf);
@@ -312,9 +316,10 @@ int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_
 				 * the kernel knows, stays: damaged, not resized.
 				 */
 				if (b->flags & BFS_BLK_CLAIMED) {
-					snprintf(idx->why, sizeof(idx->why), "block %zu: decodes to %"
-						 PRIu32 " bytes, the index says %" PRIu32, k, exact,
-						 claim);
+					snprintf(idx->why, sizeof(idx->why),
+						 "block %zu: decodes to %" PRIu32
+						 " bytes, the index says %" PRIu32,
+						 k, exact, claim);
 					b->flags |= BFS_BLK_BAD;
 					idx->blk[idx->n - 1].flags |= BFS_BLK_BAD;
 				} else {
@@ -350,13 +355,13 @@ struct measure {
 	struct bfs_index *idx;
 	struct bfs_io *io;
 	const struct bfs_codec *codec;
-	size_t *todo;			/* blocks to measure, ascending */
+	size_t *todo; /* blocks to measure, ascending */
 	size_t ntodo;
-	size_t *item;			/* item i measures todo[item[i] .. item[i + 1]) */
+	size_t *item; /* item i measures todo[item[i] .. item[i + 1]) */
 	size_t nitems;
-	atomic_int err;			/* first -errno from the I/O, or 0 */
-	bool keep;			/* output into the walk's spill (codec->measure_out) */
-	pthread_mutex_t why_lock;	/* protects idx->why */
+	atomic_int err;		  /* first -errno from the I/O, or 0 */
+	bool keep;		  /* output into the walk's spill (codec->measure_out) */
+	pthread_mutex_t why_lock; /* protects idx->why */
 };
 
 /* Measure block @k from its compressed bytes at @src; poison it on failure. */
@@ -479,7 +484,8 @@ static void place_blocks(struct bfs_index *idx)
 				continue;
 			idx->n = k + 1;
 			idx->usize = at;
-			bfs_index_mark_broken(idx, b->coff + b->clen, "frame ending at block %zu "
+			bfs_index_mark_broken(idx, b->coff + b->clen,
+					      "frame ending at block %zu "
 					      "holds %" PRIu64 " bytes, its header says %" PRIu64,
 					      k, got, sum->total);
 			return;
@@ -504,7 +510,8 @@ int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io, const struct bfs
 			return -ENOMEM;
 		m.ntodo = 0;
 		for (k = 0; k < idx->n; k++)
-			if ((idx->blk[k].flags & (BFS_BLK_GUESS | BFS_BLK_CLAIMED)) == BFS_BLK_GUESS)
+			if ((idx->blk[k].flags & (BFS_BLK_GUESS | BFS_BLK_CLAIMED)) ==
+			    BFS_BLK_GUESS)
 				m.todo[m.ntodo++] = k;
 		rc = plan_items(&m);
 		m.keep = codec->measure_out && io->size >= BFS_KEPT_MIN &&

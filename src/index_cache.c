@@ -27,30 +27,30 @@
 #include "blockfs/xxh32.h"
 
 /* Header fields (index_cache.h) */
-#define H_MAGIC		0
-#define H_VERSION	8
-#define H_HDR_LEN	12
-#define H_CODEC		16
-#define H_DEV		32
-#define H_INO		40
-#define H_SIZE		48
-#define H_MTIME		56
-#define H_MTIME_NS	64
-#define H_CTIME		72
-#define H_CTIME_NS	80
-#define H_COUNT		88
-#define H_USIZE		96
-#define H_BLOCK_SIZE	104
-#define H_ENTRY_LEN	108
-#define H_PRIV_LEN	112
-#define H_RESERVED	120
+#define H_MAGIC	     0
+#define H_VERSION    8
+#define H_HDR_LEN    12
+#define H_CODEC	     16
+#define H_DEV	     32
+#define H_INO	     40
+#define H_SIZE	     48
+#define H_MTIME	     56
+#define H_MTIME_NS   64
+#define H_CTIME	     72
+#define H_CTIME_NS   80
+#define H_COUNT	     88
+#define H_USIZE	     96
+#define H_BLOCK_SIZE 104
+#define H_ENTRY_LEN  108
+#define H_PRIV_LEN   112
+#define H_RESERVED   120
 
 /* Block entry fields */
-#define E_COFF		0
-#define E_CLEN		8
-#define E_USIZE		12
-#define E_FLAGS		16
-#define E_AUX		20
+#define E_COFF	0
+#define E_CLEN	8
+#define E_USIZE 12
+#define E_FLAGS 16
+#define E_AUX	20
 
 /* Flags an entry may carry: what a good index holds after its scan. */
 #define KEPT_FLAGS (BFS_BLK_CSUM | BFS_BLK_GUESS | BFS_BLK_CLAIMED | BFS_BLK_CHAIN | BFS_BLK_OPEN)
@@ -72,21 +72,22 @@
 #define TOUCH_AFTER_S 3600
 
 struct bfs_icache {
-	int dirfd;			/* O_DIRECTORY of the cache directory */
-	char *dir;			/* for log lines */
-	uint64_t limit;			/* bytes of entries kept; 0: no bound */
-	atomic_bool no_save;		/* a save failed: saving is off for this mount */
-	atomic_uint_fast64_t seq;	/* temporary names */
+	int dirfd;		  /* O_DIRECTORY of the cache directory */
+	char *dir;		  /* for log lines */
+	uint64_t limit;		  /* bytes of entries kept; 0: no bound */
+	atomic_bool no_save;	  /* a save failed: saving is off for this mount */
+	atomic_uint_fast64_t seq; /* temporary names */
 	/* With a limit: */
-	pthread_mutex_t trim_lock;	/* one trim at a time */
-	atomic_bool counted;		/* used was counted from the directory */
-	atomic_uint_fast64_t used;	/* bytes of entries, as this mount knows them */
+	pthread_mutex_t trim_lock; /* one trim at a time */
+	atomic_bool counted;	   /* used was counted from the directory */
+	atomic_uint_fast64_t used; /* bytes of entries, as this mount knows them */
 };
 
 void bfs_icache_key_of(const struct stat *st, struct bfs_icache_key *key)
 {
 	*key = (struct bfs_icache_key){
-		.dev = (uint64_t)st->st_dev, .ino = (uint64_t)st->st_ino,
+		.dev = (uint64_t)st->st_dev,
+		.ino = (uint64_t)st->st_ino,
 		.size = (uint64_t)st->st_size,
 		.mtime_sec = (int64_t)st->st_mtim.tv_sec,
 		.mtime_nsec = (uint64_t)st->st_mtim.tv_nsec,
@@ -118,7 +119,7 @@ int bfs_icache_encode(const struct bfs_icache_key *key, const struct bfs_codec *
 		return -EINVAL;
 	for (size_t k = 0; k < idx->n; k++)
 		if (idx->blk[k].flags & ~KEPT_FLAGS)
-			return -EINVAL;		/* a poisoned block: walk again next time */
+			return -EINVAL; /* a poisoned block: walk again next time */
 	if (codec->cache_save) {
 		rc = codec->cache_save(idx, &priv, &plen);
 		if (rc < 0)
@@ -211,8 +212,10 @@ static int add_blocks(struct bfs_index *idx, const uint8_t *e, uint64_t n, uint6
 
 	for (uint64_t k = 0; k < n; k++, e += BFS_ICACHE_ENTRY_LEN) {
 		struct bfs_blk b = {
-			.coff = bfs_le64(e + E_COFF), .clen = bfs_le32(e + E_CLEN),
-			.usize = bfs_le32(e + E_USIZE), .flags = bfs_le32(e + E_FLAGS),
+			.coff = bfs_le64(e + E_COFF),
+			.clen = bfs_le32(e + E_CLEN),
+			.usize = bfs_le32(e + E_USIZE),
+			.flags = bfs_le32(e + E_FLAGS),
 			.aux = bfs_le32(e + E_AUX),
 		};
 		/* open spans of one chain all state its input (index.h) */
@@ -312,10 +315,11 @@ int bfs_icache_open(struct bfs_icache **out, const char *dir, char *err, size_t 
 		goto out_close;
 	}
 	if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-		snprintf(err, errlen, "index_cache directory '%s' may be written by others "
+		snprintf(err, errlen,
+			 "index_cache directory '%s' may be written by others "
 			 "(owner %u, mode %04o): it must belong to the daemon's user and not be "
-			 "group or world writable", dir, (unsigned int)st.st_uid,
-			 (unsigned int)(st.st_mode & 07777));
+			 "group or world writable",
+			 dir, (unsigned int)st.st_uid, (unsigned int)(st.st_mode & 07777));
 		rc = -EPERM;
 		goto out_close;
 	}
@@ -421,7 +425,7 @@ static int read_all(int fd, size_t len, uint8_t **out)
 			continue;
 		if (n <= 0) {
 			free(buf);
-			return n < 0 ? -errno : -EIO;	/* shrank: a writer is not atomic */
+			return n < 0 ? -errno : -EIO; /* shrank: a writer is not atomic */
 		}
 		done += (size_t)n;
 	}
@@ -442,7 +446,7 @@ static int get_entry(struct bfs_icache *c, const char *name, uint64_t max, uint8
 
 	fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return 1;		/* usually ENOENT: never kept */
+		return 1; /* usually ENOENT: never kept */
 	/* Bound the read by what an entry for this object could be, before allocating. */
 	if (fstat(fd, &est) < 0 || !S_ISREG(est.st_mode) || (uint64_t)est.st_size > max) {
 		close(fd);
@@ -451,7 +455,7 @@ static int get_entry(struct bfs_icache *c, const char *name, uint64_t max, uint8
 	}
 	rc = read_all(fd, (size_t)est.st_size, out);
 	if (rc == 0 && c->limit && time(NULL) - est.st_mtim.tv_sec > TOUCH_AFTER_S)
-		(void)futimens(fd, NULL);	/* used: trimmed last (a read-only cache stays as is) */
+		(void)futimens(fd, NULL); /* used: trimmed last (a read-only cache stays as is) */
 	close(fd);
 	if (rc < 0)
 		return rc == -ENOMEM ? rc : 1;
@@ -472,8 +476,10 @@ int bfs_icache_load(struct bfs_icache *c, const struct stat *st, const struct bf
 	if (!c || !codec->cache_load)
 		return 1;
 	entry_name((uint64_t)st->st_dev, (uint64_t)st->st_ino, "idx", name);
-	rc = get_entry(c, name, BFS_ICACHE_HDR_LEN + BFS_ICACHE_CSUM_LEN +
-		       (uint64_t)idx->max_blocks * (BFS_ICACHE_ENTRY_LEN + PRIV_PER_BLOCK_MAX),
+	rc = get_entry(c, name,
+		       BFS_ICACHE_HDR_LEN + BFS_ICACHE_CSUM_LEN +
+			       (uint64_t)idx->max_blocks *
+				       (BFS_ICACHE_ENTRY_LEN + PRIV_PER_BLOCK_MAX),
 		       &buf, &len);
 	if (rc != 0)
 		return rc;
@@ -504,13 +510,13 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
 /* --- the bound ------------------------------------------------------------ */
 
 /* A temporary file this old was left by a writer that died. */
-#define TMP_STALE_S 3600
+#define TMP_STALE_S    3600
 /* entry_name()'s length: 16 hex digits, '-', 16 hex digits, '.', a 3-letter kind */
 #define ENTRY_NAME_LEN 37
 
 /* An entry as a trim sees it. */
 struct kept {
-	struct timespec used;		/* its mtime */
+	struct timespec used; /* its mtime */
 	uint64_t size;
 	char name[ENTRY_NAME_LEN + 1];
 };
@@ -591,7 +597,7 @@ static int count_and_trim(struct bfs_icache *c)
 		qsort(k, n, sizeof(*k), kept_cmp);
 		for (size_t i = 0; i < n && sum > goal; i++) {
 			if (unlinkat(c->dirfd, k[i].name, 0) < 0 && errno != ENOENT)
-				continue;	/* ENOENT: another mount dropped it */
+				continue; /* ENOENT: another mount dropped it */
 			sum -= k[i].size;
 			dropped++;
 		}
@@ -632,8 +638,8 @@ static void saving_off(struct bfs_icache *c, int rc)
 {
 	if (!atomic_exchange(&c->no_save, true))
 		bfs_warn("index_cache %s: cannot write entries (%s): not saving indexes on "
-			 "this mount; entries already there are still used", c->dir,
-			 strerror(-rc));
+			 "this mount; entries already there are still used",
+			 c->dir, strerror(-rc));
 }
 
 /*
@@ -680,8 +686,7 @@ static int put_entry(struct bfs_icache *c, const char *name, const uint8_t *buf,
 }
 
 int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
-		    const struct bfs_codec *codec, const struct bfs_index *idx,
-		    uint64_t scan_reads)
+		    const struct bfs_codec *codec, const struct bfs_index *idx, uint64_t scan_reads)
 {
 	struct bfs_icache_key key, now_key;
 	char name[NAME_LEN];
@@ -712,24 +717,24 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
 /* --- directory memos ----------------------------------------------------- */
 
 /* Memo header fields (index_cache.h) */
-#define D_MAGIC		0
-#define D_VERSION	8
-#define D_RULES		12
-#define D_DEV		16
-#define D_INO		24
-#define D_MTIME		32
-#define D_MTIME_NS	40
-#define D_CTIME		48
-#define D_CTIME_NS	56
-#define D_COUNT		64
-#define D_NAMES		72
-#define D_RESERVED	76
+#define D_MAGIC	   0
+#define D_VERSION  8
+#define D_RULES	   12
+#define D_DEV	   16
+#define D_INO	   24
+#define D_MTIME	   32
+#define D_MTIME_NS 40
+#define D_CTIME	   48
+#define D_CTIME_NS 56
+#define D_COUNT	   64
+#define D_NAMES	   72
+#define D_RESERVED 76
 
 /* Memo entry fields */
-#define M_STAMP		0
-#define M_SIZE		8
-#define M_FLAGS		17
-#define M_ZERO		16	/* and 18 to the end */
+#define M_STAMP 0
+#define M_SIZE	8
+#define M_FLAGS 17
+#define M_ZERO	16 /* and 18 to the end */
 
 /* Entries a memo may hold: a directory larger than this is listed as it is. */
 #define DIRMEMO_MAX_ENTRIES (1u << 22)
@@ -771,7 +776,7 @@ int bfs_dirmemo_encode(const struct bfs_dirmemo_key *key, const struct bfs_dirme
 		unsigned int flags = e[i].flags & (BFS_DIRMEMO_STAMPED | BFS_DIRMEMO_SIZED);
 
 		if (!(flags & BFS_DIRMEMO_STAMPED) || e[i].stamp == 0)
-			continue;		/* all zero: nothing known */
+			continue; /* all zero: nothing known */
 		bfs_put_le64(p + M_STAMP, e[i].stamp);
 		if (flags & BFS_DIRMEMO_SIZED)
 			bfs_put_le64(p + M_SIZE, e[i].size);
@@ -829,7 +834,8 @@ int bfs_dirmemo_decode(const uint8_t *p, size_t len, const struct bfs_dirmemo_ke
 			return 1;
 		}
 		e[i] = (struct bfs_dirmemo_ent){ .stamp = bfs_le64(q + M_STAMP),
-						 .size = bfs_le64(q + M_SIZE), .flags = flags };
+						 .size = bfs_le64(q + M_SIZE),
+						 .flags = flags };
 	}
 	return 0;
 }

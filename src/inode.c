@@ -41,7 +41,7 @@ static void maybe_grow(struct bfs_fs *fs)
 		return;
 	nt = calloc(old * 2, sizeof(*nt));
 	if (!nt)
-		return;			/* longer chains, still correct */
+		return; /* longer chains, still correct */
 	fs->itab.table = nt;
 	fs->itab.nbuckets = old * 2;
 	for (size_t i = 0; i < old; i++) {
@@ -80,7 +80,7 @@ int bfs_inode_table_init(struct bfs_itable *t)
 void bfs_inode_table_free(struct bfs_fs *fs)
 {
 	if (!fs->itab.table)
-		return;		/* never set up */
+		return; /* never set up */
 	for (size_t i = 0; i < fs->itab.nbuckets; i++) {
 		for (struct bfs_inode *in = fs->itab.table[i], *next; in; in = next) {
 			next = in->hnext;
@@ -179,7 +179,7 @@ void bfs_inode_forget(struct bfs_fs *fs, struct bfs_inode *in, uint64_t nlookup)
 	if (in == &fs->root)
 		return;
 	bfs_mutex_lock(&fs->itab.lock);
-	assert(in->nlookup >= nlookup);	/* the kernel forgets no more than it looked up */
+	assert(in->nlookup >= nlookup); /* the kernel forgets no more than it looked up */
 	if (in->nlookup > nlookup) {
 		in->nlookup -= nlookup;
 		bfs_mutex_unlock(&fs->itab.lock);
@@ -260,9 +260,9 @@ static void reapply_one(struct bfs_fs *fs, struct bfs_inode *in, const char *dir
 	if (in->file && in->rpath && (!dir || below(in->rpath, dir))) {
 		adv = bfs_hints_effective(&fs->hints, in->rpath, BFS_HINT_ADVICE, fs->env.advice);
 		atomic_store(&in->file->advice, adv);
-		atomic_store(&in->file->readpath, bfs_hints_effective(&fs->hints, in->rpath,
-								      BFS_HINT_READPATH,
-								      fs->env.readpath));
+		atomic_store(&in->file->readpath,
+			     bfs_hints_effective(&fs->hints, in->rpath, BFS_HINT_READPATH,
+						 fs->env.readpath));
 		f = bfs_file_get(in->file);
 	}
 	bfs_mutex_unlock(bfs_ilock(fs, in));
@@ -289,7 +289,7 @@ void bfs_inode_reapply_hints(struct bfs_fs *fs, struct bfs_inode *in, const char
 		for (struct bfs_inode *p = fs->itab.table[i]; p; p = p->hnext) {
 			if (p->type != S_IFREG)
 				continue;
-			p->nlookup++;		/* dropped by bfs_inode_forget() below */
+			p->nlookup++; /* dropped by bfs_inode_forget() below */
 			pin[n++] = p;
 		}
 	}
@@ -343,9 +343,9 @@ static void went_idle(struct bfs_fs *fs, struct bfs_inode *in)
 	bfs_mutex_unlock(&fs->itab.idle_lock);
 	if (had)
 		return;
-	bfs_inode_hold(fs, in);		/* the ring's */
+	bfs_inode_hold(fs, in); /* the ring's */
 	bfs_mutex_lock(&fs->itab.idle_lock);
-	had = in->idle;			/* another thread put it in meanwhile */
+	had = in->idle; /* another thread put it in meanwhile */
 	out = had ? in : fs->itab.idle[fs->itab.idle_next];
 	if (!had) {
 		in->idle = true;
@@ -361,7 +361,7 @@ static void went_idle(struct bfs_fs *fs, struct bfs_inode *in)
 		bfs_mutex_lock(bfs_ilock(fs, out));
 		f = out->file;
 		if (f && droppable(f))
-			out->file = NULL;	/* its size stays in the memo */
+			out->file = NULL; /* its size stays in the memo */
 		else
 			f = NULL;
 		bfs_mutex_unlock(bfs_ilock(fs, out));

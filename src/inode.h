@@ -31,26 +31,26 @@ struct bfs_handle;
  * size, is remembered in @memo under the backing file's change stamp.
  */
 struct bfs_inode {
-	struct bfs_inode *hnext;	/* hash chain; protected by fs->itab.lock */
-	uint64_t nlookup;		/* protected by fs->itab.lock */
-	dev_t dev;			/* key: backing identity ... */
+	struct bfs_inode *hnext; /* hash chain; protected by fs->itab.lock */
+	uint64_t nlookup;	 /* protected by fs->itab.lock */
+	dev_t dev;		 /* key: backing identity ... */
 	ino_t ino;
-	const struct bfs_codec *codec;	/* ... and how it is shown (NULL: unchanged) */
+	const struct bfs_codec *codec; /* ... and how it is shown (NULL: unchanged) */
 	/* protected by the inode lock (bfs_ilock()): */
-	struct bfs_file *file;		/* current version of a regular file, or NULL */
-	char *rpath;			/* backing path below SOURCE, as last looked up */
-	uint64_t stamp;			/* bfs_backing_stamp() @memo was found under; 0: none */
-	uint64_t memo;			/* decoded: its size; raw: 1 if a codec claims its bytes */
-	struct bfs_handle *kh;		/* -o kernel_open: the handle its READs share, or NULL */
-	struct bfs_fdc_ent fde;		/* its descriptor in fs->fdc; protected by fs->fdc.lock */
-	uint16_t type;			/* S_IFMT bits of the backing object */
-	bool idle;			/* in the idle ring, holding a lookup; fs->itab.idle_lock */
-	bool kstale;			/* kernel_open: the kernel holds the size of other bytes
+	struct bfs_file *file;	/* current version of a regular file, or NULL */
+	char *rpath;		/* backing path below SOURCE, as last looked up */
+	uint64_t stamp;		/* bfs_backing_stamp() @memo was found under; 0: none */
+	uint64_t memo;		/* decoded: its size; raw: 1 if a codec claims its bytes */
+	struct bfs_handle *kh;	/* -o kernel_open: the handle its READs share, or NULL */
+	struct bfs_fdc_ent fde; /* its descriptor in fs->fdc; protected by fs->fdc.lock */
+	uint16_t type;		/* S_IFMT bits of the backing object */
+	bool idle;		/* in the idle ring, holding a lookup; fs->itab.idle_lock */
+	bool kstale;		/* kernel_open: the kernel holds the size of other bytes
 					   than the file's now, until a stat tells it (handle.c);
 					   protected by the inode lock */
 };
 
-#define BFS_ILOCKS 512		/* inode lock stripes */
+#define BFS_ILOCKS    512 /* inode lock stripes */
 /*
  * Versions nobody reads are kept for the last this many inodes whose
  * versions went idle (a stat built one, a handle was released), with
@@ -61,13 +61,13 @@ struct bfs_inode {
 
 /* The mount's inode table (fs->itab). */
 struct bfs_itable {
-	pthread_mutex_t lock;		/* protects the table, count and every nlookup */
+	pthread_mutex_t lock; /* protects the table, count and every nlookup */
 	struct bfs_inode **table;
 	size_t nbuckets, count;
-	pthread_mutex_t ilocks[BFS_ILOCKS];	/* the inode locks (bfs_ilock()) */
-	pthread_mutex_t idle_lock;	/* a leaf: protects the ring of idle inodes */
-	struct bfs_inode *idle[BFS_IDLE_KEEP];	/* the last inodes whose versions went idle */
-	size_t idle_next;		/* the slot the next one takes */
+	pthread_mutex_t ilocks[BFS_ILOCKS];    /* the inode locks (bfs_ilock()) */
+	pthread_mutex_t idle_lock;	       /* a leaf: protects the ring of idle inodes */
+	struct bfs_inode *idle[BFS_IDLE_KEEP]; /* the last inodes whose versions went idle */
+	size_t idle_next;		       /* the slot the next one takes */
 };
 
 /*

@@ -68,22 +68,22 @@ static ssize_t under_read(struct bfs_io *under, void *buf, size_t len, uint64_t 
 enum { SLOT_FREE, SLOT_READING, SLOT_DONE };
 
 struct slot {
-	uint64_t off;		/* [off, off + BFS_IO_AHEAD_CHUNK) asked for */
-	uint64_t gen;		/* the pool's gen when asked for: older ones are dropped */
-	ssize_t n;		/* SLOT_DONE: bytes read, or -errno */
-	uint8_t *buf;		/* BFS_IO_AHEAD_CHUNK bytes */
+	uint64_t off; /* [off, off + BFS_IO_AHEAD_CHUNK) asked for */
+	uint64_t gen; /* the pool's gen when asked for: older ones are dropped */
+	ssize_t n;    /* SLOT_DONE: bytes read, or -errno */
+	uint8_t *buf; /* BFS_IO_AHEAD_CHUNK bytes */
 	int state;
 };
 
 struct bfs_io_pool {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	/* a slot changed state; stop; next moved */
+	pthread_cond_t cond; /* a slot changed state; stop; next moved */
 	struct bfs_io *under;
-	uint64_t next;		/* protected by lock: the next chunk to ask for */
-	uint64_t gen;		/* protected by lock: a walk that jumped bumps it */
-	bool stop;		/* protected by lock */
-	unsigned int n;		/* threads, and as many slots */
-	struct slot slot[BFS_IO_AHEAD_THREADS];	/* protected by lock */
+	uint64_t next;				/* protected by lock: the next chunk to ask for */
+	uint64_t gen;				/* protected by lock: a walk that jumped bumps it */
+	bool stop;				/* protected by lock */
+	unsigned int n;				/* threads, and as many slots */
+	struct slot slot[BFS_IO_AHEAD_THREADS]; /* protected by lock */
 	pthread_t thr[BFS_IO_AHEAD_THREADS];
 };
 
@@ -162,7 +162,7 @@ static struct bfs_io_pool *pool_new(struct bfs_io_ahead *a, uint64_t next)
 		while (started < p->n && pthread_create(&p->thr[started], NULL, pool_main, p) == 0)
 			started++;
 	if (started < p->n) {
-		pool_free(p, started);	/* slots never made are NULL: free(NULL) */
+		pool_free(p, started); /* slots never made are NULL: free(NULL) */
 		return NULL;
 	}
 	return p;
@@ -187,7 +187,7 @@ static ssize_t pool_take(struct bfs_io_ahead *a, uint64_t off)
 			struct slot *s = &p->slot[i];
 
 			if (s->state == SLOT_DONE && s->off + BFS_IO_AHEAD_CHUNK <= off)
-				s->state = SLOT_FREE;	/* the walk went past it */
+				s->state = SLOT_FREE; /* the walk went past it */
 			else if (s->state != SLOT_FREE && s->off <= off &&
 				 off - s->off < BFS_IO_AHEAD_CHUNK)
 				hit = s;
@@ -209,8 +209,8 @@ static ssize_t pool_take(struct bfs_io_ahead *a, uint64_t off)
 		hit->state = SLOT_FREE;
 	} else {
 		if (hit)
-			hit->state = SLOT_FREE;	/* a short read that ends before @off */
-		p->gen++;		/* what is in flight now is not what the walk needs */
+			hit->state = SLOT_FREE; /* a short read that ends before @off */
+		p->gen++; /* what is in flight now is not what the walk needs */
 		for (unsigned int i = 0; i < p->n; i++)
 			if (p->slot[i].state == SLOT_DONE)
 				p->slot[i].state = SLOT_FREE;
@@ -229,7 +229,7 @@ static ssize_t ahead_fill(struct bfs_io_ahead *a, uint64_t off, uint64_t end)
 	uint64_t at = off, stop;
 	ssize_t n;
 
-	if (a->len && off < a->off)	/* an index read from the end, say */
+	if (a->len && off < a->off) /* an index read from the end, say */
 		at = end > a->want ? end - a->want : 0;
 	if (a->pool && at == off) {
 		n = pool_take(a, off);
@@ -257,7 +257,8 @@ static ssize_t ahead_fill(struct bfs_io_ahead *a, uint64_t off, uint64_t end)
 	} else if (stop >= a->advised) {
 		a->advised = stop + BFS_IO_AHEAD_DEPTH * BFS_IO_AHEAD_CHUNK;
 		(void)posix_fadvise(a->under->fd, (off_t)stop,
-				    (off_t)BFS_IO_AHEAD_DEPTH * BFS_IO_AHEAD_CHUNK, POSIX_FADV_WILLNEED);
+				    (off_t)BFS_IO_AHEAD_DEPTH * BFS_IO_AHEAD_CHUNK,
+				    POSIX_FADV_WILLNEED);
 	}
 	return n;
 }
@@ -276,7 +277,7 @@ static ssize_t ahead_read(struct bfs_io *io, void *buf, size_t len, uint64_t off
 		}
 		n = ahead_fill(a, off, off + len);
 		if (n <= 0)
-			return n;		/* 0: the file ends before @off */
+			return n; /* 0: the file ends before @off */
 		if (off < a->off || off - a->off >= a->len)
 			/* a short fill (RWF_NOWAIT: part of it cached) that stops before @off */
 			return under_read(a->under, buf, len, off);
@@ -294,9 +295,12 @@ static const struct bfs_io_ops ahead_ops = { .name = "ahead", .read = ahead_read
 struct bfs_io *bfs_io_ahead_init(struct bfs_io_ahead *a, struct bfs_io *under,
 				 atomic_uint_fast64_t *progress, unsigned int depth)
 {
-	*a = (struct bfs_io_ahead){ .under = under, .buf = malloc(BFS_IO_AHEAD_CHUNK),
-				    .want = BFS_IO_AHEAD_FIRST, .progress = progress,
-				    .depth = depth < BFS_IO_AHEAD_THREADS ? depth : BFS_IO_AHEAD_THREADS };
+	*a = (struct bfs_io_ahead){ .under = under,
+				    .buf = malloc(BFS_IO_AHEAD_CHUNK),
+				    .want = BFS_IO_AHEAD_FIRST,
+				    .progress = progress,
+				    .depth = depth < BFS_IO_AHEAD_THREADS ? depth :
+									    BFS_IO_AHEAD_THREADS };
 	if (!a->buf)
 		return under;
 	a->io = (struct bfs_io){ .ops = &ahead_ops, .fd = under->fd, .size = under->size };
@@ -306,7 +310,7 @@ struct bfs_io *bfs_io_ahead_init(struct bfs_io_ahead *a, struct bfs_io *under,
 void bfs_io_ahead_destroy(struct bfs_io_ahead *a)
 {
 	if (a->pool)
-		pool_free(a->pool, a->pool->n);	/* waits for the reads in flight */
+		pool_free(a->pool, a->pool->n); /* waits for the reads in flight */
 	a->pool = NULL;
 	free(a->buf);
 	a->buf = NULL;
@@ -336,7 +340,7 @@ int bfs_io_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
 		if (n < 0)
 			return (int)n;
 		if (n == 0)
-			return -EIO;	/* the file ended early: it shrank */
+			return -EIO; /* the file ended early: it shrank */
 		p += n;
 		off += (uint64_t)n;
 		len -= (size_t)n;

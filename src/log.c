@@ -28,7 +28,7 @@ void bfs_log_set_level(int level)
 	atomic_store(&max_level, level);
 }
 
-#define PREFIX "blockfs: "		/* stderr only: syslog names us itself */
+#define PREFIX	   "blockfs: " /* stderr only: syslog names us itself */
 #define PREFIX_LEN (sizeof(PREFIX) - 1)
 
 void bfs_log(int level, const char *fmt, ...)
@@ -42,7 +42,7 @@ void bfs_log(int level, const char *fmt, ...)
 	if (level > atomic_load(&max_level))
 		return;
 	va_start(ap, fmt);
-	n = vsnprintf(msg, room - 1, fmt, ap);	/* leaves room for the newline */
+	n = vsnprintf(msg, room - 1, fmt, ap); /* leaves room for the newline */
 	va_end(ap);
 	if (n < 0)
 		return;
@@ -55,5 +55,5 @@ void bfs_log(int level, const char *fmt, ...)
 	msg[n++] = '\n';
 	/* prefix, message and newline in one write, so threads never interleave */
 	if (write(STDERR_FILENO, line, PREFIX_LEN + (size_t)n) < 0)
-		return;		/* nowhere left to report it */
+		return; /* nowhere left to report it */
 }

@@ -29,7 +29,7 @@
 struct sysdir {
 	struct bfs_fs *fs;
 	int fd;
-	int err;	/* a stat's failure other than "no such name", or 0 */
+	int err; /* a stat's failure other than "no such name", or 0 */
 };
 
 /*
@@ -81,7 +81,7 @@ static void set_rpath(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_inode
 		n = snprintf(path, sizeof(path), "%s/%s", dir->rpath, backing);
 	bfs_mutex_unlock(bfs_ilock(fs, dir));
 	if (n < 0 || (size_t)n >= sizeof(path))
-		return;			/* keep the old path: it only names things */
+		return; /* keep the old path: it only names things */
 	bfs_mutex_lock(bfs_ilock(fs, in));
 	/* a lookup after a timeout finds it where it was: no allocation */
 	if (!in->rpath || strcmp(in->rpath, path) != 0) {
@@ -135,7 +135,7 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 	stamp = bfs_backing_stamp(st);
 	in = bfs_inode_ref(fs, st, S_ISREG(st->st_mode) ? codec : NULL);
 	if (fd >= 0 && (in || !S_ISREG(st->st_mode))) {
-		close(fd);		/* known meanwhile, or not a file after all: as below */
+		close(fd); /* known meanwhile, or not a file after all: as below */
 		fd = -1;
 	}
 	if (!in && fd < 0 && decoded && sc && bfs_snap_size(sc, backing, stamp, &size)) {
@@ -150,16 +150,17 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 		}
 		bfs_mutex_unlock(bfs_ilock(fs, in));
 	} else if (fd >= 0) {
-		rc = bfs_inode_get(fs, fd, true, st, codec, &in);	/* opened first, above */
+		rc = bfs_inode_get(fs, fd, true, st, codec, &in); /* opened first, above */
 		if (rc < 0)
 			return rc;
 	} else if (!in) {
 		rd = S_ISREG(st->st_mode);
-		fd = rd ? bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) : -1;
+		fd = rd ? bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) :
+			  -1;
 		if (rd && codec)
 			BFS_COUNT(fs->env.mount, lookup_opens, 1);
 		if (fd < 0) {
-			rd = false;	/* not a regular file, or unreadable: stat still works */
+			rd = false; /* not a regular file, or unreadable: stat still works */
 			fd = bfs_backing_openat(fs, dfd, backing, O_PATH | O_NOFOLLOW);
 		}
 		if (fd < 0)
@@ -218,7 +219,7 @@ int bfs_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name, struc
 	rc = bfs_snap_get(fs, dfd, &sc.snap);
 	if (rc < 0)
 		sc.snap = NULL;
-	for (int i = 0; i < LOOKUP_TRIES && rc != -ESTALE; i++) {	/* ESTALE: removed */
+	for (int i = 0; i < LOOKUP_TRIES && rc != -ESTALE; i++) { /* ESTALE: removed */
 		if (sc.snap)
 			rc = bfs_name_resolve(&bfs_snap_name_ops, &sc, name, backing, &codec,
 					      fs->opts->keep_compressed, &fs->env.codecs);
@@ -226,7 +227,7 @@ int bfs_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name, struc
 			rc = bfs_name_resolve(&sys_name_ops, &d, name, backing, &codec,
 					      fs->opts->keep_compressed, &fs->env.codecs);
 		if (d.err) {
-			rc = d.err;	/* an answer made of failed stats is no answer */
+			rc = d.err; /* an answer made of failed stats is no answer */
 			break;
 		}
 		if (rc == 0)
@@ -236,7 +237,7 @@ int bfs_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name, struc
 			break;
 	}
 	if (rc == 0 && sc.snap && S_ISDIR(st->st_mode))
-		bfs_snap_ahead(&sc, backing);	/* a walk lists it next, then its siblings */
+		bfs_snap_ahead(&sc, backing); /* a walk lists it next, then its siblings */
 	bfs_snap_put(sc.snap);
 	bfs_inode_fd_put(fs, dir);
 	return rc == -EAGAIN ? -ESTALE : rc;

@@ -53,21 +53,21 @@
 
 struct loop {
 	struct fuse_session *se;
-	int fd;				/* /dev/fuse, made non-blocking */
-	int stop_fd;			/* eventfd, written once: the loop is to end */
-	int sig_fd;			/* eventfd, written by on_signal() */
+	int fd;	     /* /dev/fuse, made non-blocking */
+	int stop_fd; /* eventfd, written once: the loop is to end */
+	int sig_fd;  /* eventfd, written by on_signal() */
 	int64_t spin_ns;
 	unsigned int max_threads;
-	bool remote;			/* bfs_loop_conf's */
+	bool remote; /* bfs_loop_conf's */
 
-	pthread_mutex_t lock;		/* never held across a request */
-	pthread_cond_t turn;		/* the reader's role is free */
-	bool reading;			/* protected by lock: a thread holds the role */
-	atomic_bool stop;		/* set under lock; read by the reader without */
-	unsigned int idle;		/* protected by lock: threads waiting on turn */
-	unsigned int nthreads;		/* protected by lock: entries of thread[] */
-	pthread_t *thread;		/* protected by lock */
-	int error;			/* protected by lock: the first read's error */
+	pthread_mutex_t lock;  /* never held across a request */
+	pthread_cond_t turn;   /* the reader's role is free */
+	bool reading;	       /* protected by lock: a thread holds the role */
+	atomic_bool stop;      /* set under lock; read by the reader without */
+	unsigned int idle;     /* protected by lock: threads waiting on turn */
+	unsigned int nthreads; /* protected by lock: entries of thread[] */
+	pthread_t *thread;     /* protected by lock */
+	int error;	       /* protected by lock: the first read's error */
 };
 
 /*
@@ -87,9 +87,9 @@ struct loop {
 /* One worker's state; hand_over() gets it through bfs_handoff(). */
 struct worker {
 	struct loop *l;
-	bool reader;			/* this thread holds the reader's role */
-	unsigned int queued;		/* requests in a row found waiting (QUEUED_RUN) */
-	uint32_t last_pid;		/* the process of the request before */
+	bool reader;	     /* this thread holds the reader's role */
+	unsigned int queued; /* requests in a row found waiting (QUEUED_RUN) */
+	uint32_t last_pid;   /* the process of the request before */
 };
 
 static int64_t now_ns(void)
@@ -181,7 +181,7 @@ static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
 		int res = fuse_session_receive_buf(l->se, buf);
 
 		if (res != -EAGAIN && res != -EINTR)
-			return res;	/* 0: unmounted (libfuse has seen ENODEV) */
+			return res; /* 0: unmounted (libfuse has seen ENODEV) */
 		*queued = false;
 		if (l->spin_ns) {
 			int64_t t = now_ns();
@@ -189,7 +189,7 @@ static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
 			if (!until)
 				until = t + l->spin_ns;
 			if (t < until) {
-				sched_yield();	/* whoever else could run here goes first */
+				sched_yield(); /* whoever else could run here goes first */
 				continue;
 			}
 		}
@@ -264,7 +264,7 @@ static void *worker_main(void *arg)
 				hand_over(&w);
 			fuse_session_process_buf(l->se, &buf);
 			bfs_handoff_set(NULL, NULL);
-		} while (w.reader && !l->stop);	/* still the reader: read again, hot */
+		} while (w.reader && !l->stop); /* still the reader: read again, hot */
 		if (rc <= 0) {
 			end_loop(l, rc);
 			pthread_mutex_lock(&l->lock);
@@ -285,7 +285,7 @@ static void start_thread(struct loop *l)
 	if (rc) {
 		if (l->nthreads == 0)
 			bfs_err("cannot start a FUSE thread: %s", strerror(rc));
-		return;		/* the threads there are will do */
+		return; /* the threads there are will do */
 	}
 	l->thread[l->nthreads++] = t;
 }

@@ -10,9 +10,9 @@
 #define BFS_LOOP_MAX_THREADS 10
 
 struct bfs_loop_conf {
-	unsigned int max_threads;	/* threads answering requests, at most */
-	unsigned int busy_poll_us;	/* how long the reader polls before it sleeps */
-	bool remote;			/* SOURCE's filesystem may make any access wait
+	unsigned int max_threads;  /* threads answering requests, at most */
+	unsigned int busy_poll_us; /* how long the reader polls before it sleeps */
+	bool remote;		   /* SOURCE's filesystem may make any access wait
 					   (NFS, FUSE): every request hands over */
 	/*
 	 * On SIGINT, SIGTERM or SIGHUP, called with @stop_arg while requests

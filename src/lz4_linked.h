@@ -20,18 +20,18 @@ struct bfs_index;
  * A span's aux: its frame's block max (64 KiB..4 MiB, a power of two)
  * with this bit set, which no block of an independent frame has.
  */
-#define BFS_LZ4_SPAN_TAG 1u
+#define BFS_LZ4_SPAN_TAG       1u
 /* Largest output and input of one span (a cut after the target, see the .c). */
 #define BFS_LZ4_SPAN_USIZE_MAX (8u << 20)
-#define BFS_LZ4_SPAN_CLEN_MAX (24u << 20)
+#define BFS_LZ4_SPAN_CLEN_MAX  (24u << 20)
 
 /* What the walk needs of a linked frame's header, checked by codec_lz4.c. */
 struct bfs_lz4_lframe {
-	uint64_t start;		/* the frame's magic */
-	uint64_t data;		/* its first block header */
-	uint32_t bmax;		/* block max size */
-	bool bcsum, ccsum;	/* block checksums, content checksum */
-	uint64_t csize;		/* the content size it states; 0: none */
+	uint64_t start;	   /* the frame's magic */
+	uint64_t data;	   /* its first block header */
+	uint32_t bmax;	   /* block max size */
+	bool bcsum, ccsum; /* block checksums, content checksum */
+	uint64_t csize;	   /* the content size it states; 0: none */
 };
 
 /* One scan's state for its linked frames; NULL until the first one. */

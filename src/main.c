@@ -59,9 +59,9 @@ static void help(void)
 
 static void version(void)
 {
-	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\nlibzstd %s\nliblzma %s\n",
-	       BFS_VERSION, fuse_pkgversion(), LZ4_versionString(), zlibVersion(),
-	       ZSTD_versionString(), lzma_version_string());
+	printf("blockfs %s\nlibfuse %s\nliblz4 %s\nzlib %s\nlibzstd %s\nliblzma %s\n", BFS_VERSION,
+	       fuse_pkgversion(), LZ4_versionString(), zlibVersion(), ZSTD_versionString(),
+	       lzma_version_string());
 	/* "1.0.8, 13-Jul-2019": the number is enough */
 	printf("libbz2 %.*s\n", (int)strcspn(BZ2_bzlibVersion(), ","), BZ2_bzlibVersion());
 }
@@ -123,7 +123,7 @@ static void raise_nofile(void)
  * MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES in the environment still decide.
  */
 #define MMAP_THRESHOLD ((4u << 20) + (64u << 10))
-#define TRIM_MAX (8u << 20)
+#define TRIM_MAX       (8u << 20)
 
 static void malloc_settings(void)
 {
@@ -146,11 +146,12 @@ static void preload_unwinder(void)
 {
 	if (!dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE))
 		bfs_warn("cannot preload libgcc_s.so.1 (%s): unmounting with every "
-			 "descriptor in use would abort", dlerror());
+			 "descriptor in use would abort",
+			 dlerror());
 }
 
 #ifndef STATX_ATTR_MOUNT_ROOT
-#define STATX_ATTR_MOUNT_ROOT 0x00002000	/* Linux 5.8 */
+#define STATX_ATTR_MOUNT_ROOT 0x00002000 /* Linux 5.8 */
 #endif
 
 /*
@@ -218,17 +219,23 @@ static int check_mountpoint(const char *mnt, bool nonempty)
 	if (nonempty)
 		return 0;
 	if (stx.stx_attributes_mask & stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) {
-		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': busy, something is "
-			"mounted there already (unmount it, or give -o nonempty)\n", mnt);
+		fprintf(stderr,
+			"blockfs: cannot mount on MOUNTPOINT '%s': busy, something is "
+			"mounted there already (unmount it, or give -o nonempty)\n",
+			mnt);
 		return -1;
 	}
 	rc = dir_has_entries(mnt);
 	if (rc < 0)
-		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': cannot list it to "
-			"check that it is empty: %s (give -o nonempty)\n", mnt, strerror(-rc));
+		fprintf(stderr,
+			"blockfs: cannot mount on MOUNTPOINT '%s': cannot list it to "
+			"check that it is empty: %s (give -o nonempty)\n",
+			mnt, strerror(-rc));
 	else if (rc > 0)
-		fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': not empty (give "
-			"-o nonempty to mount over it anyway)\n", mnt);
+		fprintf(stderr,
+			"blockfs: cannot mount on MOUNTPOINT '%s': not empty (give "
+			"-o nonempty to mount over it anyway)\n",
+			mnt);
 	return rc == 0 ? 0 : -1;
 }
 
@@ -264,14 +271,15 @@ static int check_outside(const char *source, const char *mnt)
 
 	if (!p || stat(source, &src) < 0) {
 		free(p);
-		return 0;	/* check_source() has looked at SOURCE; nothing to compare */
+		return 0; /* check_source() has looked at SOURCE; nothing to compare */
 	}
 	for (;;) {
 		if (stat(p, &st) == 0 && st.st_dev == src.st_dev && st.st_ino == src.st_ino) {
-			fprintf(stderr, "blockfs: cannot mount on MOUNTPOINT '%s': %s SOURCE '%s' "
+			fprintf(stderr,
+				"blockfs: cannot mount on MOUNTPOINT '%s': %s SOURCE '%s' "
 				"(blockfs would hold its own mount busy); choose a directory "
-				"outside SOURCE\n", mnt, strcmp(p, mnt) == 0 ? "it is" : "it is inside",
-				source);
+				"outside SOURCE\n",
+				mnt, strcmp(p, mnt) == 0 ? "it is" : "it is inside", source);
 			rc = -1;
 			break;
 		}
@@ -279,7 +287,7 @@ static int check_outside(const char *source, const char *mnt)
 		if (!slash || slash == p) {
 			if (strcmp(p, "/") == 0 || !slash)
 				break;
-			p[1] = '\0';		/* "/x": the root is the last to check */
+			p[1] = '\0'; /* "/x": the root is the last to check */
 			continue;
 		}
 		*slash = '\0';
@@ -316,8 +324,10 @@ static int open_index_cache(const struct bfs_opts *o, struct bfs_icache **out)
 			rc = bfs_icache_open(out, dir, err, sizeof(err));
 		free(dir);
 		if (rc < 0) {
-			fprintf(stderr, "blockfs: no index cache: %s (-o index_cache=off says "
-				"none is wanted)\n", err);
+			fprintf(stderr,
+				"blockfs: no index cache: %s (-o index_cache=off says "
+				"none is wanted)\n",
+				err);
 			return 0;
 		}
 	}
@@ -342,8 +352,10 @@ static void open_spill(const struct bfs_opts *o, const struct bfs_icache *icache
 	dir = icache ? bfs_icache_dir(icache) : tmp && tmp[0] == '/' ? tmp : "/var/tmp";
 	rc = bfs_spill_configure(dir, o->spill_size);
 	if (rc < 0)
-		fprintf(stderr, "blockfs: no spill in '%s': %s (-o spill_size=0 says none is "
-			"wanted)\n", dir, strerror(-rc));
+		fprintf(stderr,
+			"blockfs: no spill in '%s': %s (-o spill_size=0 says none is "
+			"wanted)\n",
+			dir, strerror(-rc));
 }
 
 /* Add -o @key@value unless the command line has @key already (the user chose). */
@@ -394,9 +406,9 @@ static int run(struct fuse_session *se, const struct fuse_cmdline_opts *cl,
 	if (!o->libfuse_loop) {
 		/* -s: one thread, which answers everything itself */
 		struct bfs_loop_conf lc = {
-			.max_threads = cl->singlethread ? 1 :
+			.max_threads = cl->singlethread		   ? 1 :
 				       cl->max_threads != UINT_MAX ? cl->max_threads :
-				       BFS_LOOP_MAX_THREADS,
+								     BFS_LOOP_MAX_THREADS,
 			.busy_poll_us = o->busy_poll_us,
 			.remote = fs->env.remote,
 			.on_stop = quiesce,
@@ -481,7 +493,7 @@ int main(int argc, char **argv)
 	 */
 	se = fuse_session_new(&args, &bfs_ops, sizeof(bfs_ops), &fs);
 	if (!se)
-		goto out_opts;		/* libfuse said why */
+		goto out_opts; /* libfuse said why */
 	if (check_source(opts.source) < 0 || resolve_mountpoint(opts.mountpoint, &mnt) < 0 ||
 	    check_outside(opts.source, mnt) < 0 || check_mountpoint(mnt, opts.nonempty) < 0)
 		goto out_session;
@@ -492,7 +504,8 @@ int main(int argc, char **argv)
 	signal(SIGXFSZ, SIG_IGN);
 	rc = bfs_fs_init(&fs, opts.source, &opts, se, bfs_ops_push);
 	if (rc < 0) {
-		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source, strerror(-rc));
+		fprintf(stderr, "blockfs: cannot open SOURCE '%s': %s\n", opts.source,
+			strerror(-rc));
 		goto out_session;
 	}
 	fs_up = true;

@@ -21,10 +21,10 @@
 #define CLAIMED INT_MIN
 
 struct bfs_maps {
-	pthread_mutex_t lock;		/* protects the list and count */
-	struct bfs_map *head;		/* live mappings */
+	pthread_mutex_t lock; /* protects the list and count */
+	struct bfs_map *head; /* live mappings */
 	size_t count, max_live;
-	int populate;			/* enum bfs_populate */
+	int populate; /* enum bfs_populate */
 	atomic_uint_fast64_t tick;
 };
 
@@ -148,7 +148,7 @@ static void evict_one(struct bfs_maps *m)
 			}
 		}
 		if (!pick)
-			return;		/* all in use: over the bound by readers in flight */
+			return; /* all in use: over the bound by readers in flight */
 		if (atomic_compare_exchange_strong(&pick->users, &idle, CLAIMED)) {
 			unmap_locked(m, pick);
 			atomic_store(&pick->users, 0);
@@ -189,8 +189,7 @@ static const uint8_t *map_locked(struct bfs_maps *m, struct bfs_map *map, int fd
 	return base;
 }
 
-const uint8_t *bfs_map_enter(struct bfs_maps *m, struct bfs_map *map, int fd, int advice,
-			     int *made)
+const uint8_t *bfs_map_enter(struct bfs_maps *m, struct bfs_map *map, int fd, int advice, int *made)
 {
 	const uint8_t *base;
 
@@ -204,7 +203,7 @@ const uint8_t *bfs_map_enter(struct bfs_maps *m, struct bfs_map *map, int fd, in
 	}
 	atomic_fetch_sub(&map->users, 1);
 
-	bfs_mutex_lock(&m->lock);	/* slow path: map it, or wait out an unmap */
+	bfs_mutex_lock(&m->lock); /* slow path: map it, or wait out an unmap */
 	base = atomic_load(&map->base);
 	if (!base && !atomic_load(&map->failed))
 		base = map_locked(m, map, fd, advice, made);
@@ -249,7 +248,7 @@ int bfs_map_populate(struct bfs_map *map, const uint8_t *base)
 		guard.hi = base + len;
 		guard.armed = 1;
 		for (size_t off = 0; off < len; off += page)
-			sink ^= base[off];	/* fault each page in, in order */
+			sink ^= base[off]; /* fault each page in, in order */
 		guard.armed = 0;
 	} else {
 		rc = -EIO;

@@ -19,8 +19,8 @@
 static bool mount_only(const char *o, size_t len)
 {
 	static const char *const names[] = {
-		"defaults", "auto", "noauto", "user", "users", "nouser", "owner", "group",
-		"_netdev", "nofail", "loop",
+		"defaults", "auto",  "noauto",	"user",	  "users", "nouser",
+		"owner",    "group", "_netdev", "nofail", "loop",
 	};
 
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(names); i++)
@@ -38,7 +38,8 @@ int bfs_helper_args(int argc, char **argv, struct fuse_args *out)
 	if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
 			  strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0))
 		return fuse_opt_add_arg(out, "blockfs") < 0 || fuse_opt_add_arg(out, argv[1]) < 0 ?
-		       -1 : 0;		/* help and versions, as blockfs gives them */
+			       -1 :
+			       0; /* help and versions, as blockfs gives them */
 	if (argc < 3)
 		return -1;
 	if (fuse_opt_add_arg(out, "blockfs") < 0 || fuse_opt_add_arg(out, argv[1]) < 0 ||
@@ -95,7 +96,7 @@ bool bfs_run_by_mount_fuse(void)
 	}
 	if (n <= 0)
 		return false;
-	buf[n] = '\0';				/* argv[] is NUL-separated */
+	buf[n] = '\0'; /* argv[] is NUL-separated */
 	if (strcmp(buf, "/bin/sh") == 0 && (size_t)n > sizeof("/bin/sh") + 3 &&
 	    strcmp(buf + sizeof("/bin/sh"), "-c") == 0)
 		return buf[sizeof("/bin/sh") + 3] == '\'';
@@ -127,7 +128,7 @@ static bool has_word(const char *opts, const char *w)
  */
 void bfs_drop_mount_fuse_defaults(int argc, char **argv)
 {
-	static char none[] = "nosuid";	/* for an -o that held nothing else */
+	static char none[] = "nosuid"; /* for an -o that held nothing else */
 	char tail[16] = "", *opts;
 	size_t len, tl;
 	int at = 0;
@@ -147,7 +148,7 @@ void bfs_drop_mount_fuse_defaults(int argc, char **argv)
 	if (tl == 0)
 		return;
 	if (len + 1 == tl && strcmp(opts, tail + 1) == 0)
-		argv[at] = none;	/* an empty -o would be no option at all */
+		argv[at] = none; /* an empty -o would be no option at all */
 	else if (len > tl && strcmp(opts + len - tl, tail) == 0)
 		opts[len - tl] = '\0';
 }

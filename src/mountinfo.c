@@ -53,7 +53,7 @@ int bfs_mount_dev(const char *mnt, unsigned int *maj, unsigned int *min)
 		return -errno;
 	while (getline(&line, &cap, f) > 0)
 		if (bfs_mountinfo_line(line, mnt, maj, min))
-			rc = 0;		/* the last match is the one on top */
+			rc = 0; /* the last match is the one on top */
 	free(line);
 	fclose(f);
 	return rc;
@@ -65,10 +65,11 @@ void bfs_set_kernel_readahead(int found, unsigned int maj, unsigned int min, uin
 	int fd, len, rc;
 
 	if (bytes == 0)
-		return;			/* -o kernel_readahead=0: the kernel's own */
+		return; /* -o kernel_readahead=0: the kernel's own */
 	if (found < 0) {
 		bfs_warn("cannot find this mount in /proc/self/mountinfo (%s): the kernel's "
-			 "read-ahead stays at its default", strerror(-found));
+			 "read-ahead stays at its default",
+			 strerror(-found));
 		return;
 	}
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);

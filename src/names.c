@@ -98,8 +98,8 @@ out_unchanged:
 static const struct {
 	const char *of, *side;
 } sidecars[] = {
-	{ ".gz", ".gzi" }, { ".gz", ".tbi" }, { ".gz", ".csi" }, { ".gz", ".fai" },
-	{ ".bgz", ".gzi" },
+	{ ".gz", ".gzi" }, { ".gz", ".tbi" },  { ".gz", ".csi" },
+	{ ".gz", ".fai" }, { ".bgz", ".gzi" },
 };
 
 /* Is @backing (@len bytes) a sidecar of an entry of its directory that is shown decoded? */
@@ -123,13 +123,12 @@ static bool hidden_sidecar(const struct bfs_name_ops *ops, void *ctx,
 	return false;
 }
 
-bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing,
-		    char *shown, const struct bfs_codec **codec, bool keep,
-		    const struct bfs_codec_conf *conf)
+bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing, char *shown,
+		    const struct bfs_codec **codec, bool keep, const struct bfs_codec_conf *conf)
 {
 	size_t len = strnlen(backing, NAME_MAX + 1);
 
-	if (len > NAME_MAX)	/* no backing name is: shown as it is, cut */
+	if (len > NAME_MAX) /* no backing name is: shown as it is, cut */
 		len = NAME_MAX;
 	if (!keep && hidden_sidecar(ops, ctx, conf, backing, len)) {
 		*codec = NULL;
@@ -140,24 +139,23 @@ bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backi
 	return true;
 }
 
-int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name,
-		     char *backing, const struct bfs_codec **codec, bool keep,
-		     const struct bfs_codec_conf *conf)
+int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name, char *backing,
+		     const struct bfs_codec **codec, bool keep, const struct bfs_codec_conf *conf)
 {
 	size_t len = strnlen(name, NAME_MAX + 1);
 	char shown[NAME_MAX + 1];
 	int rc;
 
-	if (len > NAME_MAX)	/* no entry has such a name */
+	if (len > NAME_MAX) /* no entry has such a name */
 		return -ENOENT;
 	if (ops->exists(ctx, name)) {
 		if (!bfs_name_shown(ops, ctx, name, shown, codec, keep, conf))
-			return -ENOENT;		/* a hidden sidecar */
+			return -ENOENT; /* a hidden sidecar */
 		/* It exists; but is it shown decoded under a shorter name? */
 		if (strcmp(shown, name) != 0) {
 			if (!keep)
 				return -ENOENT;
-			*codec = NULL;	/* keep_compressed: its raw view */
+			*codec = NULL; /* keep_compressed: its raw view */
 		}
 		copy_name(backing, name, len);
 		return 0;

@@ -57,9 +57,9 @@ static fuse_ino_t ino_of(struct bfs_fs *fs, struct bfs_inode *in)
 int bfs_kernel_errno(int rc)
 {
 	switch (rc) {
-	case -EBADMSG:		/* corrupt block */
-	case -EILSEQ:		/* checksum mismatch */
-	case -EFBIG:		/* more blocks than blockfs indexes */
+	case -EBADMSG: /* corrupt block */
+	case -EILSEQ:  /* checksum mismatch */
+	case -EFBIG:   /* more blocks than blockfs indexes */
 		return EIO;
 	default:
 		return -rc;
@@ -141,7 +141,7 @@ static void reply_entry(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *in,
 	};
 
 	if (fuse_reply_entry(req, &e) == -ENOENT)
-		bfs_inode_forget(fs, in, 1);	/* interrupted: the kernel never got it */
+		bfs_inode_forget(fs, in, 1); /* interrupted: the kernel never got it */
 }
 
 static void bfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -245,7 +245,8 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		return;
 	}
 	if (atomic_load_explicit(&fs->kernel_open, memory_order_relaxed)) {
-		fuse_reply_err(req, ENOSYS);	/* success: the kernel opens files itself from now on */
+		fuse_reply_err(req,
+			       ENOSYS); /* success: the kernel opens files itself from now on */
 		return;
 	}
 	bfs_rdplus_used(&fs->rdplus, 1);
@@ -276,7 +277,7 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, bfs_kernel_errno(rc));
 		return;
 	}
-	bfs_file_put(f);		/* the handle's stream holds its own */
+	bfs_file_put(f); /* the handle's stream holds its own */
 	/*
 	 * A changed backing file: the kernel drops the pages it holds when
 	 * keep_cache is off, and the attributes once we say so, so that a
@@ -287,7 +288,7 @@ static void bfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	if (fuse_reply_open(req, fi) != 0)
-		bfs_handle_close(fs, h);	/* the open was interrupted: no release will come */
+		bfs_handle_close(fs, h); /* the open was interrupted: no release will come */
 }
 
 /*
@@ -341,15 +342,15 @@ static void bfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, bfs_kernel_errno(err));
 		return;
 	}
-	if (!fi->fh && off == 0)	/* kernel_open: a file read from its start was opened */
+	if (!fi->fh && off == 0) /* kernel_open: a file read from its start was opened */
 		bfs_rdplus_used(&fs_of(req)->rdplus, 1);
 	n = bfs_stream_read(s, (uint64_t)off, size, &rv, &next);
 	if (n < 0)
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
 	else
-		fuse_reply_iov(req, rv.iov, (int)rv.cnt);	/* the blocks are still held */
-	bfs_stream_ahead(s, &next);			/* nobody waits for this now */
-	bfs_readv_release(&rv);				/* on the error path too */
+		fuse_reply_iov(req, rv.iov, (int)rv.cnt); /* the blocks are still held */
+	bfs_stream_ahead(s, &next);			  /* nobody waits for this now */
+	bfs_readv_release(&rv);				  /* on the error path too */
 	stream_done(fi, s);
 }
 
@@ -398,7 +399,7 @@ static void bfs_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 static void bfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	if (fi->fh)			/* kernel_open: no handle (and no RELEASE is sent) */
+	if (fi->fh) /* kernel_open: no handle (and no RELEASE is sent) */
 		bfs_handle_close(fs_of(req), handle_of(fi));
 	/* before the reply: after it the kernel may forget the inode */
 	bfs_inode_idle(fs_of(req), inode_of(req, ino));
@@ -446,7 +447,7 @@ static size_t add_plus(fuse_req_t req, struct bfs_fs *fs, struct bfs_inode *dir,
 		e.ino = ino_of(fs, in);
 		bfs_trim_poke(fs);
 	} else {
-		return SIZE_MAX;	/* gone since the listing: skip it */
+		return SIZE_MAX; /* gone since the listing: skip it */
 	}
 	len = fuse_add_direntry_plus(req, p, rem, de->name, &e, next);
 	if (len > rem) {
@@ -477,7 +478,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	c.dirfd = bfs_inode_fd(fs, dir);	/* the lookups of readdirplus need it */
+	c.dirfd = bfs_inode_fd(fs, dir); /* the lookups of readdirplus need it */
 	if (c.dirfd < 0) {
 		free(buf);
 		fuse_reply_err(req, bfs_kernel_errno(c.dirfd));
@@ -498,16 +499,15 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	if (plus && off == 0 && bfs_rdplus_names_suffice(&fs->rdplus)) {
 		bare = true;
 		BFS_COUNT(fs->env.mount, names_only_replies, 1);
-	}
-	else if (plus && off == 0 && !fs->opts->readdirplus_auto)
+	} else if (plus && off == 0 && !fs->opts->readdirplus_auto)
 		head = fs->opts->readdirplus;
 	/* (names alone too, while bfs_rdplus_walk_ahead(): ls -l looks each up next, and the big
 	   ones' walks run side by side) */
 	if (plus && (!bare || bfs_rdplus_walk_ahead(&fs->rdplus)))
 		ahead = bfs_walk_ahead(fs, dir, d, &c, (size_t)off,
 				       head < BFS_WALK_AHEAD_MAX ? head : BFS_WALK_AHEAD_MAX);
-	for (size_t i = (size_t)off; (i < head || p == buf) && (rc = bfs_dir_at(d, &c, i, &de)) == 0;
-	     i++) {
+	for (size_t i = (size_t)off;
+	     (i < head || p == buf) && (rc = bfs_dir_at(d, &c, i, &de)) == 0; i++) {
 		size_t len;
 
 		if (plus) {
@@ -534,7 +534,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	if (rc == 1)
 		through = bfs_snap_hold(d->snap);
 	if (rc < 0 && rem == size)
-		fuse_reply_err(req, bfs_kernel_errno(rc));	/* nothing to show for it */
+		fuse_reply_err(req, bfs_kernel_errno(rc)); /* nothing to show for it */
 	else
 		fuse_reply_buf(req, buf, size - rem);
 	free(buf);
@@ -603,8 +603,10 @@ static void bfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, si
 	if (size && !buf)
 		fuse_reply_err(req, ENOMEM);
 	else
-		reply_xattr(req, bfs_xattr_get(fs_of(req), inode_of(req, ino), name, buf, size,
-					       fuse_req_ctx(req)->pid), buf, size);
+		reply_xattr(req,
+			    bfs_xattr_get(fs_of(req), inode_of(req, ino), name, buf, size,
+					  fuse_req_ctx(req)->pid),
+			    buf, size);
 }
 
 static void bfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -614,7 +616,8 @@ static void bfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (size && !buf)
 		fuse_reply_err(req, ENOMEM);
 	else
-		reply_xattr(req, bfs_xattr_list(fs_of(req), inode_of(req, ino), buf, size), buf, size);
+		reply_xattr(req, bfs_xattr_list(fs_of(req), inode_of(req, ino), buf, size), buf,
+			    size);
 }
 
 struct inval_job {
@@ -650,8 +653,11 @@ static void queue_inval(struct bfs_fs *fs, fuse_ino_t ino, uint64_t off, uint64_
 
 	if (!j)
 		return;
-	*j = (struct inval_job){ .work.fn = inval_run, .fs = fs, .ino = ino,
-				 .off = (off_t)off, .len = (off_t)len };
+	*j = (struct inval_job){ .work.fn = inval_run,
+				 .fs = fs,
+				 .ino = ino,
+				 .off = (off_t)off,
+				 .len = (off_t)len };
 	if (!bfs_workq_try(fs->env.workq, &j->work))
 		free(j);
 }
@@ -672,14 +678,15 @@ static void bfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, co
 		(void)bfs_push_willneed(fs->env.workq, act.f,
 					fs->opts->willneed_kernel && fs->se ? ino : 0, act.off,
 					act.len);
-		bfs_file_unuse(act.f);	/* the queued jobs hold their own */
+		bfs_file_unuse(act.f); /* the queued jobs hold their own */
 		bfs_file_put(act.f);
 	}
 }
 
 static void bfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	fuse_reply_err(req, bfs_kernel_errno(bfs_xattr_remove(fs_of(req), inode_of(req, ino), name)));
+	fuse_reply_err(req,
+		       bfs_kernel_errno(bfs_xattr_remove(fs_of(req), inode_of(req, ino), name)));
 }
 
 /*
@@ -688,14 +695,14 @@ static void bfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
  * setxattr hints too).
  */
 static void refuse_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-			  struct fuse_file_info *fi)
+			   struct fuse_file_info *fi)
 {
 	(void)ino, (void)attr, (void)to_set, (void)fi;
 	fuse_reply_err(req, EROFS);
 }
 
 static void refuse_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-			dev_t rdev)
+			 dev_t rdev)
 {
 	(void)parent, (void)name, (void)mode, (void)rdev;
 	fuse_reply_err(req, EROFS);
@@ -719,8 +726,8 @@ static void refuse_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, 
 	fuse_reply_err(req, EROFS);
 }
 
-static void refuse_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-			 fuse_ino_t newparent, const char *newname, unsigned int flags)
+static void refuse_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+			  const char *newname, unsigned int flags)
 {
 	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
 	fuse_reply_err(req, EROFS);
@@ -733,21 +740,21 @@ static void refuse_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, co
 }
 
 static void refuse_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-			 struct fuse_file_info *fi)
+			  struct fuse_file_info *fi)
 {
 	(void)parent, (void)name, (void)mode, (void)fi;
 	fuse_reply_err(req, EROFS);
 }
 
 static void refuse_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-			struct fuse_file_info *fi)
+			 struct fuse_file_info *fi)
 {
 	(void)ino, (void)buf, (void)size, (void)off, (void)fi;
 	fuse_reply_err(req, EROFS);
 }
 
 static void refuse_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
-			    struct fuse_file_info *fi)
+			     struct fuse_file_info *fi)
 {
 	(void)ino, (void)mode, (void)offset, (void)length, (void)fi;
 	fuse_reply_err(req, EROFS);

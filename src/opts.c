@@ -29,27 +29,27 @@
  * (tests/integration/docs.sh checks both ways).
  */
 enum kind {
-	FLAG,		/* a word alone: sets an int field to .def */
-	SIZE,		/* bfs_parse_size(): "0", "64K", "1G"; uint64_t or uint32_t */
-	COUNT,		/* decimal digits only; uint64_t/size_t, unsigned int or uint32_t */
-	SECONDS,	/* a decimal number from 0 to BFS_MAX_TIMEOUT; double */
-	PICK,		/* one of .names: its index (or .map's value) into an int or bool */
-	CUSTOM,		/* .check() reads it */
+	FLAG,	 /* a word alone: sets an int field to .def */
+	SIZE,	 /* bfs_parse_size(): "0", "64K", "1G"; uint64_t or uint32_t */
+	COUNT,	 /* decimal digits only; uint64_t/size_t, unsigned int or uint32_t */
+	SECONDS, /* a decimal number from 0 to BFS_MAX_TIMEOUT; double */
+	PICK,	 /* one of .names: its index (or .map's value) into an int or bool */
+	CUSTOM,	 /* .check() reads it */
 };
 
 struct row {
 	const char *name;
-	const char *values;	/* --help's word for the value; NULL for a flag */
-	const char *help;	/* NULL: not listed (the negations, FUSE's own) */
+	const char *values; /* --help's word for the value; NULL for a flag */
+	const char *help;   /* NULL: not listed (the negations, FUSE's own) */
 	enum kind kind;
-	size_t at, width;	/* the checked value: offset and size in struct bfs_opts */
-	uint64_t def;		/* the default (SECONDS: whole seconds; FLAG: the value set) */
-	uint64_t min, max;	/* SIZE, COUNT: bounds; 0 also taken when .zero_ok */
+	size_t at, width;  /* the checked value: offset and size in struct bfs_opts */
+	uint64_t def;	   /* the default (SECONDS: whole seconds; FLAG: the value set) */
+	uint64_t min, max; /* SIZE, COUNT: bounds; 0 also taken when .zero_ok */
 	bool zero_ok;
-	const char *const *names;	/* PICK: the values, NULL-ended */
-	const int *map;		/* PICK: what each name stores; NULL: its index */
-	const char *expect;	/* what the refusal says is expected; NULL: made from the bounds */
-	const char *unit;	/* COUNT: the thing counted, for that message ("a count") */
+	const char *const *names; /* PICK: the values, NULL-ended */
+	const int *map;		  /* PICK: what each name stores; NULL: its index */
+	const char *expect; /* what the refusal says is expected; NULL: made from the bounds */
+	const char *unit;   /* COUNT: the thing counted, for that message ("a count") */
 	/* CUSTOM: set the default, then read @s if given (NULL if not); 0 or -EINVAL */
 	int (*check)(struct bfs_opts *o, const char *s);
 };
@@ -57,7 +57,7 @@ struct row {
 #define AT(f) .at = offsetof(struct bfs_opts, f), .width = sizeof(((struct bfs_opts *)0)->f)
 
 static const char *const onoff[] = { "off", "on", NULL };
-static const char *const populates[] = { "off", "on", "async", NULL };	/* enum bfs_populate */
+static const char *const populates[] = { "off", "on", "async", NULL }; /* enum bfs_populate */
 static const char *const willneeds[] = { "cache", "kernel", NULL };
 static const char *const gzips[] = { "index", "raw", NULL };
 static const int gzip_index[] = { 1, 0 };
@@ -70,95 +70,108 @@ static int check_readdirplus(struct bfs_opts *o, const char *s);
 static int check_index_cache(struct bfs_opts *o, const char *s);
 
 static const struct row rows[] = {
-	{ "readpath", "pread|mmap|auto", "how compressed bytes are read (pread)",
-	  .kind = CUSTOM, AT(readpath), .expect = "pread, mmap or auto",
-	  .check = check_readpath },
-	{ "populate", "off|on|async", "mmap path: pre-fault the mapping (off)",
-	  .kind = PICK, AT(populate), .def = BFS_POPULATE_OFF, .names = populates },
+	{ "readpath", "pread|mmap|auto", "how compressed bytes are read (pread)", .kind = CUSTOM,
+	  AT(readpath), .expect = "pread, mmap or auto", .check = check_readpath },
+	{ "populate", "off|on|async", "mmap path: pre-fault the mapping (off)", .kind = PICK,
+	  AT(populate), .def = BFS_POPULATE_OFF, .names = populates },
 	{ "advice", "normal|sequential|random|willneed|noreuse", "default access hint (normal)",
 	  .kind = CUSTOM, AT(advice), .expect = "normal, sequential, random, willneed or noreuse",
 	  .check = check_advice },
-	{ "cache_size", "SIZE", "decompressed blocks kept in memory; 0: none (32M)",
-	  .kind = SIZE, AT(cache_size), .def = BFS_DEFAULT_CACHE_SIZE, .max = UINT64_MAX,
+	{ "cache_size", "SIZE", "decompressed blocks kept in memory; 0: none (32M)", .kind = SIZE,
+	  AT(cache_size), .def = BFS_DEFAULT_CACHE_SIZE, .max = UINT64_MAX,
 	  .expect = "a size such as 0, 65536, 64K, 256M or 1G" },
-	{ "readahead", "SIZE", "how far ahead to decompress a sequential stream (8M)",
-	  .kind = SIZE, AT(readahead), .def = BFS_DEFAULT_READAHEAD, .max = UINT64_MAX,
+	{ "readahead", "SIZE", "how far ahead to decompress a sequential stream (8M)", .kind = SIZE,
+	  AT(readahead), .def = BFS_DEFAULT_READAHEAD, .max = UINT64_MAX,
 	  .expect = "a size such as 0, 512K, 8M" },
-	{ "workers", "N", "threads that decompress ahead; 0: none (online CPUs)",
-	  .kind = CUSTOM, AT(workers), .max = BFS_MAX_WORKERS, .check = check_workers },
-	{ "verify", "on|off", "check per-block checksums the files carry (on)",
-	  .kind = PICK, AT(verify), .def = 1, .names = onoff },
-	{ "willneed", "kernel|cache", "where willneed puts decoded bytes: the kernel's page "
-				      "cache or blockfs's cache (kernel)",
+	{ "workers", "N", "threads that decompress ahead; 0: none (online CPUs)", .kind = CUSTOM,
+	  AT(workers), .max = BFS_MAX_WORKERS, .check = check_workers },
+	{ "verify", "on|off", "check per-block checksums the files carry (on)", .kind = PICK,
+	  AT(verify), .def = 1, .names = onoff },
+	{ "willneed", "kernel|cache",
+	  "where willneed puts decoded bytes: the kernel's page "
+	  "cache or blockfs's cache (kernel)",
 	  .kind = PICK, AT(willneed_kernel), .def = 1, .names = willneeds },
 	/* below a page the kernel would read ahead nothing at all, not "a little" */
-	{ "kernel_readahead", "SIZE", "the kernel's read-ahead into the mount (its bdi "
-				      "read_ahead_kb); 0: leave it (1M)",
+	{ "kernel_readahead", "SIZE",
+	  "the kernel's read-ahead into the mount (its bdi "
+	  "read_ahead_kb); 0: leave it (1M)",
 	  .kind = SIZE, AT(kernel_readahead), .def = BFS_DEFAULT_KERNEL_READAHEAD,
 	  .min = BFS_MIN_KERNEL_READAHEAD, .max = BFS_MAX_KERNEL_READAHEAD, .zero_ok = true,
 	  .expect = "0 or a size from 4K to 1G such as 128K, 1M" },
-	{ "entry_timeout", "SECONDS", "how long the kernel trusts a name; an open always "
-				     "checks (10)",
+	{ "entry_timeout", "SECONDS",
+	  "how long the kernel trusts a name; an open always "
+	  "checks (10)",
 	  .kind = SECONDS, AT(entry_timeout), .def = BFS_DEFAULT_ENTRY_TIMEOUT },
-	{ "attr_timeout", "SECONDS", "how long the kernel trusts attributes (10)",
-	  .kind = SECONDS, AT(attr_timeout), .def = BFS_DEFAULT_ATTR_TIMEOUT },
-	{ "negative_timeout", "SECONDS", "how long the kernel trusts that a name is absent "
-					"(0: a new file shows at once)",
+	{ "attr_timeout", "SECONDS", "how long the kernel trusts attributes (10)", .kind = SECONDS,
+	  AT(attr_timeout), .def = BFS_DEFAULT_ATTR_TIMEOUT },
+	{ "negative_timeout", "SECONDS",
+	  "how long the kernel trusts that a name is absent "
+	  "(0: a new file shows at once)",
 	  .kind = SECONDS, AT(negative_timeout), .def = BFS_DEFAULT_NEGATIVE_TIMEOUT },
-	{ "max_inodes", "N", "files and directories remembered before the kernel is asked to "
-			     "forget the oldest directories; 0: no bound (131072)",
-	  .kind = COUNT, AT(max_inodes), .def = BFS_DEFAULT_MAX_INODES,
-	  .min = BFS_MIN_MAX_INODES, .max = UINT32_MAX, .zero_ok = true },
-	{ "readdirplus", "auto|on|off|N", "attributes with the names: for a listing's first "
-					  "reply and once its entries are looked up (on); never "
-					  "(off); as on, with at most N entries in the first "
-					  "reply; as on while the files listed are opened or "
-					  "looked up, else names alone (auto)",
-	  .kind = CUSTOM, AT(readdirplus), .expect = "auto, on, off or a count from 1 to 4294967295",
-	  .check = check_readdirplus },
-	{ "loop", "blockfs|libfuse", "how requests are read: one thread at a time, which "
-				     "answers quick ones itself, or libfuse's loop (blockfs)",
+	{ "max_inodes", "N",
+	  "files and directories remembered before the kernel is asked to "
+	  "forget the oldest directories; 0: no bound (131072)",
+	  .kind = COUNT, AT(max_inodes), .def = BFS_DEFAULT_MAX_INODES, .min = BFS_MIN_MAX_INODES,
+	  .max = UINT32_MAX, .zero_ok = true },
+	{ "readdirplus", "auto|on|off|N",
+	  "attributes with the names: for a listing's first "
+	  "reply and once its entries are looked up (on); never "
+	  "(off); as on, with at most N entries in the first "
+	  "reply; as on while the files listed are opened or "
+	  "looked up, else names alone (auto)",
+	  .kind = CUSTOM, AT(readdirplus),
+	  .expect = "auto, on, off or a count from 1 to 4294967295", .check = check_readdirplus },
+	{ "loop", "blockfs|libfuse",
+	  "how requests are read: one thread at a time, which "
+	  "answers quick ones itself, or libfuse's loop (blockfs)",
 	  .kind = PICK, AT(libfuse_loop), .def = 0, .names = loops },
-	{ "busy_poll", "USEC", "loop=blockfs: how long the reader polls for the next request "
-			       "before it sleeps; 0: never (50)",
+	{ "busy_poll", "USEC",
+	  "loop=blockfs: how long the reader polls for the next request "
+	  "before it sleeps; 0: never (50)",
 	  .kind = COUNT, AT(busy_poll_us), .def = BFS_DEFAULT_BUSY_POLL_US,
 	  .max = BFS_MAX_BUSY_POLL_US, .unit = "microseconds" },
-	{ "keep_compressed", NULL, "also show each decoded file's compressed file, with its "
-				   "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools",
+	{ "keep_compressed", NULL,
+	  "also show each decoded file's compressed file, with its "
+	  "index sidecars (.gzi .tbi .csi .fai), for tabix and samtools",
 	  .kind = FLAG, AT(keep_compressed), .def = 1 },
-	{ "kernel_open", NULL, "for a SOURCE that does not change while mounted: the kernel "
-			       "opens files without asking blockfs, which no longer checks "
-			       "the backing file at each open",
+	{ "kernel_open", NULL,
+	  "for a SOURCE that does not change while mounted: the kernel "
+	  "opens files without asking blockfs, which no longer checks "
+	  "the backing file at each open",
 	  .kind = FLAG, AT(kernel_open), .def = 1 },
-	{ "index_cache", "DIR|off", "keep the block indexes of walked files, and what "
-				    "listings learned, in DIR across mounts "
-				    "($XDG_CACHE_HOME/blockfs or ~/.cache/blockfs)",
+	{ "index_cache", "DIR|off",
+	  "keep the block indexes of walked files, and what "
+	  "listings learned, in DIR across mounts "
+	  "($XDG_CACHE_HOME/blockfs or ~/.cache/blockfs)",
 	  .kind = CUSTOM, AT(index_cache), .expect = "a directory or off",
 	  .check = check_index_cache },
-	{ "index_cache_size", "SIZE", "bytes of entries kept there before the least "
-				      "recently used are dropped; 0: no bound (1G)",
+	{ "index_cache_size", "SIZE",
+	  "bytes of entries kept there before the least "
+	  "recently used are dropped; 0: no bound (1G)",
 	  .kind = SIZE, AT(index_cache_size), .def = BFS_DEFAULT_INDEX_CACHE_SIZE,
 	  .max = UINT64_MAX, .expect = "a size such as 0, 64M or 1G" },
-	{ "spill_size", "SIZE", "decoded bytes of big zstd frames and xz blocks, and of what "
-				"a first stat decodes (bzip2, pzstd), kept on disk in the "
-				"index_cache directory once proven, so they are decoded once; "
-				"0: none (1G)",
+	{ "spill_size", "SIZE",
+	  "decoded bytes of big zstd frames and xz blocks, and of what "
+	  "a first stat decodes (bzip2, pzstd), kept on disk in the "
+	  "index_cache directory once proven, so they are decoded once; "
+	  "0: none (1G)",
 	  .kind = SIZE, AT(spill_size), .def = BFS_DEFAULT_SPILL_SIZE, .max = UINT64_MAX,
 	  .expect = "a size such as 0, 256M or 4G" },
-	{ "gzip", "index|raw", "plain gzip files: decoded through a checkpoint index "
-			       "made at first use, or shown unchanged (index)",
+	{ "gzip", "index|raw",
+	  "plain gzip files: decoded through a checkpoint index "
+	  "made at first use, or shown unchanged (index)",
 	  .kind = PICK, AT(gzip_index), .def = 1, .names = gzips, .map = gzip_index },
 	{ "gzip_span", "SIZE", "gzip=index: output between checkpoints, 64K to 32M (1M)",
 	  .kind = SIZE, AT(gzip_span), .def = BFS_GZIP_SPAN_DEFAULT, .min = BFS_GZIP_SPAN_MIN,
 	  .max = BFS_GZIP_SPAN_MAX, .expect = "a size from 64K to 32M such as 1M" },
 	/* libfuse 3 dropped it */
-	{ "nonempty", NULL, "mount over a non-empty directory or a mount point",
-	  .kind = FLAG, AT(nonempty), .def = 1 },
+	{ "nonempty", NULL, "mount over a non-empty directory or a mount point", .kind = FLAG,
+	  AT(nonempty), .def = 1 },
 	/* Taken here, so that only an explicit ask reaches libfuse (mount_helper.c); the last one wins. */
 	{ "suid", NULL, "honour set-user-ID bits below SOURCE (root only; default nosuid)",
 	  .kind = FLAG, AT(suid), .def = 1 },
-	{ "dev", NULL, "open device files below SOURCE (root only; default nodev)",
-	  .kind = FLAG, AT(dev), .def = 1 },
+	{ "dev", NULL, "open device files below SOURCE (root only; default nodev)", .kind = FLAG,
+	  AT(dev), .def = 1 },
 	{ "nosuid", NULL, NULL, .kind = FLAG, AT(suid), .def = 0 },
 	{ "nodev", NULL, NULL, .kind = FLAG, AT(dev), .def = 0 },
 	/* A FUSE option: libfuse passes it to the kernel, and INIT must ask for the same (ops.c). */
@@ -219,7 +232,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 		return bfs_opts_give(o, rows[key].name, eq ? eq + 1 : "") < 0 ? -1 : 1;
 	}
 	if (key != FUSE_OPT_KEY_NONOPT)
-		return 1;		/* keep: -f, -o allow_other, ... */
+		return 1; /* keep: -f, -o allow_other, ... */
 	if (o->source && o->mountpoint) {
 		fprintf(stderr, "blockfs: unexpected argument '%s' after SOURCE and MOUNTPOINT\n",
 			arg);
@@ -235,7 +248,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *out)
 	return *slot ? 0 : -1;
 }
 
-#define TEMPL_MAX 40	/* "name=%s" of the longest name */
+#define TEMPL_MAX 40 /* "name=%s" of the longest name */
 
 int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o)
 {
@@ -254,13 +267,15 @@ int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o)
 			spec[i] = (struct fuse_opt)FUSE_OPT_KEY(templ[i], (int)i);
 		} else {
 			snprintf(templ[i], TEMPL_MAX, "%s=%%s", r->name);
-			spec[i] = (struct fuse_opt){ templ[i], offsetof(struct bfs_opts, given) +
-							       i * sizeof(o->given[0]), 0 };
+			spec[i] = (struct fuse_opt){ templ[i],
+						     offsetof(struct bfs_opts, given) +
+							     i * sizeof(o->given[0]),
+						     0 };
 		}
 	}
 	spec[ROWS] = (struct fuse_opt)FUSE_OPT_END;
 	if (fuse_opt_parse(args, o, spec, opt_proc) < 0)
-		return -1;		/* fuse_opt printed why */
+		return -1; /* fuse_opt printed why */
 	if (bfs_opts_check(o, err, sizeof(err)) < 0) {
 		fprintf(stderr, "blockfs: %s\n", err);
 		return -1;
@@ -268,7 +283,8 @@ int bfs_opts_parse(struct fuse_args *args, struct bfs_opts *o)
 	/* Accepted, since a hint may still choose mmap per file; but say so. */
 	populate = bfs_opts_given(o, "populate");
 	if (populate && o->populate != BFS_POPULATE_OFF && o->readpath == BFS_READPATH_PREAD)
-		fprintf(stderr, "blockfs: warning: populate=%s has no effect with readpath=pread: "
+		fprintf(stderr,
+			"blockfs: warning: populate=%s has no effect with readpath=pread: "
 			"only files whose user.blockfs.readpath hint says mmap or auto are mapped\n",
 			populate);
 	return 0;
@@ -283,13 +299,13 @@ static void put(struct bfs_opts *o, const struct row *r, uint64_t v)
 
 	switch (r->width) {
 	case sizeof(uint8_t): {
-		bool b = v != 0;	/* the fields this wide are bools */
+		bool b = v != 0; /* the fields this wide are bools */
 
 		memcpy(at, &b, sizeof(b));
 		break;
 	}
 	case sizeof(uint32_t): {
-		uint32_t u = (uint32_t)v;	/* int, unsigned int, uint32_t: checked to fit */
+		uint32_t u = (uint32_t)v; /* int, unsigned int, uint32_t: checked to fit */
 
 		memcpy(at, &u, sizeof(u));
 		break;
@@ -348,8 +364,11 @@ static int refuse(const struct row *r, const char *s, char *err, size_t errlen)
 		while (r->names[n])
 			n++;
 		for (size_t k = 0; k < n && at < errlen; k++)
-			at += (size_t)snprintf(err + at, errlen - at, "%s%s", k == 0 ? "" :
-					       k == n - 1 ? " or " : ", ", r->names[k]);
+			at += (size_t)snprintf(err + at, errlen - at, "%s%s",
+					       k == 0	  ? "" :
+					       k == n - 1 ? " or " :
+							    ", ",
+					       r->names[k]);
 	} else if (r->kind == SECONDS) {
 		snprintf(err + at, errlen - at, "seconds from 0 to %.0f, such as 0, 0.5, 1 or 3600",
 			 BFS_MAX_TIMEOUT);
@@ -370,7 +389,7 @@ static int take(struct bfs_opts *o, const struct row *r, const char *s, char *er
 
 	switch (r->kind) {
 	case FLAG:
-		return 0;	/* set by fuse_opt_parse() itself */
+		return 0; /* set by fuse_opt_parse() itself */
 	case SIZE:
 	case COUNT:
 		if (s && ((r->kind == SIZE ? bfs_parse_size(s, &v) : count(s, r->max, &v)) < 0 ||
@@ -473,7 +492,7 @@ static int check_index_cache(struct bfs_opts *o, const char *s)
 	/* A directory called off is ./off. */
 	o->index_cache_off = strcmp(s, "off") == 0;
 	if (!o->index_cache_off)
-		o->index_cache = s;	/* opened, and checked, by main() */
+		o->index_cache = s; /* opened, and checked, by main() */
 	return 0;
 }
 
@@ -487,7 +506,7 @@ void bfs_opts_release(struct bfs_opts *o)
 }
 
 /* Where the help texts start, and the width they wrap at: as fuse_cmdline_help() does. */
-#define HELP_COL 27
+#define HELP_COL   27
 #define HELP_WIDTH 79
 
 void bfs_opts_help(FILE *out)
@@ -511,7 +530,7 @@ void bfs_opts_help(FILE *out)
 				fputc('\n', out);
 				col = 0;
 			}
-			if (n > HELP_WIDTH - HELP_COL) {	/* wrap at the last space that fits */
+			if (n > HELP_WIDTH - HELP_COL) { /* wrap at the last space that fits */
 				n = HELP_WIDTH - HELP_COL;
 				while (n > 0 && h[n] != ' ')
 					n--;

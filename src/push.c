@@ -116,7 +116,7 @@ struct emit_ctx {
 	uint64_t ino;
 	const struct bfs_push_window *win;
 	unsigned int gen;
-	bool read_instead;		/* a slice was left to a READ of the kernel's */
+	bool read_instead; /* a slice was left to a READ of the kernel's */
 };
 
 static int emit(void *arg, uint64_t off, const uint8_t *p, size_t len)
@@ -190,9 +190,9 @@ ssize_t bfs_push_run(const struct bfs_push_req *r)
 		uint64_t served = atomic_load(&r->win->served);
 
 		if (atomic_load(&r->win->gen) != r->gen)
-			return 0;		/* the reader went elsewhere */
+			return 0; /* the reader went elsewhere */
 		if (served > from)
-			from = page_up(served);	/* the kernel asked for those itself */
+			from = page_up(served); /* the kernel asked for those itself */
 	}
 	if (to > usize)
 		to = usize;
@@ -238,8 +238,8 @@ out:
 /* A queued job; willneed jobs stride through a long range. */
 struct push_job {
 	struct bfs_work work;
-	struct bfs_push_req req;	/* holds a reference and a use of req.f, and of req.win */
-	uint64_t stride, end;		/* after [from, to): from += stride, up to end; 0: once */
+	struct bfs_push_req req; /* holds a reference and a use of req.f, and of req.win */
+	uint64_t stride, end;	 /* after [from, to): from += stride, up to end; 0: once */
 };
 
 static void job_run(struct bfs_work *w)
@@ -289,7 +289,7 @@ static bool queue(struct bfs_workq *wq, const struct bfs_push_req *req, uint64_t
 
 bool bfs_push_try(struct bfs_workq *wq, const struct bfs_push_req *req)
 {
-	return queue(wq, req, 0, 0, true);	/* from READs: never wait */
+	return queue(wq, req, 0, 0, true); /* from READs: never wait */
 }
 
 bool bfs_push_block(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino, uint64_t from,
@@ -297,14 +297,17 @@ bool bfs_push_block(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino, uint
 {
 	uint64_t usize = bfs_file_size(f);
 	struct bfs_push_req req = {
-		.f = f, .ino = ino,
+		.f = f,
+		.ino = ino,
 		/* whole pages of these blocks only: an edge page needs a neighbour */
-		.from = page_up(from), .to = to >= usize ? usize : page_down(to),
-		.hole = page_down(rfrom), .hole_to = page_up(rto),
+		.from = page_up(from),
+		.to = to >= usize ? usize : page_down(to),
+		.hole = page_down(rfrom),
+		.hole_to = page_up(rto),
 	};
 
 	if (req.from >= req.to || (req.hole <= req.from && req.hole_to >= req.to))
-		return false;		/* the READ took all there was */
+		return false; /* the READ took all there was */
 	return bfs_push_try(wq, &req);
 }
 
@@ -325,7 +328,9 @@ size_t bfs_push_willneed(struct bfs_workq *wq, struct bfs_file *f, uint64_t ino,
 		jobs = (unsigned int)nchunks;
 	for (unsigned int j = 0; j < jobs; j++) {
 		uint64_t a = from + j * chunk;
-		struct bfs_push_req req = { .f = f, .ino = ino, .from = a,
+		struct bfs_push_req req = { .f = f,
+					    .ino = ino,
+					    .from = a,
 					    .to = a + chunk < end ? a + chunk : end };
 
 		queued += queue(wq, &req, jobs * chunk, end, false);

@@ -59,7 +59,7 @@ void bfs_rdplus_listed(struct bfs_rdplus *r, unsigned int n)
 	if (!r->on || n == 0)
 		return;
 	listed = atomic_fetch_add_explicit(&r->listed, n, memory_order_relaxed) + n;
-	if (listed > BFS_RDPLUS_WINDOW) {	/* racing halvings only forget a little more */
+	if (listed > BFS_RDPLUS_WINDOW) { /* racing halvings only forget a little more */
 		atomic_store_explicit(&r->listed, listed / 2, memory_order_relaxed);
 		atomic_store_explicit(&r->used,
 				      atomic_load_explicit(&r->used, memory_order_relaxed) / 2,

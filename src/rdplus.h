@@ -15,8 +15,8 @@
 #define BFS_RDPLUS_WINDOW 4096u
 
 struct bfs_rdplus {
-	bool on;			/* -o readdirplus=auto; off: every call is a no-op */
-	atomic_uint listed, used;	/* files listed lately, and looked up or opened */
+	bool on;		  /* -o readdirplus=auto; off: every call is a no-op */
+	atomic_uint listed, used; /* files listed lately, and looked up or opened */
 };
 
 /* Start counting, @on for readdirplus=auto. Nothing to free. */

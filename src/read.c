@@ -33,14 +33,14 @@
 #include "file_i.h"
 
 /* Read neighbouring blocks with one pread unless the gaps waste more than this. */
-#define SPAN_SLACK (64u << 10)
+#define SPAN_SLACK	 (64u << 10)
 /* Blocks this close to the end of a mapping are checked against the file's size first. */
-#define NEAR_END (1u << 20)
+#define NEAR_END	 (1u << 20)
 /* A run of misses decoded on idle workers too: at least this many blocks and bytes. */
-#define PAR_BLOCKS_MIN 4
-#define PAR_BYTES_MIN (256u << 10)
+#define PAR_BLOCKS_MIN	 4
+#define PAR_BYTES_MIN	 (256u << 10)
 /* Decoding more than this first lets the FUSE loop's reader role go (handoff.h). */
-#define HANDOFF_BYTES (128u << 10)
+#define HANDOFF_BYTES	 (128u << 10)
 /* readpath=auto: a sequential stream through a file this large uses pread. */
 #define AUTO_PREAD_ABOVE (64ull << 20)
 
@@ -54,15 +54,15 @@
  * seekable frames read slower with a spill. LZ4 and gzip blocks: never.
  * Measured in doc/design.md ("The spill").
  */
-#define BFS_UNIT_MIN_XZ (256u << 10)
+#define BFS_UNIT_MIN_XZ	   (256u << 10)
 #define BFS_UNIT_MIN_BZIP2 (256u << 10)
-#define BFS_UNIT_MIN_ZSTD (8u << 20)
+#define BFS_UNIT_MIN_ZSTD  (8u << 20)
 
 /* Per thread: the compressed bytes being decoded, reused by every request. */
 struct tls {
 	uint8_t *cbuf;
 	size_t ccap;
-	bool quiet;		/* decoding ahead: failures are for the reader to report */
+	bool quiet; /* decoding ahead: failures are for the reader to report */
 };
 
 static pthread_key_t tls_key;
@@ -79,7 +79,7 @@ static void tls_free(void *p)
 static void tls_init(void)
 {
 	if (pthread_key_create(&tls_key, tls_free) != 0)
-		abort();	/* only fails when the process is out of keys at start */
+		abort(); /* only fails when the process is out of keys at start */
 }
 
 static struct tls *tls_get(void)
@@ -156,8 +156,7 @@ static int revive(struct bfs_file *f, int rc)
 	close(fd);
 	if (done < 0)
 		return rc;
-	bfs_info("%s: a backing read failed (%s): opened again by name", f->name,
-		 strerror(-rc));
+	bfs_info("%s: a backing read failed (%s): opened again by name", f->name, strerror(-rc));
 	return 0;
 }
 
@@ -166,7 +165,7 @@ static int read_backing(struct bfs_file *f, void *buf, size_t len, uint64_t off)
 	int rc;
 
 	if (f->head && off + len <= (uint64_t)f->st.st_size) {
-		memcpy(buf, f->head + off, len);	/* the bytes this version was built from */
+		memcpy(buf, f->head + off, len); /* the bytes this version was built from */
 		return 0;
 	}
 	BFS_COUNT(f->ctr, syscalls, 1);
@@ -189,7 +188,7 @@ static const char *read_failure(struct bfs_file *f, int rc)
 
 	if (rc == -EIO && f->fd >= 0 && fstat(f->fd, &st) == 0 && st.st_size < f->st.st_size)
 		return "backing file shrank";
-	return strerror(-rc);	/* glibc's: a static string for any errno */
+	return strerror(-rc); /* glibc's: a static string for any errno */
 }
 
 static ssize_t read_raw(struct bfs_file *f, struct bfs_readv *rv, size_t size, uint64_t off)
@@ -201,8 +200,8 @@ static ssize_t read_raw(struct bfs_file *f, struct bfs_readv *rv, size_t size, u
 	if (!rv->own)
 		return -ENOMEM;
 	while (done < size) {
-		ssize_t n = f->io.ops->read(&f->io, (uint8_t *)rv->own + done, size - done,
-					    off + done);
+		ssize_t n =
+			f->io.ops->read(&f->io, (uint8_t *)rv->own + done, size - done, off + done);
 
 		BFS_COUNT(f->ctr, syscalls, 1);
 		if (n < 0 && !revived && revive(f, (int)n) == 0) {
@@ -238,7 +237,7 @@ static int poisoned(struct bfs_file *f, size_t k)
 {
 	char reason[sizeof(f->idx.why)];
 
-	bfs_mutex_lock(&f->idx.settle_lock);	/* settling writes it */
+	bfs_mutex_lock(&f->idx.settle_lock); /* settling writes it */
 	memcpy(reason, f->idx.why, sizeof(reason));
 	bfs_mutex_unlock(&f->idx.settle_lock);
 	return block_failed(f, k, -EBADMSG, reason);
@@ -280,7 +279,7 @@ static int decode_into(struct bfs_file *f, size_t k, const uint8_t *src, uint8_t
 static bool use_map(const struct bfs_file *f)
 {
 	if (f->head)
-		return false;		/* the backing bytes are in memory already */
+		return false; /* the backing bytes are in memory already */
 	switch (atomic_load_explicit(&f->readpath, memory_order_relaxed)) {
 	case BFS_READPATH_MMAP:
 		return true;
@@ -289,8 +288,9 @@ static bool use_map(const struct bfs_file *f)
 		 * Small or randomly read files are mapped; big streams take
 		 * pread, and so does everything on a network SOURCE.
 		 */
-		return !f->env->remote && ((uint64_t)f->st.st_size <= AUTO_PREAD_ABOVE ||
-					   !atomic_load_explicit(&f->streaming, memory_order_relaxed));
+		return !f->env->remote &&
+		       ((uint64_t)f->st.st_size <= AUTO_PREAD_ABOVE ||
+			!atomic_load_explicit(&f->streaming, memory_order_relaxed));
 	default:
 		return false;
 	}
@@ -338,10 +338,10 @@ struct par_decode {
 	struct bfs_file *f;
 	size_t d0;
 	struct bfs_block **out;
-	const uint8_t *src;		/* the mapping (off0 0), or a buffer of the run */
+	const uint8_t *src; /* the mapping (off0 0), or a buffer of the run */
 	uint64_t off0;
 	bool mapped, quiet;
-	atomic_int rc;			/* the first failure, or 0 */
+	atomic_int rc; /* the first failure, or 0 */
 };
 
 static void decode_item(void *arg, size_t i)
@@ -353,7 +353,7 @@ static void decode_item(void *arg, size_t i)
 	int rc, zero = 0;
 
 	if (t)
-		t->quiet = p->quiet;	/* a worker reports as the thread it helps */
+		t->quiet = p->quiet; /* a worker reports as the thread it helps */
 	if (p->mapped)
 		rc = decode_mapped(p->f, k, p->src, p->out[i]->data, p->out[i]->len);
 	else
@@ -373,8 +373,13 @@ static void decode_item(void *arg, size_t i)
 static int decode_all(struct bfs_file *f, size_t d0, size_t d1, struct bfs_block **out,
 		      const uint8_t *src, uint64_t off0, bool mapped, bool quiet)
 {
-	struct par_decode p = { .f = f, .d0 = d0, .out = out, .src = src, .off0 = off0,
-				.mapped = mapped, .quiet = quiet };
+	struct par_decode p = { .f = f,
+				.d0 = d0,
+				.out = out,
+				.src = src,
+				.off0 = off0,
+				.mapped = mapped,
+				.quiet = quiet };
 	size_t n = d1 - d0 + 1;
 	uint64_t bytes = f->idx.blk[d1].uoff + f->idx.blk[d1].usize - f->idx.blk[d0].uoff;
 
@@ -411,7 +416,7 @@ static int decode_all(struct bfs_file *f, size_t d0, size_t d1, struct bfs_block
 
 /* What an open chained block's decoder reads through: @f's backing file, counted. */
 struct chain_io {
-	struct bfs_io io;		/* first member */
+	struct bfs_io io; /* first member */
 	struct bfs_file *f;
 };
 
@@ -440,8 +445,10 @@ static int chain_step(struct bfs_file *f, size_t k, uint8_t *dst)
 		return poisoned(f, k);
 	if (b->flags & BFS_BLK_OPEN) {
 		/* its input is found as it decodes: the codec reads it (decode_ns counts those reads) */
-		struct chain_io cio = { .io = { .ops = &chain_io_ops, .fd = f->io.fd,
-						.size = f->io.size }, .f = f };
+		struct chain_io cio = {
+			.io = { .ops = &chain_io_ops, .fd = f->io.fd, .size = f->io.size },
+			.f = f
+		};
 
 		t0 = now_ns();
 		rc = f->codec->decode_open(&f->idx, k, &cio.io, dst, f->env->verify, &why);
@@ -457,7 +464,7 @@ static int chain_step(struct bfs_file *f, size_t k, uint8_t *dst)
 		BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
 	}
 	if (rc == -EAGAIN)
-		return rc;	/* the decoder went (another file's parked evicted it): again */
+		return rc; /* the decoder went (another file's parked evicted it): again */
 	if (rc < 0)
 		return block_failed(f, k, rc, why);
 	BFS_COUNT(f->ctr, decoded, 1);
@@ -481,8 +488,9 @@ static int chain_pass(struct bfs_file *f, size_t r)
 		memcpy(b->data, buf, len);
 		bfs_cache_done(cache, b, 0);
 		bfs_block_put(b);
-	} else if (rc == 0 && !bfs_cache_contains(cache, f->id, r) && bfs_file_stash_put(f, r, buf, len)) {
-		buf = NULL;		/* loading elsewhere (or no room): for its loader */
+	} else if (rc == 0 && !bfs_cache_contains(cache, f->id, r) &&
+		   bfs_file_stash_put(f, r, buf, len)) {
+		buf = NULL; /* loading elsewhere (or no room): for its loader */
 	}
 	free(buf);
 	return rc;
@@ -500,7 +508,7 @@ static int chain_decode(struct bfs_file *f, size_t k, uint8_t *dst)
 		bfs_mutex_lock(&f->chain_lock);
 		if (bfs_file_stash_take(f, k, dst, b->usize)) {
 			bfs_mutex_unlock(&f->chain_lock);
-			return 0;	/* decoded (and counted) by the step that passed it */
+			return 0; /* decoded (and counted) by the step that passed it */
 		}
 		r = f->codec->resume(&f->idx, k);
 		rc = r < k ? chain_pass(f, r) : chain_step(f, k, dst);
@@ -790,7 +798,7 @@ static ssize_t unit_read(struct bfs_file *f, size_t k, uint64_t off, size_t size
 	rc = rv->own ? bfs_spill_read(s, rv->own, size, off - f->idx.blk[k].uoff) : -ENOMEM;
 	unit_drop(f);
 	if (rc < 0) {
-		free(rv->own);		/* dropped to make room, or failed: decode instead */
+		free(rv->own); /* dropped to make room, or failed: decode instead */
 		rv->own = NULL;
 		return 0;
 	}
@@ -824,7 +832,7 @@ static ssize_t unit_serve(struct bfs_file *f, size_t k, uint64_t off, size_t siz
 
 	if (bfs_cache_lookup(f->env->cache, f->id, k, &hit) == 0) {
 		bfs_block_put(hit);
-		return 0;		/* cached: the common path takes it from there */
+		return 0; /* cached: the common path takes it from there */
 	}
 	return unit_read(f, k, off, size, rv);
 }
@@ -834,8 +842,7 @@ static ssize_t unit_serve(struct bfs_file *f, size_t k, uint64_t off, size_t siz
  * run by run. Every block we were given to fill is finished (done) on
  * every path, or its waiters would wait forever.
  */
-static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_readv *rv,
-		       bool quiet)
+static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_readv *rv, bool quiet)
 {
 	struct bfs_cache *cache = f->env->cache;
 	size_t n = k1 - k0 + 1, run = SIZE_MAX;
@@ -862,10 +869,10 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 		rv->nblk++;
 		fill[i] = (uint8_t)rc;
 		if (quiet) {
-			if (rc == 1)	/* decoded ahead: a reader's hit on it counts as used */
+			if (rc == 1) /* decoded ahead: a reader's hit on it counts as used */
 				rv->blk[i]->prefetched = true;
 		} else {
-			if (rc == 1)	/* readers' lookups only */
+			if (rc == 1) /* readers' lookups only */
 				BFS_COUNT(f->ctr, misses, 1);
 			else
 				BFS_COUNT(f->ctr, hits, 1);
@@ -935,7 +942,7 @@ void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len)
 	if (len > usize - off)
 		len = usize - off;
 	if (bfs_index_find(&f->idx, off, &k0) < 0)
-		return;			/* never settled there: nothing can be cached */
+		return; /* never settled there: nothing can be cached */
 	if (bfs_index_find(&f->idx, off + len - 1, &k1) < 0)
 		k1 = atomic_load(&f->idx.nexact) - 1;
 	for (size_t k = k0; k <= k1; k++)
@@ -962,7 +969,7 @@ static bool touch(struct bfs_file *f, size_t k)
 			return true;
 		atomic_init(&nm[0], words);
 		if (!atomic_compare_exchange_strong(&f->touched, &none, nm))
-			free(nm);	/* another thread made one */
+			free(nm); /* another thread made one */
 		map = atomic_load(&f->touched);
 	}
 	if (k / 64 >= atomic_load_explicit(&map[0], memory_order_relaxed))
@@ -979,7 +986,7 @@ static int decode_prefix(struct bfs_file *f, size_t k, uint32_t n, uint8_t *dst)
 	int rc;
 
 	if (bfs_index_kept_read(&f->idx, k, dst, n))
-		return 0;	/* what the walk decoded: index.h, kept */
+		return 0; /* what the walk decoded: index.h, kept */
 	base = use_map(f) ? bfs_file_map_enter(f, true) : NULL;
 	if (n > HANDOFF_BYTES)
 		bfs_handoff();
@@ -1011,7 +1018,7 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 			   struct bfs_readv *rv)
 {
 	const struct bfs_blk *b = &f->idx.blk[k1];
-	uint64_t need = off + size - b->uoff;	/* the prefix of the last block it takes */
+	uint64_t need = off + size - b->uoff; /* the prefix of the last block it takes */
 	bool again = false;
 	struct bfs_block *hit;
 	int rc;
@@ -1023,14 +1030,14 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 		rv->again_to = b->uoff + b->usize;
 	}
 	if (k0 == k1 && unit_worth(f, k1))
-		return unit_serve(f, k1, off, size, rv);	/* else decoded whole, for the spill */
+		return unit_serve(f, k1, off, size, rv); /* else decoded whole, for the spill */
 	if (again || k0 != k1 || !bfs_codec_has_prefix(f->codec) ||
 	    (b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) || need >= b->usize)
 		return 0;
 	rc = bfs_cache_lookup(f->env->cache, f->id, k1, &hit);
 	if (rc == 0) {
 		bfs_block_put(hit);
-		return 0;		/* cached: the common path takes it from there */
+		return 0; /* cached: the common path takes it from there */
 	}
 	rv->own = malloc((size_t)need);
 	if (!rv->own)
@@ -1039,8 +1046,8 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 	if (rc < 0)
 		return rc;
 	BFS_COUNT(f->ctr, misses, 1);
-	rv->iov[0] = (struct iovec){ .iov_base = (uint8_t *)rv->own + (off - b->uoff),
-				     .iov_len = size };
+	rv->iov[0] =
+		(struct iovec){ .iov_base = (uint8_t *)rv->own + (off - b->uoff), .iov_len = size };
 	rv->cnt = 1;
 	return (ssize_t)size;
 }
@@ -1082,7 +1089,7 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 		return 0;
 	if (size > usize - off)
 		size = (size_t)(usize - off);
-	rc = -EIO;		/* cannot fail once settled; never serve a guess */
+	rc = -EIO; /* cannot fail once settled; never serve a guess */
 	if (bfs_index_find(idx, off, &k0) < 0 || bfs_index_find(idx, off + size - 1, &k1) < 0)
 		goto out_err;
 	if (flags & BFS_READ_RANDOM) {
@@ -1118,8 +1125,8 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 
 		if (take > size - done)
 			take = size - done;
-		rv->iov[rv->cnt++] = (struct iovec){ .iov_base = rv->blk[i]->data + within,
-						     .iov_len = take };
+		rv->iov[rv->cnt++] =
+			(struct iovec){ .iov_base = rv->blk[i]->data + within, .iov_len = take };
 		done += take;
 	}
 	if (reader)
@@ -1127,7 +1134,7 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 	return (ssize_t)done;
 
 out_err:
-	if (reader)		/* a push that fails is no program's failed read */
+	if (reader) /* a push that fails is no program's failed read */
 		BFS_COUNT(f->ctr, errors, 1);
 	return rc;
 }

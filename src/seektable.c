@@ -23,28 +23,28 @@
 #include "blockfs/xxh32.h"
 
 /* Entry "info" word */
-#define INFO_USIZE_MASK		0x007FFFFFu
-#define INFO_BMAX_SHIFT		24
-#define INFO_BMAX_MASK		7u
-#define INFO_CSUM		0x80000000u
-#define INFO_RESERVED		0x78800000u
+#define INFO_USIZE_MASK 0x007FFFFFu
+#define INFO_BMAX_SHIFT 24
+#define INFO_BMAX_MASK	7u
+#define INFO_CSUM	0x80000000u
+#define INFO_RESERVED	0x78800000u
 
 /* lz4_Frame_format.md: block max ids 4..7, header 7..19 bytes, EndMark 4 */
-#define BMAX_ID_MIN		4
-#define BMAX_ID_MAX		7
-#define FRAME_HDR_MIN		7
-#define ENDMARK_LEN		4
-#define BLK_HDR_LEN		4
-#define BLK_CSUM_LEN		4
+#define BMAX_ID_MIN   4
+#define BMAX_ID_MAX   7
+#define FRAME_HDR_MIN 7
+#define ENDMARK_LEN   4
+#define BLK_HDR_LEN   4
+#define BLK_CSUM_LEN  4
 
 /* Footer fields */
-#define F_TABLE_OFF		0
-#define F_USIZE			8
-#define F_COUNT			16
-#define F_BLOCK_SIZE		20
-#define F_VERSION		24
-#define F_CSUM			28
-#define F_MAGIC			32
+#define F_TABLE_OFF  0
+#define F_USIZE	     8
+#define F_COUNT	     16
+#define F_BLOCK_SIZE 20
+#define F_VERSION    24
+#define F_CSUM	     28
+#define F_MAGIC	     32
 
 static int bmax_id(uint32_t bmax)
 {
@@ -59,8 +59,8 @@ static bool entry_ok(const struct bfs_seektable_entry *e)
 {
 	uint32_t over = BLK_HDR_LEN + (e->csum ? BLK_CSUM_LEN : 0);
 
-	return bmax_id(e->bmax) >= 0 && e->usize >= 1 && e->usize <= e->bmax &&
-	       e->clen > over && e->clen - over <= e->bmax && e->coff >= FRAME_HDR_MIN;
+	return bmax_id(e->bmax) >= 0 && e->usize >= 1 && e->usize <= e->bmax && e->clen > over &&
+	       e->clen - over <= e->bmax && e->coff >= FRAME_HDR_MIN;
 }
 
 /*
@@ -90,7 +90,7 @@ int bfs_seektable_writer_add(struct bfs_seektable_writer *w, const struct bfs_se
 		return w->err;
 	}
 	if (w->n >= (UINT32_MAX - BFS_SEEK_OVERHEAD) / BFS_SEEK_ENTRY_LEN) {
-		w->err = -EFBIG;	/* the frame size word would overflow */
+		w->err = -EFBIG; /* the frame size word would overflow */
 		return w->err;
 	}
 	if (BFS_SEEK_HDR_LEN + (w->n + 1) * BFS_SEEK_ENTRY_LEN + BFS_SEEK_FOOTER_LEN > w->cap) {
@@ -208,7 +208,8 @@ int bfs_seektable_decode(const uint8_t *buf, size_t len, uint64_t file_size, siz
 			.csum = info & INFO_CSUM,
 		};
 		if ((info & INFO_RESERVED) ||
-		    ((info >> INFO_BMAX_SHIFT) & INFO_BMAX_MASK) < BMAX_ID_MIN || !entry_ok(&e[i])) {
+		    ((info >> INFO_BMAX_SHIFT) & INFO_BMAX_MASK) < BMAX_ID_MIN ||
+		    !entry_ok(&e[i])) {
 			free(e);
 			return bad(why, "seek table entry out of limits");
 		}
@@ -225,7 +226,10 @@ int bfs_seektable_decode(const uint8_t *buf, size_t len, uint64_t file_size, siz
 		return bad(why, "seek table sizes do not add up");
 	}
 	*t = (struct bfs_seektable){
-		.e = e, .n = (size_t)n, .table_off = table_off, .usize = sum,
+		.e = e,
+		.n = (size_t)n,
+		.table_off = table_off,
+		.usize = sum,
 		.block_size = bfs_le32(f + F_BLOCK_SIZE),
 	};
 	return 0;

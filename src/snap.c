@@ -39,33 +39,33 @@
  * first snapshot of the same directory version: memo_load(), bfs_snap_save().
  */
 struct snent {
-	uint32_t name;			/* offset in names */
-	unsigned char type;		/* DT_* */
-	atomic_bool probed;		/* stamp is known: a lookup or a memo gave it */
-	atomic_bool queued;		/* a directory whose snapshot was queued to be read ahead */
+	uint32_t name;	    /* offset in names */
+	unsigned char type; /* DT_* */
+	atomic_bool probed; /* stamp is known: a lookup or a memo gave it */
+	atomic_bool queued; /* a directory whose snapshot was queued to be read ahead */
 	ino_t ino;
-	atomic_uint_fast64_t stamp;	/* bfs_backing_stamp() of the file looked up */
-	uint64_t size;			/* its decoded size under stamp, or NO_SIZE */
+	atomic_uint_fast64_t stamp; /* bfs_backing_stamp() of the file looked up */
+	uint64_t size;		    /* its decoded size under stamp, or NO_SIZE */
 };
 
 #define NO_SIZE UINT64_MAX
 
 struct bfs_snap {
-	atomic_uint refs;		/* the cache's, and each user's */
-	dev_t dev;			/* the directory: identity ... */
+	atomic_uint refs; /* the cache's, and each user's */
+	dev_t dev;	  /* the directory: identity ... */
 	ino_t ino;
-	struct timespec mtime, ctime;	/* ... and times when read */
-	size_t n, bytes;		/* entries; memory held */
+	struct timespec mtime, ctime; /* ... and times when read */
+	size_t n, bytes;	      /* entries; memory held */
 	struct snent *e;
 	char *names;
-	uint64_t *slot;			/* names by hash: hash << 32 | entry + 1, 0 empty
+	uint64_t *slot;		   /* names by hash: hash << 32 | entry + 1, 0 empty
 					   (snap_index()); NULL: e is sorted by name */
-	size_t mask;			/* slots - 1 */
-	bool cached;			/* in the cache; protected by fs->snaps.lock */
-	atomic_bool dirty;		/* learned something its memo does not say */
-	atomic_bool ahead;		/* read ahead, cached, not asked for since (snaps.ahead) */
-	pthread_mutex_t pair_lock;	/* each entry's stamp and size change together */
-	struct bfs_snap *hnext, *prev, *next;	/* chain and LRU; protected by fs->snaps.lock */
+	size_t mask;		   /* slots - 1 */
+	bool cached;		   /* in the cache; protected by fs->snaps.lock */
+	atomic_bool dirty;	   /* learned something its memo does not say */
+	atomic_bool ahead;	   /* read ahead, cached, not asked for since (snaps.ahead) */
+	pthread_mutex_t pair_lock; /* each entry's stamp and size change together */
+	struct bfs_snap *hnext, *prev, *next; /* chain and LRU; protected by fs->snaps.lock */
 };
 
 static const char *ename(const struct bfs_snap *s, const struct snent *e)
@@ -108,7 +108,7 @@ void bfs_snap_put(struct bfs_snap *s)
 
 static uint32_t name_hash(const char *name)
 {
-	uint32_t h = 2166136261u;	/* FNV-1a */
+	uint32_t h = 2166136261u; /* FNV-1a */
 
 	for (; *name; name++)
 		h = (h ^ (unsigned char)*name) * 16777619u;
@@ -167,7 +167,7 @@ static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 			    strcmp(name, ename(s, &s->e[(uint32_t)v - 1])) == 0)
 				return &s->e[(uint32_t)v - 1];
 		}
-		return NULL;	/* every name lies within the reach of its home */
+		return NULL; /* every name lies within the reach of its home */
 	}
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -236,8 +236,10 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 			s->names = nn;
 		}
 		memcpy(s->names + nlen, d->d_name, len);
-		s->e[s->n] = (struct snent){ .name = (uint32_t)nlen, .ino = d->d_ino,
-					     .type = d->d_type, .size = NO_SIZE };
+		s->e[s->n] = (struct snent){ .name = (uint32_t)nlen,
+					     .ino = d->d_ino,
+					     .type = d->d_type,
+					     .size = NO_SIZE };
 		nlen += len;
 		s->n++;
 	}
@@ -298,7 +300,7 @@ static void snap_unlink(struct bfs_fs *fs, struct bfs_snap *s)
 	*(s->next ? &s->next->prev : &fs->snaps.lru) = s->prev;
 	fs->snaps.bytes -= s->bytes;
 	s->cached = false;
-	if (atomic_exchange(&s->ahead, false))	/* read ahead for nothing */
+	if (atomic_exchange(&s->ahead, false)) /* read ahead for nothing */
 		atomic_fetch_sub(&fs->snaps.ahead, 1);
 	bfs_snap_put(s);
 }
@@ -330,8 +332,7 @@ static bool racy(const struct stat *dst)
  * memo's entries: a memo of the same names read in another order is not
  * taken up.
  */
-static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s,
-		     struct bfs_dirmemo_key *k)
+static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s, struct bfs_dirmemo_key *k)
 {
 	struct bfs_xxh32 h;
 
@@ -342,10 +343,15 @@ static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s,
 		bfs_xxh32_update(&h, name, strlen(name) + 1);
 	}
 	*k = (struct bfs_dirmemo_key){
-		.dev = (uint64_t)s->dev, .ino = (uint64_t)s->ino,
-		.mtime_sec = (int64_t)s->mtime.tv_sec, .mtime_nsec = (uint64_t)s->mtime.tv_nsec,
-		.ctime_sec = (int64_t)s->ctime.tv_sec, .ctime_nsec = (uint64_t)s->ctime.tv_nsec,
-		.n = s->n, .names = bfs_xxh32_digest(&h), .rules = fs->env.codecs.gzip ? 1u : 0u,
+		.dev = (uint64_t)s->dev,
+		.ino = (uint64_t)s->ino,
+		.mtime_sec = (int64_t)s->mtime.tv_sec,
+		.mtime_nsec = (uint64_t)s->mtime.tv_nsec,
+		.ctime_sec = (int64_t)s->ctime.tv_sec,
+		.ctime_nsec = (uint64_t)s->ctime.tv_nsec,
+		.n = s->n,
+		.names = bfs_xxh32_digest(&h),
+		.rules = fs->env.codecs.gzip ? 1u : 0u,
 	};
 }
 
@@ -434,7 +440,9 @@ static struct bfs_snap_reading *reading_add(struct bfs_fs *fs, const struct stat
 		if (!fs->snaps.reading[i].busy)
 			r = &fs->snaps.reading[i];
 	if (r)
-		*r = (struct bfs_snap_reading){ .busy = true, .dev = dst->st_dev, .ino = dst->st_ino };
+		*r = (struct bfs_snap_reading){ .busy = true,
+						.dev = dst->st_dev,
+						.ino = dst->st_ino };
 	bfs_mutex_unlock(&fs->snaps.lock);
 	return r;
 }
@@ -469,7 +477,7 @@ static bool reading_wait(struct bfs_fs *fs, const struct stat *dst)
 	bfs_mutex_unlock(&fs->snaps.lock);
 	if (!found)
 		return false;
-	bfs_handoff();	/* as snap_read() would: the wait may be long */
+	bfs_handoff(); /* as snap_read() would: the wait may be long */
 	bfs_mutex_lock(&fs->snaps.lock);
 	while (reading_now(fs, dst))
 		pthread_cond_wait(&fs->snaps.read_done, &fs->snaps.lock);
@@ -507,12 +515,12 @@ again:
 	if (s && same_time(&s->mtime, &dst.st_mtim) && same_time(&s->ctime, &dst.st_ctim)) {
 		atomic_fetch_add(&s->refs, 1);
 		if (ahead) {
-			*ahead = false;		/* read already */
+			*ahead = false; /* read already */
 		} else if (atomic_exchange(&s->ahead, false)) {
-			atomic_fetch_sub(&fs->snaps.ahead, 1);	/* read ahead, and now asked for */
+			atomic_fetch_sub(&fs->snaps.ahead, 1); /* read ahead, and now asked for */
 			BFS_COUNT(fs->env.mount, dirs_ahead_used, 1);
 		}
-		if (s->prev) {		/* the most recently used now */
+		if (s->prev) { /* the most recently used now */
 			s->prev->next = s->next;
 			*(s->next ? &s->next->prev : &fs->snaps.lru) = s->prev;
 			s->prev = NULL;
@@ -527,7 +535,7 @@ again:
 	bfs_mutex_unlock(&fs->snaps.lock);
 	if (!ahead) {
 		if (!waited && reading_wait(fs, &dst)) {
-			waited = true;	/* its snapshot is cached now, unless it was not kept */
+			waited = true; /* its snapshot is cached now, unless it was not kept */
 			goto again;
 		}
 		return snap_fill(fs, dirfd, &dst, b, ahead, out);
@@ -551,7 +559,7 @@ static int snap_fill(struct bfs_fs *fs, int dirfd, const struct stat *dst, size_
 	/* Probes of the entries that kept their inode still hold: files are stamped anyway. */
 	if (racy(dst) || s->bytes > BFS_SNAP_BUDGET / 4) {
 		if (ahead)
-			*ahead = false;		/* not kept: read for nothing */
+			*ahead = false; /* not kept: read for nothing */
 		*out = s;
 		return 0;
 	}
@@ -568,8 +576,8 @@ static int snap_fill(struct bfs_fs *fs, int dirfd, const struct stat *dst, size_
 		BFS_COUNT(fs->env.mount, dirs_ahead, 1);
 	}
 	if (old)
-		snap_unlink(fs, old);	/* outdated, or another thread's read of the same */
-	atomic_fetch_add(&s->refs, 1);	/* the cache's */
+		snap_unlink(fs, old);  /* outdated, or another thread's read of the same */
+	atomic_fetch_add(&s->refs, 1); /* the cache's */
 	s->cached = true;
 	s->hnext = fs->snaps.chains[b];
 	fs->snaps.chains[b] = s;
@@ -611,9 +619,9 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
 struct ahead_job {
 	struct bfs_work work;
 	struct bfs_fs *fs;
-	struct bfs_snap *parent;	/* one reference: the name lives in it */
+	struct bfs_snap *parent; /* one reference: the name lives in it */
 	const struct snent *e;
-	int dirfd;			/* the parent directory: a duplicate, owned */
+	int dirfd; /* the parent directory: a duplicate, owned */
 };
 
 static void ahead_run(struct bfs_work *w)
@@ -678,7 +686,9 @@ void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name)
 		j = malloc(sizeof(*j));
 		if (!j)
 			goto out_unqueue;
-		*j = (struct ahead_job){ .work.fn = ahead_run, .fs = fs, .e = x,
+		*j = (struct ahead_job){ .work.fn = ahead_run,
+					 .fs = fs,
+					 .e = x,
 					 .dirfd = fcntl(c->dirfd, F_DUPFD_CLOEXEC, 0) };
 		if (j->dirfd >= 0) {
 			j->parent = bfs_snap_hold(s);
@@ -690,7 +700,7 @@ void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name)
 		free(j);
 out_unqueue:
 		atomic_fetch_sub(&fs->snaps.ahead, 1);
-		atomic_store(&x->queued, false);	/* a later lookup may try again */
+		atomic_store(&x->queued, false); /* a later lookup may try again */
 		if (atomic_load(&fs->snaps.ahead) >= SNAP_AHEAD)
 			return;
 	}
@@ -710,9 +720,9 @@ int bfs_snap_cache_init(struct bfs_snaps *c)
 void bfs_snap_cache_free(struct bfs_fs *fs)
 {
 	if (!fs->snaps.chains)
-		return;		/* never set up */
+		return; /* never set up */
 	while (fs->snaps.lru) {
-		bfs_snap_save(fs, fs->snaps.lru);	/* what lookups learned since the listing */
+		bfs_snap_save(fs, fs->snaps.lru); /* what lookups learned since the listing */
 		snap_unlink(fs, fs->snaps.lru);
 	}
 	free(fs->snaps.chains);
@@ -754,8 +764,7 @@ size_t bfs_snap_count(const struct bfs_snap *s)
 	return s->n;
 }
 
-void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp,
-			uint64_t size)
+void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp, uint64_t size)
 {
 	struct snent *e = snap_find(c->snap, name);
 	bool learned = false;

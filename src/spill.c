@@ -49,39 +49,39 @@ enum state {
 #define NBUF 4
 
 struct bfs_spill {
-	int fd;				/* -1 once closed; protected by lock once sealed */
+	int fd; /* -1 once closed; protected by lock once sealed */
 	uint64_t size;
-	uint64_t added;			/* bytes handed over; the prover's alone */
-	bool broken;			/* a write failed or would pass the size; the prover's */
-	enum state state;		/* protected by lock */
-	unsigned int users;		/* reads in flight; protected by lock */
-	struct bfs_spill *prev, *next;	/* the list, most recently read first; protected by lock */
+	uint64_t added;		       /* bytes handed over; the prover's alone */
+	bool broken;		       /* a write failed or would pass the size; the prover's */
+	enum state state;	       /* protected by lock */
+	unsigned int users;	       /* reads in flight; protected by lock */
+	struct bfs_spill *prev, *next; /* the list, most recently read first; protected by lock */
 
 	/* the writer: a ring of buffers, [head, head + queued) full, the one at tail filling */
 	pthread_mutex_t qlock;
 	pthread_cond_t qcond;
-	uint8_t *buf[NBUF];		/* allocated by begin; the prover's or the writer's */
-	size_t len[NBUF];		/* protected by qlock */
-	unsigned int head, tail, queued;	/* protected by qlock */
-	bool closing;			/* no more buffers come; protected by qlock */
-	int werr;			/* the first failed write's -errno; protected by qlock */
-	uint64_t written;		/* the writer's alone (the prover's without one) */
-	bool threaded;			/* a writer thread runs until closing (the prover's) */
+	uint8_t *buf[NBUF];		 /* allocated by begin; the prover's or the writer's */
+	size_t len[NBUF];		 /* protected by qlock */
+	unsigned int head, tail, queued; /* protected by qlock */
+	bool closing;			 /* no more buffers come; protected by qlock */
+	int werr;			 /* the first failed write's -errno; protected by qlock */
+	uint64_t written;		 /* the writer's alone (the prover's without one) */
+	bool threaded;			 /* a writer thread runs until closing (the prover's) */
 	pthread_t writer;
 
-	bool pieces;			/* made by bfs_spill_begin_pieces(); size grows under lock */
-	atomic_bool pfail;		/* a piece found no room or failed: no more are taken */
+	bool pieces;	   /* made by bfs_spill_begin_pieces(); size grows under lock */
+	atomic_bool pfail; /* a piece found no room or failed: no more are taken */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct bfs_spill lru = { .prev = &lru, .next = &lru };	/* sealed spills; protected by lock */
-static int dir_fd = -1;			/* protected by lock */
-static uint64_t limit;			/* protected by lock */
-static uint64_t used;			/* bytes of WRITING and SEALED spills; protected by lock */
-static unsigned int files;		/* WRITING and SEALED spills: descriptors; protected by lock */
+static struct bfs_spill lru = { .prev = &lru, .next = &lru }; /* sealed spills; protected by lock */
+static int dir_fd = -1;					      /* protected by lock */
+static uint64_t limit;					      /* protected by lock */
+static uint64_t used;	   /* bytes of WRITING and SEALED spills; protected by lock */
+static unsigned int files; /* WRITING and SEALED spills: descriptors; protected by lock */
 static atomic_uint_fast64_t n_proofs, n_sealed, n_reads, n_dropped, n_failed;
-static atomic_uint_fast64_t n_units;	/* spills made by bfs_spill_put() */
-static atomic_uint name_seq;		/* names for file systems without O_TMPFILE */
+static atomic_uint_fast64_t n_units; /* spills made by bfs_spill_put() */
+static atomic_uint name_seq;	     /* names for file systems without O_TMPFILE */
 
 static void list_unlink(struct bfs_spill *s)
 {
@@ -261,7 +261,7 @@ static bool disk_room(int dfd, uint64_t size)
 	struct statvfs v;
 
 	if (fstatvfs(dfd, &v) < 0)
-		return true;		/* unknown: the writes will say */
+		return true; /* unknown: the writes will say */
 	return (uint64_t)v.f_bavail * v.f_frsize >= size + (uint64_t)v.f_blocks * v.f_frsize / 20;
 }
 
@@ -271,7 +271,7 @@ static bool disk_room(int dfd, uint64_t size)
  * Spills at once, each an open descriptor: small units (bfs_spill_put())
  * would otherwise hold thousands under a big budget.
  */
-#define FILES_MAX 1024
+#define FILES_MAX   1024
 
 /*
  * Reserve @size bytes of the budget, making room by dropping the sealed
@@ -486,7 +486,8 @@ struct bfs_spill *bfs_spill_put(const void *p, uint64_t size)
 	pthread_cond_init(&s->qcond, NULL);
 	/* no writer thread and no buffers: the caller's bytes are written here */
 	while (s->written < size) {
-		size_t left = size - s->written > SSIZE_MAX ? SSIZE_MAX : (size_t)(size - s->written);
+		size_t left =
+			size - s->written > SSIZE_MAX ? SSIZE_MAX : (size_t)(size - s->written);
 		ssize_t n = pwrite(fd, from + s->written, left, (off_t)s->written);
 
 		if (n < 0 && errno == EINTR)
@@ -543,7 +544,7 @@ int bfs_spill_read(struct bfs_spill *s, void *dst, size_t len, uint64_t off)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			rc = n < 0 ? -errno : -EIO;	/* shorter than written: never trusted */
+			rc = n < 0 ? -errno : -EIO; /* shorter than written: never trusted */
 			break;
 		}
 		d += n;
@@ -631,7 +632,7 @@ static bool piece_room_locked(struct bfs_spill *s, uint64_t len, uint64_t *off, 
 			      size_t *nshut, bool *more)
 {
 	if (len > limit) {
-		*more = false;		/* bigger than the whole budget: drop nothing for it */
+		*more = false; /* bigger than the whole budget: drop nothing for it */
 		return false;
 	}
 	while (used + len > limit && lru.prev != &lru && *nshut < CLOSE_BATCH) {
@@ -664,7 +665,7 @@ struct bfs_spill *bfs_spill_begin_pieces(void)
 	}
 	bfs_mutex_unlock(&lock);
 	if (dfd < 0)
-		return NULL;	/* spilling is off, or as many spills as descriptors allow */
+		return NULL; /* spilling is off, or as many spills as descriptors allow */
 	fd = make_file(dfd);
 	close(dfd);
 	s = fd >= 0 ? calloc(1, sizeof(*s)) : NULL;

@@ -47,15 +47,15 @@ void bfs_counters_put(struct bfs_counters *c)
 
 #define LOAD(c, f) ((uint64_t)atomic_load_explicit(&(c)->f, memory_order_relaxed))
 
-int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache *cache,
-		     char *buf, size_t len)
+int bfs_stats_format(const struct bfs_counters *c, const struct bfs_stats_cache *cache, char *buf,
+		     size_t len)
 {
 	/* C11 atomic_load takes a pointer to non-const (C17 relaxed that). */
 	struct bfs_counters *m = (struct bfs_counters *)c;
 	const struct {
 		const char *key;
 		uint64_t v;
-		bool root;		/* the mount root's only */
+		bool root; /* the mount root's only */
 	} rows[] = {
 		{ "reads", LOAD(m, reads), false },
 		{ "bytes", LOAD(m, bytes), false },

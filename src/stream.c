@@ -27,17 +27,17 @@
  * going on from there: the kernel's read-ahead sends several requests at
  * once, and they arrive slightly out of order.
  */
-#define SEQ_SLACK (2u << 20)
+#define SEQ_SLACK   (2u << 20)
 /* Sequential READs in a row before pushing starts, under advice normal. */
 #define SEQ_RUN_MIN 2
 
 struct bfs_stream {
-	struct bfs_file *f;		/* one reference */
+	struct bfs_file *f; /* one reference */
 	uint64_t ino;
-	struct bfs_push_window *pw;	/* shared with the queued jobs */
-	pthread_mutex_t lock;		/* protects win; never held while queuing or reading */
+	struct bfs_push_window *pw; /* shared with the queued jobs */
+	pthread_mutex_t lock;	    /* protects win; never held while queuing or reading */
 	struct bfs_window win;
-	atomic_uint refs;		/* the handle's, and READs' past their replies */
+	atomic_uint refs; /* the handle's, and READs' past their replies */
 };
 
 static uint64_t page_down(uint64_t x)
@@ -70,7 +70,7 @@ bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uin
 	if (tripped || (off + back >= w->next && off <= ahead + SEQ_SLACK)) {
 		w->run++;
 	} else {
-		w->run = 1;		/* a jump: this READ starts a new run */
+		w->run = 1; /* a jump: this READ starts a new run */
 		w->gen++;
 		w->pushed = 0;
 		w->trip = UINT64_MAX;
@@ -82,10 +82,10 @@ bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uin
 	if (w->run < cfg->run_min || cfg->size < 2 * BFS_PAGE)
 		return false;
 	if (w->pushed >= end && w->pushed - end >= half)
-		return false;		/* still half a window ahead */
+		return false; /* still half a window ahead */
 	from = w->pushed;
 	if (from < page_up(end))
-		from = page_up(end) + page_up(cfg->gap);	/* the kernel reads up to there */
+		from = page_up(end) + page_up(cfg->gap); /* the kernel reads up to there */
 	to = page_down(end + cfg->size);
 	if (to > cfg->eof || end + cfg->size >= cfg->eof)
 		to = cfg->eof;
@@ -94,7 +94,7 @@ bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uin
 	/* half a window before the end of the batch, so that it trips with that much to go */
 	plan->trip = to > from + half ? page_down(to - half) : from;
 	if (to == cfg->eof && plan->trip >= page_down(cfg->eof))
-		plan->trip = from;	/* never the partial last page: nothing follows it */
+		plan->trip = from; /* never the partial last page: nothing follows it */
 	plan->from = from;
 	plan->to = to;
 	w->pushed = to;
@@ -151,7 +151,7 @@ void bfs_stream_take(struct bfs_stream *s)
 {
 	bool used = bfs_file_use(s->f);
 
-	assert(used);			/* the handle's use keeps the descriptor open */
+	assert(used); /* the handle's use keeps the descriptor open */
 	(void)used;
 	bfs_stream_hold(s);
 }
@@ -201,7 +201,8 @@ static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, u
 	for (size_t k = k0; k <= k1 && f->idx.blk[k].uoff + f->idx.blk[k].usize <= end; k++) {
 		/* (not a chained block: a late READ of it would cost its chain again) */
 		if ((advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE ||
-		     run >= SEQ_RUN_MIN || whole) && !(f->idx.blk[k].flags & BFS_BLK_CHAIN))
+		     run >= SEQ_RUN_MIN || whole) &&
+		    !(f->idx.blk[k].flags & BFS_BLK_CHAIN))
 			bfs_cache_drop(f->env->cache, f->id, k);
 	}
 }
@@ -221,8 +222,13 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 
 	for (uint64_t a = p->from, b; a < p->to; a = b) {
 		struct bfs_push_req req = {
-			.f = f, .ino = pushing, .from = a, .hole = p->trip,
-			.hole_to = pushing ? p->trip + BFS_PAGE : p->trip, .win = s->pw, .gen = gen,
+			.f = f,
+			.ino = pushing,
+			.from = a,
+			.hole = p->trip,
+			.hole_to = pushing ? p->trip + BFS_PAGE : p->trip,
+			.win = s->pw,
+			.gen = gen,
 		};
 		size_t k;
 
@@ -250,7 +256,8 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	struct bfs_file *f = s->f;
 	const struct bfs_file_env *env = f->env;
 	int advice = atomic_load_explicit(&f->advice, memory_order_relaxed);
-	struct bfs_window_cfg cfg = { .gap = env->kernel_readahead, .eof = bfs_file_size(f),
+	struct bfs_window_cfg cfg = { .gap = env->kernel_readahead,
+				      .eof = bfs_file_size(f),
 				      .run_min = SEQ_RUN_MIN };
 	struct bfs_window_plan plan;
 	unsigned int gen, ngen, run;
@@ -277,7 +284,7 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 		break;
 	case BFS_ADV_SEQUENTIAL:
 	case BFS_ADV_WILLNEED:
-		cfg.size = 2 * env->readahead;	/* and from the first READ */
+		cfg.size = 2 * env->readahead; /* and from the first READ */
 		cfg.run_min = 0;
 		break;
 	default:
@@ -300,12 +307,13 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	go = bfs_window_step(&s->win, &cfg, off, end, &plan);
 	run = s->win.run;
 	ngen = s->win.gen;
-	if (ngen != gen)		/* a jump: the old window's jobs stop */
+	if (ngen != gen) /* a jump: the old window's jobs stop */
 		atomic_store(&s->pw->gen, ngen);
 	bfs_mutex_unlock(&s->lock);
 	if (go)
-		bfs_dbg("%s: reader at %" PRIu64 ": pushing [%" PRIu64 ", %" PRIu64 "), tripwire %"
-			PRIu64, f->name, off, plan.from, plan.to, plan.trip);
+		bfs_dbg("%s: reader at %" PRIu64 ": pushing [%" PRIu64 ", %" PRIu64
+			"), tripwire %" PRIu64,
+			f->name, off, plan.from, plan.to, plan.trip);
 	atomic_store_explicit(&f->streaming, run >= SEQ_RUN_MIN, memory_order_relaxed);
 	/* decided as the READ arrives (the window's marks cover it), queued after the reply */
 	next->go = go;

@@ -64,8 +64,9 @@ void bfs_trim_poke(struct bfs_fs *fs)
 {
 	struct bfs_trim *t = &fs->trim;
 
-	if (!t->running || atomic_fetch_add_explicit(&t->lookups, 1, memory_order_relaxed) %
-			       POKE_EVERY != 0 || bfs_inode_count(fs) <= fs->opts->max_inodes)
+	if (!t->running ||
+	    atomic_fetch_add_explicit(&t->lookups, 1, memory_order_relaxed) % POKE_EVERY != 0 ||
+	    bfs_inode_count(fs) <= fs->opts->max_inodes)
 		return;
 	bfs_mutex_lock(&t->lock);
 	if (!t->want) {
@@ -91,11 +92,11 @@ static void forget_dir(struct bfs_fs *fs, const char *rpath)
 			p = bfs_inode_dir_rpath(fs, &st, NULL);
 		free(up);
 		if (!p)
-			return;		/* the kernel forgot the parent: the child went with it */
-		parent = (fuse_ino_t)(uintptr_t)p;	/* its node id (ops.c): not dereferenced */
+			return; /* the kernel forgot the parent: the child went with it */
+		parent = (fuse_ino_t)(uintptr_t)p; /* its node id (ops.c): not dereferenced */
 	}
 	if (!bfs_gate_enter(&fs->notify))
-		return;			/* the mount is stopping */
+		return; /* the mount is stopping */
 	rc = fuse_lowlevel_notify_inval_entry(fs->se, parent, name, strlen(name));
 	bfs_gate_leave(&fs->notify);
 	if (rc == 0)
@@ -108,7 +109,10 @@ static void forget_dir(struct bfs_fs *fs, const char *rpath)
 static void pass(struct bfs_fs *fs)
 {
 	struct bfs_trim *t = &fs->trim;
-	struct { dev_t dev; ino_t ino; } take[BFS_TRIM_RING];
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} take[BFS_TRIM_RING];
 	size_t n = 0;
 
 	bfs_mutex_lock(&t->lock);

@@ -18,17 +18,17 @@ struct bfs_inode;
 #define BFS_TRIM_RING 1024
 
 struct bfs_trim {
-	bool running;			/* set before the session runs, cleared after */
+	bool running; /* set before the session runs, cleared after */
 	pthread_t thread;
-	pthread_mutex_t lock;		/* a leaf: the ring and the flags below */
+	pthread_mutex_t lock; /* a leaf: the ring and the flags below */
 	pthread_cond_t cond;
 	bool want, stop;
-	atomic_uint_fast64_t lookups;	/* counted to look at the table's size now and then */
+	atomic_uint_fast64_t lookups; /* counted to look at the table's size now and then */
 	struct {
 		dev_t dev;
 		ino_t ino;
 	} ring[BFS_TRIM_RING];
-	size_t next, n;			/* the slot the next one takes; how many are there */
+	size_t next, n; /* the slot the next one takes; how many are there */
 };
 
 /* Start the thread that keeps the table within max_inodes (none when 0). */

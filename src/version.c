@@ -46,7 +46,8 @@ static int open_sidecar(struct bfs_fs *fs, struct bfs_inode *in, const struct st
 	/* An index older than its file describes some earlier file. */
 	if (fstat(fd, &sst) < 0 || !S_ISREG(sst.st_mode) ||
 	    sst.st_mtim.tv_sec < st->st_mtim.tv_sec ||
-	    (sst.st_mtim.tv_sec == st->st_mtim.tv_sec && sst.st_mtim.tv_nsec < st->st_mtim.tv_nsec)) {
+	    (sst.st_mtim.tv_sec == st->st_mtim.tv_sec &&
+	     sst.st_mtim.tv_nsec < st->st_mtim.tv_nsec)) {
 		close(fd);
 		return -1;
 	}
@@ -80,7 +81,7 @@ static uint8_t *read_kept(int fd, const struct stat *st)
 	if (preadv2(fd, &(struct iovec){ .iov_base = b, .iov_len = size }, 1, 0, RWF_NOWAIT) !=
 	    (ssize_t)size) {
 		free(b);
-		return NULL;	/* O_PATH (EBADF), not cached (EAGAIN), or changed meanwhile */
+		return NULL; /* O_PATH (EBADF), not cached (EAGAIN), or changed meanwhile */
 	}
 	return b;
 }
@@ -96,8 +97,7 @@ void bfs_version_walks_destroy(struct bfs_walks *w)
 }
 
 /* A slot to show the walk of @in of a @total-byte file in, or NULL when all are taken. */
-static struct bfs_walking *walk_begin(struct bfs_fs *fs, const struct bfs_inode *in,
-				      uint64_t total)
+static struct bfs_walking *walk_begin(struct bfs_fs *fs, const struct bfs_inode *in, uint64_t total)
 {
 	struct bfs_walking *w = NULL;
 
@@ -180,8 +180,7 @@ static int build(struct bfs_fs *fs, struct bfs_inode *in, int fd, const struct s
  * version, or the memo of one that was dropped, saw other bytes.
  */
 static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
-			  const struct stat *now, struct bfs_file **out,
-			  bool *changed)
+			  const struct stat *now, struct bfs_file **out, bool *changed)
 {
 	struct bfs_file *f, *old = in->file;
 	const struct stat *fd_st = NULL;
@@ -238,18 +237,18 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 		return rc;
 	}
 	if (kept)
-		BFS_COUNT(f->ctr, syscalls, 1);	/* read_kept()'s read, as the version's own */
-	apply_hints(fs, in->rpath ? in->rpath : "", f);	/* its advice, before anyone reads */
+		BFS_COUNT(f->ctr, syscalls, 1); /* read_kept()'s read, as the version's own */
+	apply_hints(fs, in->rpath ? in->rpath : "", f); /* its advice, before anyone reads */
 	if (fd >= 0)
-		bfs_file_unuse(f);	/* its descriptor, until someone reads */
+		bfs_file_unuse(f); /* its descriptor, until someone reads */
 	if (old)
-		bfs_file_supersede(old);	/* its pushes end before the kernel drops its pages */
+		bfs_file_supersede(old); /* its pushes end before the kernel drops its pages */
 	in->file = f;
 	*out = bfs_file_get(f);
 	*changed = old != NULL || (in->stamp != 0 && in->stamp != bfs_backing_stamp(&f->st));
-	in->stamp = bfs_backing_stamp(&f->st);	/* what it was built from: @now, or newer */
+	in->stamp = bfs_backing_stamp(&f->st); /* what it was built from: @now, or newer */
 	in->memo = bfs_file_size(f);
-	bfs_file_put(old);		/* open readers keep it alive */
+	bfs_file_put(old); /* open readers keep it alive */
 	return 0;
 }
 
@@ -271,8 +270,7 @@ static int stat_fd(int opath, struct stat *st)
  */
 static bool links_need_fd(struct bfs_fs *fs, const struct bfs_inode *in, const struct stat *st)
 {
-	return S_ISREG(st->st_mode) && st->st_nlink > 1 && !in->codec &&
-	       !fs->opts->keep_compressed;
+	return S_ISREG(st->st_mode) && st->st_nlink > 1 && !in->codec && !fs->opts->keep_compressed;
 }
 
 static void shown_links(struct bfs_fs *fs, int opath, struct bfs_inode *in, struct stat *st)
@@ -280,9 +278,9 @@ static void shown_links(struct bfs_fs *fs, int opath, struct bfs_inode *in, stru
 	if (!S_ISREG(st->st_mode) || st->st_nlink <= 1)
 		return;
 	/* keep_compressed shows every name raw, the decoded ones as well: all count */
-	if (in->codec || (!fs->opts->keep_compressed &&
-			  bfs_backing_sniff_fd(&fs->env.codecs,
-						 bfs_inode_rdfd(fs, in, opath, O_NONBLOCK))))
+	if (in->codec ||
+	    (!fs->opts->keep_compressed &&
+	     bfs_backing_sniff_fd(&fs->env.codecs, bfs_inode_rdfd(fs, in, opath, O_NONBLOCK))))
 		st->st_nlink = 1;
 }
 
@@ -325,7 +323,7 @@ int bfs_version_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 		} else if (in->stamp == stamp) {
 			size = in->memo;
 			known = true;
-			in->kstale = false;	/* the size of the bytes READs will build from */
+			in->kstale = false; /* the size of the bytes READs will build from */
 		}
 		bfs_mutex_unlock(bfs_ilock(fs, in));
 	}
@@ -342,7 +340,7 @@ int bfs_version_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 			rc = current_locked(fs, in, fd, st, &f, &changed);
 			if (rc == 0) {
 				size = bfs_file_size(f);
-				bfs_file_put(f);	/* in->file holds it still */
+				bfs_file_put(f); /* in->file holds it still */
 				built = true;
 				in->kstale = false;
 			}
@@ -388,7 +386,7 @@ static int file_of(struct bfs_fs *fs, struct bfs_inode *in, int fd, struct stat 
 }
 
 int bfs_version_current(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out,
-		   bool *changed)
+			bool *changed)
 {
 	struct stat now;
 
@@ -411,7 +409,7 @@ int bfs_version_use(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f)
 	else if (fstat(fd, &st) < 0)
 		rc = -errno;
 	else if (bfs_file_stale(f, &st))
-		rc = -ESTALE;		/* changed since: the retried open builds anew */
+		rc = -ESTALE; /* changed since: the retried open builds anew */
 	bfs_inode_fd_put(fs, in);
 	if (rc < 0) {
 		if (fd >= 0)
@@ -452,7 +450,7 @@ int bfs_version_stat(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 }
 
 int bfs_version_stat_of(struct bfs_fs *fs, struct bfs_inode *in, const struct bfs_file *f,
-			   struct stat *st)
+			struct stat *st)
 {
 	/*
 	 * The handle holds a use of the version's descriptor: it stays open,
@@ -478,15 +476,15 @@ static bool may_defer(struct bfs_fs *fs, struct bfs_inode *in, const struct stat
 	bool ok;
 
 	if (!in->codec || !S_ISREG(now->st_mode))
-		return false;	/* shown unchanged: its version is a descriptor, no more */
+		return false; /* shown unchanged: its version is a descriptor, no more */
 	bfs_mutex_lock(bfs_ilock(fs, in));
 	ok = !in->file && in->stamp != 0 && in->stamp == bfs_backing_stamp(now);
 	bfs_mutex_unlock(bfs_ilock(fs, in));
 	return ok;
 }
 
-int bfs_version_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out,
-		   bool *changed, uint64_t *defer)
+int bfs_version_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out, bool *changed,
+		     uint64_t *defer)
 {
 	struct stat now;
 	bool named = false;
@@ -513,12 +511,12 @@ int bfs_version_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **
 		bfs_inode_fd_put(fs, in);
 	if (rc < 0)
 		return rc;
-	rc = bfs_file_misnamed(*out);	/* a plain text called x.gz: cat says EIO at once */
+	rc = bfs_file_misnamed(*out); /* a plain text called x.gz: cat says EIO at once */
 	if (rc == 0)
 		rc = bfs_version_use(fs, in, *out);
 	if (rc < 0) {
 		bfs_file_put(*out);
-		*out = NULL;		/* no version, no use of it: callers test it */
+		*out = NULL; /* no version, no use of it: callers test it */
 	}
 	return rc;
 }

@@ -28,14 +28,14 @@ struct bfs_inode;
 #define BFS_WALKS_SHOWN 16
 
 struct bfs_walking {
-	const struct bfs_inode *in;	/* NULL: a free slot; protected by fs->walks.lock */
-	uint64_t total;			/* the backing file's size */
-	atomic_uint_fast64_t done;	/* bytes of it the walk has read */
+	const struct bfs_inode *in; /* NULL: a free slot; protected by fs->walks.lock */
+	uint64_t total;		    /* the backing file's size */
+	atomic_uint_fast64_t done;  /* bytes of it the walk has read */
 };
 
 /* The mount's walks under way (fs->walks). */
 struct bfs_walks {
-	pthread_mutex_t lock;		/* a leaf: the slots */
+	pthread_mutex_t lock; /* a leaf: the slots */
 	struct bfs_walking slot[BFS_WALKS_SHOWN];
 };
 

@@ -14,12 +14,9 @@
 #include "blockfs/vocab.h"
 
 static const char *const advice_names[BFS_ADV_COUNT] = {
-	[BFS_ADV_NORMAL] = "normal",
-	[BFS_ADV_SEQUENTIAL] = "sequential",
-	[BFS_ADV_RANDOM] = "random",
-	[BFS_ADV_WILLNEED] = "willneed",
-	[BFS_ADV_DONTNEED] = "dontneed",
-	[BFS_ADV_NOREUSE] = "noreuse",
+	[BFS_ADV_NORMAL] = "normal",	 [BFS_ADV_SEQUENTIAL] = "sequential",
+	[BFS_ADV_RANDOM] = "random",	 [BFS_ADV_WILLNEED] = "willneed",
+	[BFS_ADV_DONTNEED] = "dontneed", [BFS_ADV_NOREUSE] = "noreuse",
 };
 
 static const char *const readpath_names[] = {
@@ -36,7 +33,8 @@ const char *bfs_advice_name(int advice)
 const char *bfs_readpath_name(int readpath)
 {
 	return readpath >= 0 && (size_t)readpath < BFS_ARRAY_SIZE(readpath_names) ?
-		       readpath_names[readpath] : NULL;
+		       readpath_names[readpath] :
+		       NULL;
 }
 
 int bfs_advice_fadv(int advice)
@@ -119,7 +117,7 @@ int bfs_advice_parse(const char *val, size_t len, struct bfs_advice_req *out)
 	if (!off_s)
 		return 0;
 	if (v != BFS_ADV_WILLNEED && v != BFS_ADV_DONTNEED)
-		return -EINVAL;		/* only the actions take a range */
+		return -EINVAL; /* only the actions take a range */
 	len_s = strchr(off_s, ' ');
 	if (!len_s)
 		return -EINVAL;
@@ -155,7 +153,7 @@ int bfs_parse_size(const char *s, uint64_t *out)
 	unsigned int shift = 0;
 	char *end;
 
-	if (!s || *s < '0' || *s > '9')	/* strtoull would take "-1" and " 1" */
+	if (!s || *s < '0' || *s > '9') /* strtoull would take "-1" and " 1" */
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
@@ -164,13 +162,16 @@ int bfs_parse_size(const char *s, uint64_t *out)
 	switch (*end) {
 	case '\0':
 		break;
-	case 'k': case 'K':
+	case 'k':
+	case 'K':
 		shift = 10;
 		break;
-	case 'm': case 'M':
+	case 'm':
+	case 'M':
 		shift = 20;
 		break;
-	case 'g': case 'G':
+	case 'g':
+	case 'G':
 		shift = 30;
 		break;
 	default:

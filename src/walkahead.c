@@ -31,7 +31,7 @@ struct bfs_walk_ahead {
 	struct bfs_inode *dir;
 	struct bfs_snap_ctx *c;
 	const struct bfs_dirent *de[BFS_WALK_AHEAD_MAX];
-	struct bfs_inode *in[BFS_WALK_AHEAD_MAX];	/* looked up: held until done */
+	struct bfs_inode *in[BFS_WALK_AHEAD_MAX]; /* looked up: held until done */
 	size_t n;
 	atomic_size_t next;
 };
@@ -60,9 +60,8 @@ static bool worth_it(struct bfs_snap_ctx *c, const struct bfs_dirent *de)
 	       S_ISREG(st.st_mode) && st.st_size >= AHEAD_MIN_BYTES;
 }
 
-struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir,
-				      struct bfs_dir *d, struct bfs_snap_ctx *c, size_t from,
-				      size_t count)
+struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir *d,
+				      struct bfs_snap_ctx *c, size_t from, size_t count)
 {
 	unsigned int threads = fs->opts->workers;
 	pthread_t tid[BFS_WALK_AHEAD_MAX];
@@ -80,8 +79,8 @@ struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir,
 	/* Make the entries first: the listing's array may move while it grows. */
 	for (i = from; i < from + count && bfs_dir_at(d, c, i, &de) == 0; i++)
 		;
-	for (i = from; i < from + count && a->n < BFS_WALK_AHEAD_MAX &&
-		       bfs_dir_at(d, c, i, &de) == 0; i++)
+	for (i = from;
+	     i < from + count && a->n < BFS_WALK_AHEAD_MAX && bfs_dir_at(d, c, i, &de) == 0; i++)
 		if (worth_it(c, de))
 			a->de[a->n++] = de;
 	if (a->n < 2) {
@@ -94,7 +93,7 @@ struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir,
 		if (pthread_create(&tid[started], NULL, look_up, a) != 0)
 			break;
 	BFS_COUNT(fs->env.mount, walked_ahead, a->n);
-	look_up(a);			/* the caller takes its share */
+	look_up(a); /* the caller takes its share */
 	for (i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
 	return a;

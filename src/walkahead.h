@@ -13,7 +13,7 @@ struct bfs_fs;
 struct bfs_inode;
 struct bfs_snap_ctx;
 
-#define BFS_WALK_AHEAD_MAX 64	/* entries of one reply looked at */
+#define BFS_WALK_AHEAD_MAX 64 /* entries of one reply looked at */
 struct bfs_walk_ahead;
 
 /**
@@ -24,9 +24,8 @@ struct bfs_walk_ahead;
  * bfs_walk_ahead_done() once the reply is made (it holds a lookup of
  * each), or NULL when there was nothing worth it.
  */
-struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir,
-				      struct bfs_dir *d, struct bfs_snap_ctx *c, size_t from,
-				      size_t count);
+struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir *d,
+				      struct bfs_snap_ctx *c, size_t from, size_t count);
 void bfs_walk_ahead_done(struct bfs_fs *fs, struct bfs_walk_ahead *w);
 
 #endif

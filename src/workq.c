@@ -14,9 +14,9 @@
 #include "blockfs/workq.h"
 
 struct bfs_workq {
-	pthread_mutex_t lock;		/* protects everything below but threads */
-	pthread_cond_t work;		/* a job was queued, or stop */
-	struct bfs_work *head, **tail;	/* FIFO; tail points at the last next */
+	pthread_mutex_t lock;	       /* protects everything below but threads */
+	pthread_cond_t work;	       /* a job was queued, or stop */
+	struct bfs_work *head, **tail; /* FIFO; tail points at the last next */
 	size_t count, cap;
 	bool stop;
 	unsigned int nthreads;
@@ -37,21 +37,20 @@ static void *worker(void *arg)
 			pthread_cond_wait(&wq->work, &wq->lock);
 		w = wq->head;
 		if (!w)
-			break;			/* stopping, and drained */
+			break; /* stopping, and drained */
 		wq->head = w->next;
 		if (!wq->head)
 			wq->tail = &wq->head;
 		wq->count--;
 		bfs_mutex_unlock(&wq->lock);
-		w->fn(w);			/* may free w */
+		w->fn(w); /* may free w */
 		bfs_mutex_lock(&wq->lock);
 	}
 	bfs_mutex_unlock(&wq->lock);
 	return NULL;
 }
 
-int bfs_workq_new(struct bfs_workq **out, unsigned int nthreads, size_t cap,
-		  void (*on_start)(void))
+int bfs_workq_new(struct bfs_workq **out, unsigned int nthreads, size_t cap, void (*on_start)(void))
 {
 	struct bfs_workq *wq = calloc(1, sizeof(*wq));
 	int rc = -ENOMEM;
@@ -175,10 +174,10 @@ struct par_for {
 	void (*fn)(void *arg, size_t i);
 	void *arg;
 	size_t n;
-	atomic_size_t next;		/* the next item nobody has taken */
+	atomic_size_t next; /* the next item nobody has taken */
 	pthread_mutex_t lock;
-	pthread_cond_t idle;		/* a helper finished */
-	unsigned int running;		/* helpers that started; protected by lock */
+	pthread_cond_t idle;  /* a helper finished */
+	unsigned int running; /* helpers that started; protected by lock */
 	struct par_helper helper[FOR_HELPERS_MAX];
 };
 
@@ -211,7 +210,7 @@ void bfs_workq_for(struct bfs_workq *wq, size_t n, void (*fn)(void *arg, size_t 
 	if (n < 2)
 		offered = 0;
 	else if (offered > n - 1)
-		offered = (unsigned int)(n - 1);	/* the caller takes one too */
+		offered = (unsigned int)(n - 1); /* the caller takes one too */
 	atomic_init(&pf.next, 0);
 	bfs_mutex_init(&pf.lock);
 	pthread_cond_init(&pf.idle, NULL);

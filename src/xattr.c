@@ -34,17 +34,17 @@
 
 /* Where a name applies. */
 enum {
-	ON_REG = 1 << 0,	/* regular files */
-	ON_DIR = 1 << 1,	/* every directory */
-	ON_ROOT = 1 << 2,	/* the mount root */
+	ON_REG = 1 << 0,  /* regular files */
+	ON_DIR = 1 << 1,  /* every directory */
+	ON_ROOT = 1 << 2, /* the mount root */
 };
 
 /* One request on one inode: what the getters and setters may need. */
 struct xctx {
 	struct bfs_fs *fs;
 	struct bfs_inode *in;
-	struct bfs_file *f;	/* current version of a regular file, or NULL */
-	char *rpath;		/* copy of in->rpath ("" when unknown) */
+	struct bfs_file *f; /* current version of a regular file, or NULL */
+	char *rpath;	    /* copy of in->rpath ("" when unknown) */
 };
 
 /*
@@ -60,7 +60,7 @@ typedef int (*del_fn)(struct xctx *x);
 
 static int get_format(struct xctx *x, char *out)
 {
-	if (x->f->found)	/* named for one format, holding another */
+	if (x->f->found) /* named for one format, holding another */
 		return snprintf(out, VALUE_MAX, "%s (not %s)", x->f->found, x->f->named->name);
 	return snprintf(out, VALUE_MAX, "%s", x->f->codec ? x->f->codec->name : "raw");
 }
@@ -140,8 +140,10 @@ static int get_unit_max(struct xctx *x, char *out)
 static int get_index_source(struct xctx *x, char *out)
 {
 	static const char *const src[] = {
-		[BFS_SRC_WALK] = "walk", [BFS_SRC_SEEKTABLE] = "seektable",
-		[BFS_SRC_GZI] = "gzi", [BFS_SRC_CACHE] = "cache",
+		[BFS_SRC_WALK] = "walk",
+		[BFS_SRC_SEEKTABLE] = "seektable",
+		[BFS_SRC_GZI] = "gzi",
+		[BFS_SRC_CACHE] = "cache",
 	};
 	unsigned int s = x->f->idx.source;
 
@@ -178,9 +180,8 @@ static int get_checkpoints(struct xctx *x, char *out)
  */
 static int get_walk(struct xctx *x, char *out)
 {
-	if (!x->f->codec ||
-	    (x->f->idx.source != BFS_SRC_WALK && x->f->idx.source != BFS_SRC_CACHE))
-		return -ENODATA;	/* a seek table or a .gzi: nothing was walked */
+	if (!x->f->codec || (x->f->idx.source != BFS_SRC_WALK && x->f->idx.source != BFS_SRC_CACHE))
+		return -ENODATA; /* a seek table or a .gzi: nothing was walked */
 	return snprintf(out, VALUE_MAX, "%s", x->f->idx.broken ? "damaged" : "complete");
 }
 
@@ -202,9 +203,14 @@ static int get_stats(struct xctx *x, char *out)
 		.bytes = root ? bfs_cache_bytes(x->fs->env.cache) : 0,
 		.limit = root ? bfs_cache_limit(x->fs->env.cache) : 0,
 		.inodes = root ? bfs_inode_count(x->fs) : 0,
-		.spill_bytes = sp.bytes, .spill_limit = sp.limit, .spill_proofs = sp.proofs,
-		.spill_sealed = sp.sealed, .spill_reads = sp.reads, .spill_dropped = sp.dropped,
-		.spill_failed = sp.failed, .spill_units = sp.units,
+		.spill_bytes = sp.bytes,
+		.spill_limit = sp.limit,
+		.spill_proofs = sp.proofs,
+		.spill_sealed = sp.sealed,
+		.spill_reads = sp.reads,
+		.spill_dropped = sp.dropped,
+		.spill_failed = sp.failed,
+		.spill_units = sp.units,
 	};
 
 	return bfs_stats_format(root ? x->fs->env.mount : x->f->ctr, root ? &cache : NULL, out,
@@ -212,7 +218,6 @@ static int get_stats(struct xctx *x, char *out)
 }
 
 /* --- hints: applying them ------------------------------------------------- */
-
 
 /* The advice that applies to @rpath now. Takes the hints lock only. */
 static int effective_advice(struct bfs_fs *fs, const char *rpath)
@@ -264,7 +269,7 @@ static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_
 	size = bfs_file_size(x->f);
 
 	if (off >= size)
-		return 0;		/* past the end: nothing to do, as posix_fadvise */
+		return 0; /* past the end: nothing to do, as posix_fadvise */
 	len = r->ranged && r->len < size - off ? r->len : size - off;
 	if (r->advice == BFS_ADV_WILLNEED) {
 		/* the decoding reads the file: it needs its descriptor open */
@@ -273,13 +278,16 @@ static int act(struct xctx *x, const struct bfs_advice_req *r, struct bfs_xattr_
 			return rc;
 		bfs_file_advise(x->f, BFS_ADV_WILLNEED, off, len);
 		/* ops.c decodes ahead: it knows the FUSE inode to push to */
-		*act = (struct bfs_xattr_act){ .kind = BFS_XATTR_WILLNEED, .off = off, .len = len,
+		*act = (struct bfs_xattr_act){ .kind = BFS_XATTR_WILLNEED,
+					       .off = off,
+					       .len = len,
 					       .f = bfs_file_get(x->f) };
 		return 0;
 	}
 	bfs_file_drop_range(x->f, off, len);
 	bfs_file_advise(x->f, BFS_ADV_DONTNEED, off, len);
-	*act = (struct bfs_xattr_act){ .kind = BFS_XATTR_DROP_PAGES, .off = off,
+	*act = (struct bfs_xattr_act){ .kind = BFS_XATTR_DROP_PAGES,
+				       .off = off,
 				       .len = off + len >= size ? 0 : len };
 	return 0;
 }
@@ -354,12 +362,12 @@ static int del_readpath(struct xctx *x)
 
 static const struct attr {
 	const char *name;
-	unsigned int where;	/* ON_* */
-	bool needs_file;	/* on a regular file, the getter reads its version */
-	bool changes;		/* changes on its own: a size query keeps the value (memo) */
-	int hint;		/* enum bfs_hint_kind of a hint; -1: a fact */
+	unsigned int where; /* ON_* */
+	bool needs_file;    /* on a regular file, the getter reads its version */
+	bool changes;	    /* changes on its own: a size query keeps the value (memo) */
+	int hint;	    /* enum bfs_hint_kind of a hint; -1: a fact */
 	get_fn get;
-	set_fn set;		/* NULL: read-only */
+	set_fn set; /* NULL: read-only */
 	del_fn del;
 } attrs[] = {
 	{ BFS_XATTR_PREFIX "format", ON_REG, true, false, -1, get_format, NULL, NULL },
@@ -463,18 +471,18 @@ static bool passes_through(const struct bfs_inode *in)
  * once. Static, as ops.c's handles: one mount per process.
  */
 #define MEMO_SLOTS 8
-#define MEMO_NS 1000000000ll
+#define MEMO_NS	   1000000000ll
 
 static struct memo {
-	const struct bfs_inode *in;	/* and its identity: an address may be reused */
+	const struct bfs_inode *in; /* and its identity: an address may be reused */
 	dev_t dev;
 	ino_t ino;
 	const struct attr *a;
 	pid_t who;
-	int64_t at;			/* CLOCK_MONOTONIC ns when kept; 0: free */
+	int64_t at; /* CLOCK_MONOTONIC ns when kept; 0: free */
 	size_t len;
 	char val[VALUE_MAX];
-} memos[MEMO_SLOTS];			/* protected by memo_lock */
+} memos[MEMO_SLOTS]; /* protected by memo_lock */
 static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int64_t now_ns(void)
@@ -493,8 +501,8 @@ static bool memo_is(const struct memo *m, const struct bfs_inode *in, const stru
 }
 
 /* Keep @val for @who's next get of @a on @in: its slot, else a free or the oldest one. */
-static void memo_keep(const struct bfs_inode *in, const struct attr *a, pid_t who,
-		      const char *val, size_t len)
+static void memo_keep(const struct bfs_inode *in, const struct attr *a, pid_t who, const char *val,
+		      size_t len)
 {
 	int64_t now = now_ns();
 	struct memo *m = &memos[0];
@@ -508,8 +516,13 @@ static void memo_keep(const struct bfs_inode *in, const struct attr *a, pid_t wh
 		if (memos[i].at < m->at || now - memos[i].at >= MEMO_NS)
 			m = &memos[i];
 	}
-	*m = (struct memo){ .in = in, .dev = in->dev, .ino = in->ino, .a = a, .who = who,
-			    .at = now, .len = len };
+	*m = (struct memo){ .in = in,
+			    .dev = in->dev,
+			    .ino = in->ino,
+			    .a = a,
+			    .who = who,
+			    .at = now,
+			    .len = len };
 	memcpy(m->val, val, len);
 	bfs_mutex_unlock(&memo_lock);
 }
@@ -572,11 +585,11 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 	if (a->changes && size > 0) {
 		n = memo_take(in, a, who, buf, size);
 		if (n >= 0)
-			return n;	/* exactly what the size query measured */
+			return n; /* exactly what the size query measured */
 	}
 	rc = a->get == get_walk ? bfs_version_walking(fs, in, val, sizeof(val)) : 0;
 	if (rc > 0)
-		goto reply;		/* the walk holds the inode's lock: no version yet */
+		goto reply; /* the walk holds the inode's lock: no version yet */
 	rc = ctx_init(&x, fs, in, a->needs_file);
 	if (rc < 0)
 		return rc;
@@ -592,8 +605,7 @@ reply:
  * The backing object's attribute names (at @path) after our @len bytes of
  * @list, straight into the reply @buf. 0 when it has none: reply ours alone.
  */
-static ssize_t list_backing(const char *path, const char *list, size_t len, char *buf,
-			    size_t size)
+static ssize_t list_backing(const char *path, const char *list, size_t len, char *buf, size_t size)
 {
 	ssize_t n = listxattr(path, NULL, 0);
 
@@ -637,7 +649,7 @@ ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_
 		if (attrs[i].hint < 0 || !(attrs[i].where & where) ||
 		    !bfs_hints_own(&fs->hints, x.rpath, (enum bfs_hint_kind)attrs[i].hint, &v))
 			continue;
-		memcpy(list + len, attrs[i].name, nl);	/* the table fits: see list[] */
+		memcpy(list + len, attrs[i].name, nl); /* the table fits: see list[] */
 		len += nl;
 	}
 	ctx_release(&x);
@@ -661,12 +673,12 @@ static int writable(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 	const struct attr *a;
 
 	if (!ours(name))
-		return -EROFS;		/* the backing file's own: shown read-only */
+		return -EROFS; /* the backing file's own: shown read-only */
 	a = find_attr(name);
 	if (!a)
 		return -ENOTSUP;
 	if (!a->set || !(a->where & where_of(fs, in)))
-		return -EPERM;		/* a fact, or a hint where hints do not apply */
+		return -EPERM; /* a fact, or a hint where hints do not apply */
 	*out = a;
 	return 0;
 }
@@ -682,7 +694,7 @@ int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, con
 	if (rc < 0)
 		return rc;
 	if (size > BFS_HINT_VALUE_MAX)
-		return -E2BIG;		/* before touching the file: no valid value is this long */
+		return -E2BIG; /* before touching the file: no valid value is this long */
 	rc = ctx_init(&x, fs, in, false);
 	if (rc < 0)
 		return rc;

@@ -30,7 +30,7 @@ struct bfs_file;
 struct bfs_xattr_act {
 	enum { BFS_XATTR_NONE, BFS_XATTR_DROP_PAGES, BFS_XATTR_WILLNEED } kind;
 	uint64_t off, len;
-	struct bfs_file *f;		/* BFS_XATTR_WILLNEED */
+	struct bfs_file *f; /* BFS_XATTR_WILLNEED */
 };
 
 /**
@@ -42,10 +42,11 @@ struct bfs_xattr_act {
  * Return: value length, or -ENODATA, -ERANGE (the value does not fit
  * @size), -errno.
  */
-BFS_MUST_CHECK ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name, char *buf,
-		      size_t size, pid_t who);
+BFS_MUST_CHECK ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
+				     char *buf, size_t size, pid_t who);
 /* Return: length of the NUL-separated list, or -ERANGE, -errno. */
-BFS_MUST_CHECK ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_t size);
+BFS_MUST_CHECK ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf,
+				      size_t size);
 /**
  * bfs_xattr_set() - set a hint, or act on one (willneed, dontneed).
  * @act: what ops.c must do after the reply (struct bfs_xattr_act).
@@ -54,8 +55,9 @@ BFS_MUST_CHECK ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, c
  * value, -E2BIG for one longer than any valid value, -EEXIST/-ENODATA for
  * XATTR_CREATE/XATTR_REPLACE.
  */
-BFS_MUST_CHECK int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name, const char *value,
-		  size_t size, int flags, struct bfs_xattr_act *act);
+BFS_MUST_CHECK int bfs_xattr_set(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
+				 const char *value, size_t size, int flags,
+				 struct bfs_xattr_act *act);
 /* Return: 0 or -errno: -ENODATA when the hint is not set here, else as set. */
 BFS_MUST_CHECK int bfs_xattr_remove(struct bfs_fs *fs, struct bfs_inode *in, const char *name);
 

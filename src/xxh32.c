@@ -11,11 +11,11 @@
 #include "blockfs/common.h"
 #include "blockfs/xxh32.h"
 
-#define XXH_P1 0x9E3779B1u
-#define XXH_P2 0x85EBCA77u
-#define XXH_P3 0xC2B2AE3Du
-#define XXH_P4 0x27D4EB2Fu
-#define XXH_P5 0x165667B1u
+#define XXH_P1	   0x9E3779B1u
+#define XXH_P2	   0x85EBCA77u
+#define XXH_P3	   0xC2B2AE3Du
+#define XXH_P4	   0x27D4EB2Fu
+#define XXH_P5	   0x165667B1u
 #define XXH_STRIPE 16
 
 static uint32_t rotl32(uint32_t x, unsigned int r)
@@ -85,7 +85,7 @@ uint32_t bfs_xxh32(const void *buf, size_t len, uint32_t seed)
 	} else {
 		h = seed + XXH_P5;
 	}
-	h += (uint32_t)len;		/* the spec adds len mod 2^32 */
+	h += (uint32_t)len; /* the spec adds len mod 2^32 */
 	return finish(h, p + done, len - done);
 }
 

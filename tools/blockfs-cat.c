@@ -19,7 +19,7 @@
 #include "blockfs/file.h"
 
 #define CHUNK (1u << 20)
-#define CACHE (64u << 20)	/* keeps the blocks a chunk ends in for the next one */
+#define CACHE (64u << 20) /* keeps the blocks a chunk ends in for the next one */
 
 static int open_sidecar(const char *path, const struct bfs_codec *codec)
 {

@@ -40,7 +40,7 @@
 #include "blockfs/opts.h"
 #include "pack.h"
 
-#define EXIT_USAGE 2
+#define EXIT_USAGE  2
 #define MAX_THREADS 1024
 
 enum { OPT_INDEX = 256, OPT_NO_CHECKSUM, OPT_INDEX_CACHE, OPT_GZIP_SPAN };
@@ -49,15 +49,19 @@ enum { OPT_INDEX = 256, OPT_NO_CHECKSUM, OPT_INDEX_CACHE, OPT_GZIP_SPAN };
 
 struct ctx {
 	struct pk_opts o;
-	struct pk_writer w;	/* its pool, progress line and stop */
-	const char *ext;	/* pk_codec_ext() */
-	const char *out;	/* -o */
+	struct pk_writer w; /* its pool, progress line and stop */
+	const char *ext;    /* pk_codec_ext() */
+	const char *out;    /* -o */
 	int failures;
-	uint64_t skipped, current;	/* devices and sockets; outputs -u kept */
+	uint64_t skipped, current; /* devices and sockets; outputs -u kept */
 	/* -r */
 	dev_t dst_dev;
 	ino_t dst_ino;
-	struct link { dev_t dev; ino_t ino; char *out; } *links;
+	struct link {
+		dev_t dev;
+		ino_t ino;
+		char *out;
+	} * links;
 	size_t nlinks;
 };
 
@@ -97,8 +101,8 @@ static bool current(struct ctx *c, const char *out, const struct stat *ist)
 
 static const char *packed_suffix(const char *name)
 {
-	static const char *const sfx[] = { ".lz4", ".gz", ".bgz", ".tlz4", ".tgz", ".zst",
-					   ".tzst", ".xz", ".txz", ".bz2", ".tbz2" };
+	static const char *const sfx[] = { ".lz4",  ".gz", ".bgz", ".tlz4", ".tgz", ".zst",
+					   ".tzst", ".xz", ".txz", ".bz2",  ".tbz2" };
 	size_t len = strlen(name);
 
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(sfx); i++) {
@@ -133,7 +137,8 @@ static int pack_file(struct ctx *c, const char *path)
 	sfx = packed_suffix(path);
 	if (sfx && !c->out) {
 		pk_err("%s: already has the %s suffix; not packing it again (use --index to add a "
-		       "seek table, or -o to name the output)", path, sfx);
+		       "seek table, or -o to name the output)",
+		       path, sfx);
 		return 1;
 	}
 	in = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -241,7 +246,7 @@ static void link_add(struct ctx *c, const struct stat *st, const char *out)
 	struct link *nl = realloc(c->links, (c->nlinks + 1) * sizeof(*nl));
 
 	if (!nl)
-		return;			/* then it is packed again: only slower */
+		return; /* then it is packed again: only slower */
 	c->links = nl;
 	nl[c->nlinks].out = strdup(out);
 	if (!nl[c->nlinks].out)
@@ -280,13 +285,14 @@ static void tree_file(struct ctx *c, const char *sp, const char *dp, const struc
 	}
 	if (lstat(out, &ost) == 0) {
 		if (S_ISDIR(ost.st_mode) || !replacing(c)) {
-			tree_fail(c, out, "already exists (another entry of SRC, or use -f or -u)", 0);
+			tree_fail(c, out, "already exists (another entry of SRC, or use -f or -u)",
+				  0);
 			goto out;
 		}
 		if (l ? same_inode(&ost, l->out) : current(c, out, st)) {
 			if (!l && st->st_nlink > 1)
 				link_add(c, st, out);
-			goto out;	/* -u: current, or already the link it should be */
+			goto out; /* -u: current, or already the link it should be */
 		}
 	}
 	if (l) {
@@ -335,15 +341,14 @@ static void tree_entry(struct ctx *c, const char *src, const char *dst, const ch
 	}
 	if (S_ISDIR(st.st_mode)) {
 		if (st.st_dev == c->dst_dev && st.st_ino == c->dst_ino)
-			goto out;	/* DST inside SRC: not packed into itself */
-		if (mkdir(dp, 0700) < 0 &&
-		    !(errno == EEXIST && replacing(c) && stat(dp, &dst_st) == 0 &&
-		      S_ISDIR(dst_st.st_mode))) {
+			goto out; /* DST inside SRC: not packed into itself */
+		if (mkdir(dp, 0700) < 0 && !(errno == EEXIST && replacing(c) &&
+					     stat(dp, &dst_st) == 0 && S_ISDIR(dst_st.st_mode))) {
 			tree_fail(c, dp, "cannot create directory", errno);
 			goto out;
 		}
 		tree_dir(c, sp, dp);
-		set_meta_path(dp, &st);		/* after its entries: they change its mtime */
+		set_meta_path(dp, &st); /* after its entries: they change its mtime */
 	} else if (S_ISREG(st.st_mode)) {
 		tree_file(c, sp, dp, &st);
 	} else if (S_ISLNK(st.st_mode)) {
@@ -451,7 +456,8 @@ static int pack_tree(struct ctx *c, const char *src, const char *dst)
 	if (lstat(dst, &dst_st) == 0) {
 		if (!replacing(c)) {
 			pk_err("%s: already exists; -r packs into a new tree (use -u to update it, "
-			       "-f to pack everything again)", dst);
+			       "-f to pack everything again)",
+			       dst);
 			return 1;
 		}
 		if (!S_ISDIR(dst_st.st_mode)) {
@@ -506,8 +512,8 @@ static const char *pk_codec_ext(enum pk_codec codec)
 /* Per codec: its name, its levels, its block sizes. */
 static const struct codec_row {
 	const char *name;
-	long lo, hi, def;		/* -l */
-	uint32_t bmax, bdef;		/* -B: PK_BLOCK_MIN to bmax */
+	long lo, hi, def;    /* -l */
+	uint32_t bmax, bdef; /* -B: PK_BLOCK_MIN to bmax */
 } codec_rows[] = {
 	[PK_LZ4] = { "lz4", 1, 12, 1, PK_BLOCK_MAX, PK_LZ4_DEFAULT_BLOCK },
 	[PK_LZ4HC] = { "lz4hc", 3, 12, 9, PK_BLOCK_MAX, PK_LZ4_DEFAULT_BLOCK },
@@ -609,7 +615,8 @@ int main(int argc, char **argv)
 			else if (strcmp(optarg, "xz") == 0)
 				c.o.codec = PK_XZ;
 			else {
-				pk_err("-c %s: unknown codec (lz4, lz4hc, gzip, zstd or xz)", optarg);
+				pk_err("-c %s: unknown codec (lz4, lz4hc, gzip, zstd or xz)",
+				       optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -664,8 +671,8 @@ int main(int argc, char **argv)
 			return 0;
 		case 'V':
 			printf("blockfs-pack %s\nliblz4 %s\nzlib %s\nlibzstd %s\nliblzma %s\n",
-			       BFS_VERSION, LZ4_versionString(), zlibVersion(), ZSTD_versionString(),
-			       lzma_version_string());
+			       BFS_VERSION, LZ4_versionString(), zlibVersion(),
+			       ZSTD_versionString(), lzma_version_string());
 #if HAVE_LIBDEFLATE
 			printf("libdeflate %s\n", LIBDEFLATE_VERSION_STRING);
 #endif
@@ -683,8 +690,8 @@ int main(int argc, char **argv)
 		c.o.level = (int)row->def;
 		if (level_s) {
 			if (parse_uint(level_s, row->lo, row->hi, &v) < 0) {
-				pk_err("-l %s: %s levels are %ld to %ld", level_s, row->name, row->lo,
-				       row->hi);
+				pk_err("-l %s: %s levels are %ld to %ld", level_s, row->name,
+				       row->lo, row->hi);
 				return EXIT_USAGE;
 			}
 			c.o.level = (int)v;
@@ -696,11 +703,12 @@ int main(int argc, char **argv)
 			if (bfs_parse_size(block_s, &b) < 0 || b < PK_BLOCK_MIN || b > row->bmax) {
 				if (c.o.codec == PK_GZIP)
 					pk_err("-B %s: the block size is %uK to %u for gzip (a BGZF "
-					       "member holds at most 65280 bytes)", block_s,
-					       PK_BLOCK_MIN >> 10, row->bmax);
+					       "member holds at most 65280 bytes)",
+					       block_s, PK_BLOCK_MIN >> 10, row->bmax);
 				else
-					pk_err("-B %s: the block size is %uK to %uM for %s", block_s,
-					       PK_BLOCK_MIN >> 10, row->bmax >> 20, row->name);
+					pk_err("-B %s: the block size is %uK to %uM for %s",
+					       block_s, PK_BLOCK_MIN >> 10, row->bmax >> 20,
+					       row->name);
 				return EXIT_USAGE;
 			}
 			c.o.block = (uint32_t)b;
@@ -723,7 +731,7 @@ int main(int argc, char **argv)
 
 	if ((icache_s && !index) || (span_s && !icache_s)) {
 		pk_err("%s", icache_s && !index ? "--index-cache goes with --index" :
-		       "--gzip-span goes with --index-cache");
+						  "--gzip-span goes with --index-cache");
 		return EXIT_USAGE;
 	}
 	if (icache_s) {

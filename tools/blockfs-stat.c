@@ -24,17 +24,17 @@
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
-#define EXIT_USAGE 2
-#define PREFIX "user.blockfs."
-#define MAX_STATS 32
-#define FUSE_SUPER_MAGIC 0x65735546	/* linux/magic.h */
+#define EXIT_USAGE	 2
+#define PREFIX		 "user.blockfs."
+#define MAX_STATS	 32
+#define FUSE_SUPER_MAGIC 0x65735546 /* linux/magic.h */
 
 /* What one path told us. */
 struct info {
 	const char *path;
-	bool dir, root;			/* root: a directory with mount-wide stats */
+	bool dir, root; /* root: a directory with mount-wide stats */
 	char format[32], advice[64], readpath[32];
-	char index_source[32], walk[32];	/* "" when absent */
+	char index_source[32], walk[32]; /* "" when absent */
 	bool has_csize, has_bsize, has_blocks, has_cached, has_ibytes, has_cps;
 	bool has_units, has_umax;
 	uint64_t size, csize, bsize, blocks, cached, ibytes, cps, units, umax;
@@ -156,7 +156,7 @@ static bool on_blockfs(const char *path, const struct stat *st, char *type, size
 		    mi != minor(st->st_dev))
 			continue;
 		dash = strstr(line, " - ");
-		if (dash)	/* the last line of the device is the mount on top */
+		if (dash) /* the last line of the device is the mount on top */
 			snprintf(type, len, "%.*s", (int)strcspn(dash + 3, " \n"), dash + 3);
 	}
 	free(line);
@@ -221,7 +221,7 @@ static int collect(const char *path, struct info *in, char *why, size_t wlen)
 			parse_stats(in, stats);
 			free(stats);
 		} else if (rc == -ENODATA) {
-			rc = 0;		/* a directory below the root */
+			rc = 0; /* a directory below the root */
 		}
 	}
 	if (rc < 0) {
@@ -255,8 +255,7 @@ static bool is_bytes_key(const char *k)
 	size_t n = strlen(k);
 
 	return strcmp(k, "bytes") == 0 || strcmp(k, "cache_limit") == 0 ||
-	       strcmp(k, "spill_limit") == 0 ||
-	       (n > 6 && strcmp(k + n - 6, "_bytes") == 0);
+	       strcmp(k, "spill_limit") == 0 || (n > 6 && strcmp(k + n - 6, "_bytes") == 0);
 }
 
 #define ROW "  %-20s %s\n"
@@ -337,10 +336,12 @@ static void judge_layout(struct info *in)
 		 qpath);
 	human(in->umax, h, sizeof(h));
 	if (strcmp(fmt, "bzip2") == 0)
-		snprintf(in->warning, sizeof(in->warning),
-			 "%" PRIu64 " bzip2 block%s of up to %s: each random read decodes a whole "
-			 "block, and bzip2 decodes slowly; make it seekable (1 MiB xz blocks) with: "
-			 "%s", in->units, in->units == 1 ? "" : "s", h, in->repack);
+		snprintf(
+			in->warning, sizeof(in->warning),
+			"%" PRIu64 " bzip2 block%s of up to %s: each random read decodes a whole "
+			"block, and bzip2 decodes slowly; make it seekable (1 MiB xz blocks) with: "
+			"%s",
+			in->units, in->units == 1 ? "" : "s", h, in->repack);
 	else if (in->units == 1)
 		snprintf(in->warning, sizeof(in->warning),
 			 "one %s %s of %s holds the whole file: a random read decodes from its "
@@ -349,8 +350,8 @@ static void judge_layout(struct info *in)
 	else
 		snprintf(in->warning, sizeof(in->warning),
 			 "%" PRIu64 " %s %ss, the largest %s: a random read decodes from the start "
-			 "of its %s; make it seekable (1 MiB %ss) with: %s", in->units, fmt, unit,
-			 h, unit, unit, in->repack);
+			 "of its %s; make it seekable (1 MiB %ss) with: %s",
+			 in->units, fmt, unit, h, unit, unit, in->repack);
 }
 
 static void print_table(const struct info *in)
@@ -475,7 +476,8 @@ static void print_json(const struct info *in, const char *err)
 	if (in->nstats) {
 		printf(", \"stats\": {");
 		for (size_t i = 0; i < in->nstats; i++)
-			printf("%s\"%s\": %" PRIu64, i ? ", " : "", in->stats[i].key, in->stats[i].v);
+			printf("%s\"%s\": %" PRIu64, i ? ", " : "", in->stats[i].key,
+			       in->stats[i].v);
 		printf("}");
 	}
 	printf("}");
@@ -483,16 +485,15 @@ static void print_json(const struct info *in, const char *err)
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: blockfs-stat [--json] PATH...\n"
-		"Show what blockfs knows about files and directories on a blockfs mount:\n"
-		"format, sizes, ratio, blocks, cached bytes, hints and counters; on the\n"
-		"mount root, the whole mount's counters. Reads user.blockfs.* attributes.\n"
-		"\n"
-		"  -j, --json     one JSON array, an object per PATH\n"
-		"  -h, --help     this text\n"
-		"  -V, --version  version\n"
-		"Exit status: 0, 1 when any PATH could not be shown, 2 on bad usage.\n");
+	fprintf(out, "usage: blockfs-stat [--json] PATH...\n"
+		     "Show what blockfs knows about files and directories on a blockfs mount:\n"
+		     "format, sizes, ratio, blocks, cached bytes, hints and counters; on the\n"
+		     "mount root, the whole mount's counters. Reads user.blockfs.* attributes.\n"
+		     "\n"
+		     "  -j, --json     one JSON array, an object per PATH\n"
+		     "  -h, --help     this text\n"
+		     "  -V, --version  version\n"
+		     "Exit status: 0, 1 when any PATH could not be shown, 2 on bad usage.\n");
 }
 
 int main(int argc, char **argv)

@@ -22,8 +22,8 @@ RUN=(fuse3 lz4 tabix zstd xz-utils bzip2 attr)
 # integration scripts' tools (fio: load.sh; strace: pack.sh, mmap.sh;
 # python3-lz4: sizes.sh; rsync: copies.sh; samtools: sidecars.sh; pigz: gzip.sh; the other
 # writers of each format: pbzip2, lbzip2, pixz, python3-zstandard, bsdtar) and the
-# lint suite (shellcheck; nm from binutils).
-TEST=(clang libclang-rt-dev fio strace python3-lz4 rsync samtools shellcheck binutils pigz
+# lint suite (shellcheck; nm from binutils; clang-format, Debian 12's 14).
+TEST=(clang libclang-rt-dev fio strace python3-lz4 rsync samtools shellcheck clang-format binutils pigz
 	pbzip2 lbzip2 pixz python3-zstandard libarchive-tools
 	# remote.sh and bench/remote.py: a private sshd and an sshfs mount of it
 	openssh-server openssh-client sshfs)

@@ -26,11 +26,11 @@ struct bfs_codec_conf;
 struct bfs_icache;
 
 /* lz4_Frame_format.md: block max sizes 64K..4M; the packer's range of -B */
-#define PK_BLOCK_MIN		(4u << 10)
-#define PK_BLOCK_MAX		(4u << 20)
+#define PK_BLOCK_MIN	       (4u << 10)
+#define PK_BLOCK_MAX	       (4u << 20)
 /* SAM/BAM spec 4.1: bgzip puts at most 0xff00 input bytes in a member */
-#define PK_BGZF_BLOCK		0xff00u
-#define PK_LZ4_DEFAULT_BLOCK	(256u << 10)
+#define PK_BGZF_BLOCK	       0xff00u
+#define PK_LZ4_DEFAULT_BLOCK   (256u << 10)
 /*
  * zstd and xz: a random read decodes the whole frame or block it falls
  * in, so the block size is what one small read can cost; 1 MiB keeps
@@ -38,31 +38,31 @@ struct bfs_icache;
  * serves a zstd frame of up to 32 MiB as one block, and an xz block of
  * up to 64 MiB; bigger ones are decoded as a chain, span after span.
  */
-#define PK_FRAME_DEFAULT_BLOCK	(1u << 20)
-#define PK_ZSTD_BLOCK_MAX	(32u << 20)
-#define PK_XZ_BLOCK_MAX		(64u << 20)
+#define PK_FRAME_DEFAULT_BLOCK (1u << 20)
+#define PK_ZSTD_BLOCK_MAX      (32u << 20)
+#define PK_XZ_BLOCK_MAX	       (64u << 20)
 
 struct pk_opts {
 	enum pk_codec codec;
-	int level;		/* checked for the codec */
-	uint32_t block;		/* decompressed bytes per block (BGZF: per member; zstd: per frame) */
-	unsigned int threads;	/* compression workers */
-	bool csum;		/* LZ4 block checksums */
+	int level;	      /* checked for the codec */
+	uint32_t block;	      /* decompressed bytes per block (BGZF: per member; zstd: per frame) */
+	unsigned int threads; /* compression workers */
+	bool csum;	      /* LZ4 block checksums */
 	bool force, quiet;
-	bool update;		/* -u: keep outputs that are current, replace the others */
+	bool update; /* -u: keep outputs that are current, replace the others */
 	int verbose;
-	struct bfs_icache *icache;	/* --index --index-cache DIR: indexes go there, or NULL */
+	struct bfs_icache *icache; /* --index --index-cache DIR: indexes go there, or NULL */
 	/* The codec settings a mount would have (--index-cache), or NULL: the defaults. */
 	const struct bfs_codec_conf *codecs;
 };
 
 /* What one stream became. */
 struct pk_result {
-	uint64_t in_bytes;	/* read */
-	uint64_t out_bytes;	/* written, table included */
-	uint64_t blocks;	/* data blocks (BGZF: data members) */
-	uint64_t stored;	/* blocks kept raw because they would not shrink */
-	bool indexed;		/* a seek table (LZ4, zstd) or .gzi (BGZF) was written; xz: its index */
+	uint64_t in_bytes;  /* read */
+	uint64_t out_bytes; /* written, table included */
+	uint64_t blocks;    /* data blocks (BGZF: data members) */
+	uint64_t stored;    /* blocks kept raw because they would not shrink */
+	bool indexed;	    /* a seek table (LZ4, zstd) or .gzi (BGZF) was written; xz: its index */
 };
 
 /* Called from the writing thread after each chunk: bytes of input done so far. */
@@ -82,9 +82,8 @@ void pk_pool_free(struct pk_pool *p);
  * and writes output in order, so memory stays at two chunks per worker.
  * Return: 0, or -errno with *@side = "read" (from @in) or "write".
  */
-BFS_MUST_CHECK int pk_pool_run(struct pk_pool *p, int in, int out, int gzi,
-			       struct pk_result *res, pk_tick_fn *tick, void *ctx,
-			       const char **side);
+BFS_MUST_CHECK int pk_pool_run(struct pk_pool *p, int in, int out, int gzi, struct pk_result *res,
+			       pk_tick_fn *tick, void *ctx, const char **side);
 
 /*
  * -t: check @path. Return 0 when good; 1 after printing one line to
@@ -122,8 +121,8 @@ static inline bool pk_replacing(const struct pk_opts *o)
 /* The progress line: bytes of input done, of @total (0: unknown). */
 struct pk_progress {
 	bool on;
-	uint64_t total;		/* 0: unknown */
-	uint64_t base;		/* bytes of inputs finished */
+	uint64_t total; /* 0: unknown */
+	uint64_t base;	/* bytes of inputs finished */
 	struct timespec t0, last;
 };
 
@@ -132,7 +131,7 @@ struct pk_writer {
 	const struct pk_opts *o;
 	struct pk_pool *pool;
 	struct pk_progress prog;
-	int stop;		/* an errno every later output would meet too: stop */
+	int stop; /* an errno every later output would meet too: stop */
 };
 
 /* Once, before any output: the umask for new files, the interrupt handlers. */

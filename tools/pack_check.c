@@ -38,16 +38,16 @@
 #include "blockfs/xxh32.h"
 #include "pack.h"
 
-#define LZ4_MAGIC	0x184D2204u
-#define LZ4_LEGACY	0x184C2102u
-#define STREAM_CHUNK	(1u << 20)
+#define LZ4_MAGIC	   0x184D2204u
+#define LZ4_LEGACY	   0x184C2102u
+#define STREAM_CHUNK	   (1u << 20)
 /* the zstd seekable format's footer, its last 4 bytes (codec_zstd.c) */
 #define ZSEEK_FOOTER_MAGIC 0x8F92EAB1u
 
 /* SAM/BAM spec 4.1: the empty member that ends every BGZF file */
 static const uint8_t bgzf_eof[28] = {
-	0x1f, 0x8b, 0x08, 0x04, 0, 0, 0, 0, 0, 0xff, 6, 0, 'B', 'C', 2, 0,
-	0x1b, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0x1f, 0x8b, 0x08, 0x04, 0, 0, 0, 0, 0, 0xff, 6, 0, 'B', 'C',
+	2,    0,    0x1b, 0,	3, 0, 0, 0, 0, 0,    0, 0, 0,	0,
 };
 
 static int bad(const char *path, const char *fmt, ...) BFS_PRINTF(2, 3);
@@ -136,7 +136,7 @@ static int walk_and_decode(const char *path, struct bfs_io *io, const struct bfs
 		}
 		rc = c->decode(b, src, dst, true, &why);
 		if (rc == 0 && (b->flags & BFS_BLK_BAD))
-			rc = -EBADMSG;		/* decodes, but failed to measure */
+			rc = -EBADMSG; /* decodes, but failed to measure */
 		if (rc < 0) {
 			rc = bad(path, "block %zu at byte %llu: %s", k, (unsigned long long)b->coff,
 				 why);
@@ -167,7 +167,8 @@ static int lz4f_decode(const char *path, struct bfs_io *io, struct digest *d)
 		return bad(path, "out of memory");
 	}
 	while (off < io->size) {
-		size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
+		size_t len =
+			io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
 		size_t pos = 0;
 
 		rc = bfs_io_read(io, in, len, off);
@@ -212,7 +213,7 @@ static int check_lz4(const char *path, struct bfs_io *io)
 	if (rc < 0)
 		return bad(path, "read error: %s", strerror(-rc));
 	if (rc == 0)
-		walk.size = t.table_off;	/* walk the frames, not the table */
+		walk.size = t.table_off; /* walk the frames, not the table */
 	bfs_index_init(&idx, walk.size);
 	rc = walk_and_decode(path, &walk, &bfs_codec_lz4, &idx, &dw);
 	if (rc == 0 && t.e) {
@@ -253,7 +254,8 @@ static int zlib_decode(const char *path, struct bfs_io *io, struct digest *d)
 		return bad(path, "out of memory");
 	}
 	while (off < io->size) {
-		size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
+		size_t len =
+			io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
 
 		rc = bfs_io_read(io, in, len, off);
 		if (rc < 0) {
@@ -265,12 +267,13 @@ static int zlib_decode(const char *path, struct bfs_io *io, struct digest *d)
 		z.avail_in = (uInt)len;
 		while (z.avail_in > 0) {
 			if (zr == Z_STREAM_END && z.total_in > 0)
-				inflateReset(&z);	/* the next member */
+				inflateReset(&z); /* the next member */
 			z.next_out = out;
 			z.avail_out = STREAM_CHUNK;
 			zr = inflate(&z, Z_NO_FLUSH);
 			if (zr != Z_OK && zr != Z_STREAM_END) {
-				rc = bad(path, "zlib refuses it: %s", z.msg ? z.msg : "corrupt data");
+				rc = bad(path, "zlib refuses it: %s",
+					 z.msg ? z.msg : "corrupt data");
 				goto out;
 			}
 			digest_add(d, out, STREAM_CHUNK - z.avail_out);
@@ -360,7 +363,8 @@ static int check_bgzf(const char *path, struct bfs_io *io)
 		int same = same_file(side, gzi, glen);
 
 		if (same == 0)
-			rc = bad(path, "%s does not match the members (stale? blockfs-pack --index -f)",
+			rc = bad(path,
+				 "%s does not match the members (stale? blockfs-pack --index -f)",
 				 side);
 		else if (same < 0 && same != -ENOENT)
 			rc = bad(path, "%s: %s", side, strerror(-same));
@@ -421,9 +425,10 @@ static int core_decode(const char *path, int fd, const struct bfs_codec *c, stru
 		goto out;
 	}
 	if (f->idx.broken) {
-		rc = bad(path, "damaged: %s; blockfs serves %" PRIu64 " bytes of it, reads past "
-			 "them fail", f->idx.why,
-			 f->idx.n ? f->idx.blk[f->idx.n - 1].uoff : 0);
+		rc = bad(path,
+			 "damaged: %s; blockfs serves %" PRIu64 " bytes of it, reads past "
+			 "them fail",
+			 f->idx.why, f->idx.n ? f->idx.blk[f->idx.n - 1].uoff : 0);
 		goto out;
 	}
 	*blocks = f->idx.n;
@@ -435,9 +440,12 @@ static int core_decode(const char *path, int fd, const struct bfs_codec *c, stru
 		if (n <= 0) {
 			int err = n < 0 ? (int)-n : EIO;
 
-			rc = bad(path, "damaged: blockfs fails to read decoded byte %" PRIu64 ": %s%s%s",
-				 off, err == EILSEQ ? "checksum mismatch" :
-				 err == EBADMSG ? "corrupt data" : strerror(err),
+			rc = bad(path,
+				 "damaged: blockfs fails to read decoded byte %" PRIu64 ": %s%s%s",
+				 off,
+				 err == EILSEQ	? "checksum mismatch" :
+				 err == EBADMSG ? "corrupt data" :
+						  strerror(err),
 				 f->idx.why[0] ? ": " : "", f->idx.why);
 			goto out;
 		}
@@ -468,7 +476,8 @@ static int zstd_lib_decode(const char *path, struct bfs_io *io, struct digest *d
 		goto out;
 	}
 	while (off < io->size) {
-		size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
+		size_t len =
+			io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
 		ZSTD_inBuffer ib = { in, len, 0 };
 
 		rc = bfs_io_read(io, in, len, off);
@@ -532,7 +541,7 @@ static int xz_lib_decode(const char *path, struct bfs_io *io, struct digest *d)
 
 		if (z.avail_in == 0 && off < io->size) {
 			size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) :
-				     STREAM_CHUNK;
+								     STREAM_CHUNK;
 
 			rc = bfs_io_read(io, in, len, off);
 			if (rc < 0) {
@@ -553,10 +562,12 @@ static int xz_lib_decode(const char *path, struct bfs_io *io, struct digest *d)
 	if (lr == LZMA_BUF_ERROR)
 		rc = bad(path, "liblzma: the file ends inside a stream (truncated)");
 	else if (lr != LZMA_STREAM_END)
-		rc = bad(path, "liblzma refuses it: %s", lr == LZMA_DATA_ERROR ? "corrupt data" :
-			 lr == LZMA_FORMAT_ERROR ? "not xz" : lr == LZMA_OPTIONS_ERROR ?
-			 "unsupported options" : lr == LZMA_MEM_ERROR ? "out of memory" :
-			 "error");
+		rc = bad(path, "liblzma refuses it: %s",
+			 lr == LZMA_DATA_ERROR	  ? "corrupt data" :
+			 lr == LZMA_FORMAT_ERROR  ? "not xz" :
+			 lr == LZMA_OPTIONS_ERROR ? "unsupported options" :
+			 lr == LZMA_MEM_ERROR	  ? "out of memory" :
+						    "error");
 out:
 	lzma_end(&z);
 	free(in);
@@ -598,7 +609,8 @@ static int bz2_lib_decode(const char *path, struct bfs_io *io, struct digest *d)
 
 			if (off == io->size)
 				break;
-			len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) : STREAM_CHUNK;
+			len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) :
+							      STREAM_CHUNK;
 			rc = bfs_io_read(io, in, len, off);
 			if (rc < 0) {
 				rc = bad(path, "read error: %s", strerror(-rc));
@@ -612,7 +624,8 @@ static int bz2_lib_decode(const char *path, struct bfs_io *io, struct digest *d)
 			padding = true;
 		if (padding) {
 			if (!all_zero((const uint8_t *)z.next_in, z.avail_in)) {
-				rc = bad(path, "libbz2: bytes after the last stream are not a stream");
+				rc = bad(path,
+					 "libbz2: bytes after the last stream are not a stream");
 				goto out;
 			}
 			z.avail_in = 0;
@@ -629,10 +642,11 @@ static int bz2_lib_decode(const char *path, struct bfs_io *io, struct digest *d)
 		z.avail_out = STREAM_CHUNK;
 		br = BZ2_bzDecompress(&z);
 		if (br != BZ_OK && br != BZ_STREAM_END) {
-			rc = bad(path, "libbz2 refuses it: %s", br == BZ_DATA_ERROR ?
-				 "corrupt data (a block CRC does not match)" :
-				 br != BZ_DATA_ERROR_MAGIC ? "error" : streams ?
-				 "bytes after the last stream are not a stream" : "not a bzip2 stream");
+			rc = bad(path, "libbz2 refuses it: %s",
+				 br == BZ_DATA_ERROR ? "corrupt data (a block CRC does not match)" :
+				 br != BZ_DATA_ERROR_MAGIC ? "error" :
+				 streams ? "bytes after the last stream are not a stream" :
+					   "not a bzip2 stream");
 			goto out;
 		}
 		digest_add(d, out, STREAM_CHUNK - z.avail_out);
@@ -682,7 +696,7 @@ static int check_core(const char *path, int fd, struct bfs_io *io, const struct 
 		    bfs_io_read(io, tail, sizeof(tail), io->size - sizeof(tail)) == 0 &&
 		    bfs_le32(tail) == ZSEEK_FOOTER_MAGIC)
 			rc = bad(path, "seek table unusable (blockfs ignores it and walks the "
-				 "frames)");
+				       "frames)");
 	}
 	if (rc == 0 && c == &bfs_codec_zstd)
 		rc = zstd_lib_decode(path, io, &dl);
@@ -701,8 +715,7 @@ static int check_core(const char *path, int fd, struct bfs_io *io, const struct 
 	return rc;
 }
 
-static int open_checked(const char *path, int flags, struct bfs_io *io, uint8_t *head,
-			size_t *hlen)
+static int open_checked(const char *path, int flags, struct bfs_io *io, uint8_t *head, size_t *hlen)
 {
 	struct stat st;
 	ssize_t n;
@@ -750,7 +763,7 @@ int pk_check_file(const char *path, const struct pk_opts *o)
 		/* linked blocks, a dictionary, legacy: blockfs shows it unchanged */
 		rc = lz4f_decode(path, &io, &d);
 	} else if (hlen >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
-		rc = zlib_decode(path, &io, &d);	/* plain gzip: shown unchanged */
+		rc = zlib_decode(path, &io, &d); /* plain gzip: shown unchanged */
 	} else {
 		rc = bad(path, "not an LZ4, gzip, zstd, xz or bzip2 file blockfs can serve");
 	}
@@ -853,7 +866,7 @@ static bool xz_current(struct bfs_io *io, uint32_t block, uint64_t usize)
 	do {
 		if (z.avail_in == 0 && off < io->size) {
 			size_t len = io->size - off < STREAM_CHUNK ? (size_t)(io->size - off) :
-				     STREAM_CHUNK;
+								     STREAM_CHUNK;
 
 			if (bfs_io_read(io, buf, len, off) < 0)
 				goto out;
@@ -894,7 +907,8 @@ int pk_output_current(const char *path, const struct pk_opts *o, uint64_t usize)
 {
 	const struct bfs_codec *want = o->codec == PK_GZIP ? &bfs_codec_bgzf :
 				       o->codec == PK_ZSTD ? &bfs_codec_zstd :
-				       o->codec == PK_XZ ? &bfs_codec_xz : &bfs_codec_lz4;
+				       o->codec == PK_XZ   ? &bfs_codec_xz :
+							     &bfs_codec_lz4;
 	uint8_t tail[sizeof(bgzf_eof)];
 	struct bfs_seektable t = { 0 };
 	const struct bfs_codec *c;
@@ -977,8 +991,10 @@ static int index_lz4(const char *path, int fd, struct bfs_io *io, const struct p
 	}
 	for (size_t k = 0; k < idx.n; k++) {
 		const struct bfs_blk *b = &idx.blk[k];
-		struct bfs_seektable_entry e = { .coff = b->coff, .clen = b->clen,
-						 .usize = b->usize, .bmax = b->aux,
+		struct bfs_seektable_entry e = { .coff = b->coff,
+						 .clen = b->clen,
+						 .usize = b->usize,
+						 .bmax = b->aux,
 						 .csum = b->flags & BFS_BLK_CSUM };
 
 		if (b->flags & BFS_BLK_BAD) {
@@ -1075,8 +1091,9 @@ static int index_bgzf(const char *path, struct bfs_io *io, const struct pk_opts 
 	}
 	rc = pk_tmp_commit(1, fd, tmp, side, o->force);
 	if (rc < 0) {
-		rc = bad(side, "%s", rc == -EEXIST ? "appeared meanwhile; use -f to replace it" :
-			 strerror(-rc));
+		rc = bad(side, "%s",
+			 rc == -EEXIST ? "appeared meanwhile; use -f to replace it" :
+					 strerror(-rc));
 		goto out;
 	}
 	if (o->verbose)
@@ -1122,8 +1139,10 @@ static int index_cached(const char *path, int fd, struct bfs_io *io, const struc
 		rc = 0;
 	} else if (reads < BFS_ICACHE_MIN_READS) {
 		if (!o->quiet)
-			fprintf(stderr, "%s: walked in %" PRIu64 " reads, about what reading an "
-				"entry costs: not kept (a mount does the same)\n", path, reads);
+			fprintf(stderr,
+				"%s: walked in %" PRIu64 " reads, about what reading an "
+				"entry costs: not kept (a mount does the same)\n",
+				path, reads);
 		rc = 0;
 	} else {
 		rc = bfs_icache_save(o->icache, fd, &st, c, &idx, reads);
@@ -1132,9 +1151,10 @@ static int index_cached(const char *path, int fd, struct bfs_io *io, const struc
 		else if (rc < 0)
 			rc = bad(path, "cannot write its index cache entry: %s", strerror(-rc));
 		else if (o->verbose)
-			fprintf(stderr, "%s: kept its %s index (%zu blocks, %" PRIu64
-				" bytes decoded, %" PRIu64 " reads to walk)\n", path, c->name, idx.n,
-				(uint64_t)atomic_load(&idx.usize), reads);
+			fprintf(stderr,
+				"%s: kept its %s index (%zu blocks, %" PRIu64
+				" bytes decoded, %" PRIu64 " reads to walk)\n",
+				path, c->name, idx.n, (uint64_t)atomic_load(&idx.usize), reads);
 	}
 	bfs_index_destroy(&idx);
 	return rc;
@@ -1159,28 +1179,33 @@ int pk_index_file(const char *path, const struct pk_opts *o)
 		rc = bad(path, "%s: blockfs keeps no index of this format in a cache", c->name);
 	} else if (c == &bfs_codec_lz4) {
 		close(fd);
-		fd = open_checked(path, O_RDWR, &io, head, &hlen);	/* only LZ4 is written to */
+		fd = open_checked(path, O_RDWR, &io, head, &hlen); /* only LZ4 is written to */
 		if (fd < 0)
 			return 1;
 		rc = index_lz4(path, fd, &io, o);
 	} else if (c == &bfs_codec_bgzf) {
 		rc = index_bgzf(path, &io, o);
 	} else if (c == &bfs_codec_zstd || c == &bfs_codec_xz || c == &bfs_codec_bzip2) {
-		rc = bad(path, "%s: nothing to add in place (blockfs reads %s); "
+		rc = bad(path,
+			 "%s: nothing to add in place (blockfs reads %s); "
 			 "--index-cache DIR keeps the index a mount's walk makes, and "
 			 "blockfs-pack -c %s makes a file blockfs opens from its own index",
-			 c->name, c == &bfs_codec_zstd ? "a seek table, or walks the frames" :
-			 c == &bfs_codec_xz ? "the stream's own index, and decodes big blocks once" :
-			 "every block once to find them", c == &bfs_codec_xz ? "xz" : "zstd");
+			 c->name,
+			 c == &bfs_codec_zstd ?
+				 "a seek table, or walks the frames" :
+			 c == &bfs_codec_xz ?
+				 "the stream's own index, and decodes big blocks once" :
+				 "every block once to find them",
+			 c == &bfs_codec_xz ? "xz" : "zstd");
 	} else if (hlen >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
 		rc = bad(path, "plain gzip, not BGZF: its checkpoints can only go to an index "
-			 "cache (--index-cache DIR), or repack it with blockfs-pack -c gzip");
+			       "cache (--index-cache DIR), or repack it with blockfs-pack -c gzip");
 	} else if (hlen >= 4 && bfs_le32(head) == LZ4_MAGIC) {
 		rc = bad(path, "LZ4 with linked blocks or a dictionary: its blocks cannot be "
-			 "read alone; repack it with blockfs-pack");
+			       "read alone; repack it with blockfs-pack");
 	} else {
 		rc = bad(path, "not a format blockfs serves block by block (LZ4, gzip, zstd, xz, "
-			 "bzip2)");
+			       "bzip2)");
 	}
 	close(fd);
 	return rc;

@@ -77,7 +77,7 @@ static const char *human(char *buf, size_t len, double b)
 static char *volatile cleanup_path[2];
 static volatile int cleanup_fd = -1;
 static volatile off_t cleanup_len;
-static mode_t file_mode;	/* 0666 & ~umask: for outputs without an input file */
+static mode_t file_mode; /* 0666 & ~umask: for outputs without an input file */
 
 static void on_signal(int sig)
 {
@@ -105,7 +105,7 @@ void pk_output_init(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);	/* a closed pipe becomes EPIPE and a message */
+	signal(SIGPIPE, SIG_IGN); /* a closed pipe becomes EPIPE and a message */
 }
 
 static void signals_block(sigset_t *old)
@@ -177,7 +177,7 @@ int pk_tmp_commit(int slot, int fd, char *tmp, const char *final, bool force)
 	if (fsync(fd) < 0 && errno != EINVAL)
 		rc = -errno;
 	if (close(fd) < 0 && rc == 0)
-		rc = -errno;		/* NFS reports write errors here */
+		rc = -errno; /* NFS reports write errors here */
 	if (rc == 0) {
 		if (force)
 			rc = rename(tmp, final);
@@ -225,7 +225,7 @@ static void tick(void *ctx, uint64_t in_done)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (progress_shown && secs(&p->last, &now) * 1e9 < PROGRESS_EVERY_NS)
-		return;		/* the first line at once, then five a second */
+		return; /* the first line at once, then five a second */
 	p->last = now;
 	el = secs(&p->t0, &now);
 	rate = el > 0 ? (double)done / el : 0;
@@ -273,7 +273,7 @@ static void copy_meta(int fd, const struct stat *st)
 		return;
 	}
 	if (is_root())
-		(void)!fchown(fd, st->st_uid, st->st_gid);	/* before chmod: it clears set-id bits */
+		(void)!fchown(fd, st->st_uid, st->st_gid); /* before chmod: it clears set-id bits */
 	(void)fchmod(fd, st->st_mode & 07777);
 	ts[0] = st->st_atim;
 	ts[1] = st->st_mtim;
@@ -345,8 +345,10 @@ int pk_write(struct pk_writer *w, int in, const struct stat *ist, const char *in
 		rc = pk_tmp_commit(1, gfd, gtmp, gzi_path, pk_replacing(o));
 		if (rc < 0)
 			pk_err("%s: %s (%s itself is complete; blockfs walks its members)%s",
-			       gzi_path, rc == -EEXIST ? "already exists; use -f to overwrite" :
-			       strerror(-rc), out_path, pk_stop_note(w, -rc));
+			       gzi_path,
+			       rc == -EEXIST ? "already exists; use -f to overwrite" :
+					       strerror(-rc),
+			       out_path, pk_stop_note(w, -rc));
 	}
 	free(gzi_path);
 	if (o->verbose) {
@@ -360,11 +362,11 @@ int pk_write(struct pk_writer *w, int in, const struct stat *ist, const char *in
 		if (res.out_bytes)
 			snprintf(ratio, sizeof(ratio), "%.2f",
 				 (double)res.in_bytes / (double)res.out_bytes);
-		fprintf(stderr, "%s -> %s: %s -> %s (ratio %s), %" PRIu64 " blocks, %" PRIu64
-			" stored, %s/s%s\n", in_name, out_path,
-			human(a, sizeof(a), (double)res.in_bytes),
-			human(b, sizeof(b), (double)res.out_bytes), ratio,
-			res.blocks, res.stored,
+		fprintf(stderr,
+			"%s -> %s: %s -> %s (ratio %s), %" PRIu64 " blocks, %" PRIu64
+			" stored, %s/s%s\n",
+			in_name, out_path, human(a, sizeof(a), (double)res.in_bytes),
+			human(b, sizeof(b), (double)res.out_bytes), ratio, res.blocks, res.stored,
 			human(r, sizeof(r), el > 0 ? (double)res.in_bytes / el : 0),
 			res.indexed ? "" : ", no seek table (too many blocks)");
 	}

@@ -79,43 +79,43 @@
 #include "pack.h"
 
 /* lz4_Frame_format.md */
-#define LZ4_MAGIC		0x184D2204u
-#define FLG_VERSION		0x40u
-#define FLG_B_INDEP		0x20u
-#define FLG_B_CSUM		0x10u
-#define FLG_C_CSUM		0x04u
-#define BD_ID_SHIFT		4
-#define LZ4_HDR_LEN		7
-#define LZ4_BLK_HDR		4
-#define LZ4_BLK_CSUM		4
-#define LZ4_STORED		0x80000000u
-#define LZ4_ENDMARK_LEN		4
-#define LZ4_CONTENT_CSUM	4
+#define LZ4_MAGIC	 0x184D2204u
+#define FLG_VERSION	 0x40u
+#define FLG_B_INDEP	 0x20u
+#define FLG_B_CSUM	 0x10u
+#define FLG_C_CSUM	 0x04u
+#define BD_ID_SHIFT	 4
+#define LZ4_HDR_LEN	 7
+#define LZ4_BLK_HDR	 4
+#define LZ4_BLK_CSUM	 4
+#define LZ4_STORED	 0x80000000u
+#define LZ4_ENDMARK_LEN	 4
+#define LZ4_CONTENT_CSUM 4
 
 /* SAM/BAM spec 4.1 and RFC 1952/1951 */
-#define BGZF_HDR_LEN		18
-#define BGZF_TRAILER_LEN	8
-#define BGZF_MEMBER_MAX		65536
-#define DEFLATE_STORED_HDR	5	/* BFINAL/BTYPE byte, LEN, NLEN */
+#define BGZF_HDR_LEN	   18
+#define BGZF_TRAILER_LEN   8
+#define BGZF_MEMBER_MAX	   65536
+#define DEFLATE_STORED_HDR 5 /* BFINAL/BTYPE byte, LEN, NLEN */
 static const uint8_t bgzf_hdr[BGZF_HDR_LEN - 2] = {
 	0x1f, 0x8b, 0x08, 0x04, 0, 0, 0, 0, 0, 0xff, 6, 0, 'B', 'C', 2, 0,
 };
 static const uint8_t bgzf_eof[28] = {
-	0x1f, 0x8b, 0x08, 0x04, 0, 0, 0, 0, 0, 0xff, 6, 0, 'B', 'C', 2, 0,
-	0x1b, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0x1f, 0x8b, 0x08, 0x04, 0, 0, 0, 0, 0, 0xff, 6, 0, 'B', 'C',
+	2,    0,    0x1b, 0,	3, 0, 0, 0, 0, 0,    0, 0, 0,	0,
 };
 
 /* zstd_seekable_compression_format.md */
-#define ZSEEK_SKIP_MAGIC	0x184D2A5Eu
-#define ZSEEK_FOOTER_MAGIC	0x8F92EAB1u
-#define ZSEEK_CSUM_FLAG		0x80u
-#define ZSEEK_HDR_LEN		8		/* magic, frame size */
-#define ZSEEK_ENTRY_LEN		12
-#define ZSEEK_FOOTER_LEN	9
+#define ZSEEK_SKIP_MAGIC   0x184D2A5Eu
+#define ZSEEK_FOOTER_MAGIC 0x8F92EAB1u
+#define ZSEEK_CSUM_FLAG	   0x80u
+#define ZSEEK_HDR_LEN	   8 /* magic, frame size */
+#define ZSEEK_ENTRY_LEN	   12
+#define ZSEEK_FOOTER_LEN   9
 
-#define CHUNK_TARGET		(1u << 20)
+#define CHUNK_TARGET (1u << 20)
 /* xz: input read and output written per lzma_code() round */
-#define XZ_IO_CHUNK		(1u << 20)
+#define XZ_IO_CHUNK  (1u << 20)
 
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_DONE };
 
@@ -123,21 +123,21 @@ struct slot {
 	uint8_t *in, *out;
 	size_t inlen, outlen;
 	uint32_t nblk, nstored;
-	uint32_t *clen, *usize;		/* per block of the chunk */
-	uint32_t *csum;			/* zstd: XXH64's low 32 bits per block */
-	int state;			/* protected by pool->lock */
+	uint32_t *clen, *usize; /* per block of the chunk */
+	uint32_t *csum;		/* zstd: XXH64's low 32 bits per block */
+	int state;		/* protected by pool->lock */
 	int err;
 };
 
 struct pk_pool {
 	struct pk_opts o;
-	uint32_t bmax;			/* LZ4 frame block max */
-	uint32_t per_chunk;		/* blocks per chunk */
+	uint32_t bmax;	    /* LZ4 frame block max */
+	uint32_t per_chunk; /* blocks per chunk */
 	size_t chunk, outcap, blkcap;
 	unsigned int nslots;
 	struct slot *slots;
 
-	pthread_mutex_t lock;		/* protects the queue, quit and slot states */
+	pthread_mutex_t lock; /* protects the queue, quit and slot states */
 	pthread_cond_t work, done;
 	unsigned int *queue, qhead, qlen;
 	bool quit;
@@ -149,7 +149,7 @@ struct pk_pool {
 /* ---- workers ---- */
 
 struct worker {
-	void *lz4;			/* LZ4 or LZ4HC state */
+	void *lz4; /* LZ4 or LZ4HC state */
 	ZSTD_CCtx *zc;
 #if HAVE_LIBDEFLATE
 	struct libdeflate_compressor *ld;
@@ -239,7 +239,7 @@ static int bgzf_member(struct pk_pool *p, struct worker *w, const uint8_t *src, 
 	}
 	memcpy(dst, bgzf_hdr, sizeof(bgzf_hdr));
 	*len = BGZF_HDR_LEN + dlen + BGZF_TRAILER_LEN;
-	dst[16] = (uint8_t)(*len - 1);		/* BSIZE: member bytes - 1 */
+	dst[16] = (uint8_t)(*len - 1); /* BSIZE: member bytes - 1 */
 	dst[17] = (uint8_t)((*len - 1) >> 8);
 #if HAVE_LIBDEFLATE
 	bfs_put_le32(data + dlen, libdeflate_crc32(0, src, n));
@@ -258,7 +258,7 @@ static int zstd_frame(struct pk_pool *p, struct worker *w, const uint8_t *src, u
 
 	if (ZSTD_isError(c))
 		return ZSTD_getErrorCode(c) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO;
-	*len = (uint32_t)c;	/* at most ZSTD_compressBound(32 MiB) */
+	*len = (uint32_t)c; /* at most ZSTD_compressBound(32 MiB) */
 	return 0;
 }
 
@@ -283,7 +283,7 @@ static void compress_slot(struct pk_pool *p, struct worker *w, struct slot *s)
 			if (s->err)
 				return;
 			s->csum[s->nblk] = bfs_zstd_xxh64_low(s->in + at, n);
-			stored = false;		/* zstd stores raw blocks itself */
+			stored = false; /* zstd stores raw blocks itself */
 		} else {
 			len = lz4_block(p, w, s->in + at, n, s->out + pos, &stored);
 		}
@@ -310,15 +310,17 @@ static void *worker_main(void *arg)
 #else
 			/* raw deflate, 32 KiB window, bgzip's parameters */
 			err = deflateInit2(&w.z, p->o.level, Z_DEFLATED, -15, 8,
-					   Z_DEFAULT_STRATEGY) == Z_OK ? 0 : -ENOMEM;
+					   Z_DEFAULT_STRATEGY) == Z_OK ?
+				      0 :
+				      -ENOMEM;
 			w.zinit = err == 0;
 #endif
 		}
 	} else if (p->o.codec == PK_ZSTD) {
 		w.zc = ZSTD_createCCtx();
 		if (!w.zc ||
-		    ZSTD_isError(ZSTD_CCtx_setParameter(w.zc, ZSTD_c_compressionLevel,
-							p->o.level)) ||
+		    ZSTD_isError(
+			    ZSTD_CCtx_setParameter(w.zc, ZSTD_c_compressionLevel, p->o.level)) ||
 		    ZSTD_isError(ZSTD_CCtx_setParameter(w.zc, ZSTD_c_checksumFlag, 1)) ||
 		    ZSTD_isError(ZSTD_CCtx_setParameter(w.zc, ZSTD_c_contentSizeFlag, 1)))
 			err = -ENOMEM;
@@ -370,7 +372,7 @@ static uint32_t lz4_bmax(uint32_t block)
 
 	while (bmax < block)
 		bmax <<= 2;
-	return bmax;		/* block <= 4 MiB: checked by the caller */
+	return bmax; /* block <= 4 MiB: checked by the caller */
 }
 
 int pk_pool_new(struct pk_pool **out, const struct pk_opts *o)
@@ -385,7 +387,7 @@ int pk_pool_new(struct pk_pool **out, const struct pk_opts *o)
 	if (p->o.threads == 0)
 		p->o.threads = 1;
 	if (o->codec == PK_XZ) {
-		*out = p;	/* liblzma's encoder brings its own threads */
+		*out = p; /* liblzma's encoder brings its own threads */
 		return 0;
 	}
 	p->per_chunk = CHUNK_TARGET / o->block ? CHUNK_TARGET / o->block : 1;
@@ -568,8 +570,8 @@ struct run {
 	int out;
 	uint64_t coff, uoff;
 	struct bfs_seektable_writer st;
-	struct bfs_xxh32 content;	/* LZ4 with checksums: XXH32 of every input byte */
-	struct table gzi;		/* BGZF: the .gzi; zstd: the seek table */
+	struct bfs_xxh32 content; /* LZ4 with checksums: XXH32 of every input byte */
+	struct table gzi;	  /* BGZF: the .gzi; zstd: the seek table */
 	struct pk_result *res;
 };
 
@@ -590,9 +592,11 @@ static int emit(struct run *r, struct slot *s)
 		} else if (p->o.codec == PK_ZSTD) {
 			zseek_add(&r->gzi, s->clen[i], s->usize[i], s->csum[i]);
 		} else if (r->res->blocks < BFS_INDEX_MAX_BLOCKS) {
-			struct bfs_seektable_entry e = { .coff = r->coff, .clen = s->clen[i],
-						  .usize = s->usize[i], .bmax = p->bmax,
-						  .csum = p->o.csum };
+			struct bfs_seektable_entry e = { .coff = r->coff,
+							 .clen = s->clen[i],
+							 .usize = s->usize[i],
+							 .bmax = p->bmax,
+							 .csum = p->o.csum };
 
 			/* sticky; checked at the end */
 			(void)bfs_seektable_writer_add(&r->st, &e);
@@ -623,7 +627,7 @@ static int lz4_head(struct run *r)
 
 static int lz4_tail(struct run *r)
 {
-	uint8_t end[LZ4_ENDMARK_LEN + LZ4_CONTENT_CSUM] = { 0 };	/* EndMark: 0 */
+	uint8_t end[LZ4_ENDMARK_LEN + LZ4_CONTENT_CSUM] = { 0 }; /* EndMark: 0 */
 	size_t endlen = LZ4_ENDMARK_LEN;
 	const uint8_t *tab;
 	size_t len;
@@ -677,7 +681,8 @@ static int zstd_tail(struct run *r)
 		r->res->out_bytes = r->coff;
 	}
 	/* Past the index's limit blockfs would refuse the table: write none. */
-	if (r->res->blocks > BFS_INDEX_MAX_BLOCKS || !table_room(t, ZSEEK_HDR_LEN, ZSEEK_FOOTER_LEN))
+	if (r->res->blocks > BFS_INDEX_MAX_BLOCKS ||
+	    !table_room(t, ZSEEK_HDR_LEN, ZSEEK_FOOTER_LEN))
 		return 0;
 	bfs_put_le32(t->buf + t->len, (uint32_t)t->n);
 	t->buf[t->len + 4] = ZSEEK_CSUM_FLAG;

@@ -29,18 +29,18 @@ struct bfs_block {
 	uint64_t fid;
 	size_t blkno;
 	uint32_t len;
-	bool prefetched;		/* decoded ahead; not yet used by a reader */
-	struct bfs_counters *acct;	/* one reference; owned */
+	bool prefetched;	   /* decoded ahead; not yet used by a reader */
+	struct bfs_counters *acct; /* one reference; owned */
 	/* Private to cache.c. */
 	atomic_uint refs;
-	int state;			/* enum bfs_block_state; protected by the shard lock */
+	int state; /* enum bfs_block_state; protected by the shard lock */
 	int err;
-	uint64_t used;			/* use tick of the last use; protected by the shard lock */
+	uint64_t used; /* use tick of the last use; protected by the shard lock */
 	bool in_cache;
 	struct bfs_block *hnext, *lprev, *lnext;
-	struct bfs_cache *home;		/* whose spares it may join when freed; NULL: private */
-	uint32_t cap;			/* data bytes allocated (a spare's may exceed len) */
-	uint8_t *data;			/* len bytes */
+	struct bfs_cache *home; /* whose spares it may join when freed; NULL: private */
+	uint32_t cap;		/* data bytes allocated (a spare's may exceed len) */
+	uint8_t *data;		/* len bytes */
 };
 
 /*
@@ -57,7 +57,7 @@ struct bfs_block {
  * whose block is private to the caller.
  */
 BFS_MUST_CHECK int bfs_cache_new(struct bfs_cache **out, uint64_t max_bytes);
-void bfs_cache_free(struct bfs_cache *c);	/* NULL is a no-op; no block may be held */
+void bfs_cache_free(struct bfs_cache *c); /* NULL is a no-op; no block may be held */
 
 /**
  * bfs_cache_get() - block (@fid, @blkno), or a new one for the caller to fill.
@@ -86,7 +86,7 @@ BFS_MUST_CHECK int bfs_cache_lookup(struct bfs_cache *c, uint64_t fid, size_t bl
  * block is cached, loading, or there is no room.
  */
 BFS_MUST_CHECK int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
-		      struct bfs_counters *acct, struct bfs_block **out);
+				     struct bfs_counters *acct, struct bfs_block **out);
 
 /* The caller of a 1 from get finished filling @b: @err 0 or -errno. Wakes waiters. */
 void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err);
@@ -105,7 +105,7 @@ void bfs_cache_drop(struct bfs_cache *c, uint64_t fid, size_t blkno);
  */
 void bfs_cache_demote(struct bfs_cache *c, uint64_t fid, size_t blkno);
 
-void bfs_block_put(struct bfs_block *b);	/* NULL is a no-op */
+void bfs_block_put(struct bfs_block *b); /* NULL is a no-op */
 
 /* Bytes of block data the cache holds now, and its bound. */
 uint64_t bfs_cache_bytes(const struct bfs_cache *c);

@@ -30,9 +30,9 @@ struct bfs_suffix {
 };
 
 struct bfs_codec {
-	const char *name;		/* "lz4", "bgzf": user.blockfs.format */
-	const struct bfs_suffix *suffixes;	/* ended by { NULL, NULL } */
-	const char *sidecar;		/* index file beside NAME: NAME + this, or NULL */
+	const char *name;		   /* "lz4", "bgzf": user.blockfs.format */
+	const struct bfs_suffix *suffixes; /* ended by { NULL, NULL } */
+	const char *sidecar;		   /* index file beside NAME: NAME + this, or NULL */
 
 	/*
 	 * Is @head (a file's first @len bytes, len <= BFS_PROBE_LEN; less when
@@ -68,8 +68,8 @@ struct bfs_codec {
 	 * length; -EILSEQ when @verify and its checksum does not match.
 	 * *@why (never NULL) gets a static one-phrase reason on failure.
 	 */
-	int (*decode)(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
-		      bool verify, const char **why);
+	int (*decode)(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
+		      const char **why);
 
 	/*
 	 * Optional. Decode only the first @n bytes of the block (0 < @n <
@@ -247,17 +247,20 @@ size_t bfs_codec_park_set_budget(size_t bytes);
  * shown unchanged, as under -o gzip=raw), checkpoints gzip_span apart.
  */
 struct bfs_codec_conf {
-	bool gzip;		/* plain gzip is decoded (gzip=index) */
-	uint32_t gzip_span;	/* bytes of output between gzip checkpoints */
+	bool gzip;	    /* plain gzip is decoded (gzip=index) */
+	uint32_t gzip_span; /* bytes of output between gzip checkpoints */
 };
 
 /* Default gzip_span (doc/decisions/0011-plain-gzip.md) and its bounds. */
 #define BFS_GZIP_SPAN_DEFAULT (1u << 20)
-#define BFS_GZIP_SPAN_MIN (64u << 10)
-#define BFS_GZIP_SPAN_MAX (32u << 20)
+#define BFS_GZIP_SPAN_MIN     (64u << 10)
+#define BFS_GZIP_SPAN_MAX     (32u << 20)
 
 /* An initializer: struct bfs_codec_conf c = BFS_CODEC_CONF_DEFAULT; */
-#define BFS_CODEC_CONF_DEFAULT { .gzip = false, .gzip_span = BFS_GZIP_SPAN_DEFAULT }
+#define BFS_CODEC_CONF_DEFAULT                                    \
+	{                                                         \
+		.gzip = false, .gzip_span = BFS_GZIP_SPAN_DEFAULT \
+	}
 
 /* The settings @idx was given (its conf), or the defaults when none (@idx NULL too). */
 static inline const struct bfs_codec_conf *bfs_codec_config(const struct bfs_index *idx)

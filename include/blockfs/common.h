@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BFS_MUST_CHECK __attribute__((warn_unused_result))
-#define BFS_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define BFS_MUST_CHECK	  __attribute__((warn_unused_result))
+#define BFS_PRINTF(f, a)  __attribute__((format(printf, f, a)))
 #define BFS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static inline uint16_t bfs_le16(const uint8_t *p)
@@ -23,8 +23,7 @@ static inline uint16_t bfs_le16(const uint8_t *p)
 
 static inline uint32_t bfs_le32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static inline uint64_t bfs_le64(const uint8_t *p)

@@ -53,18 +53,18 @@ struct bfs_stash;
 
 /* What every file version of one mount shares. */
 struct bfs_file_env {
-	struct bfs_cache *cache;	/* decoded blocks */
-	struct bfs_workq *workq;	/* workers: measuring, helping READs, willneed, populating */
-	struct bfs_workq *aheadq;	/* nice 19 workers decoding ahead of readers; or NULL */
-	struct bfs_maps *maps;		/* live mappings (readpath mmap or auto), or NULL */
-	int readpath;			/* enum bfs_readpath for files without a hint */
-	bool remote;			/* SOURCE is on a network filesystem: auto maps nothing */
-	struct bfs_counters *mount;	/* the mount's counters */
-	uint64_t readahead;		/* bytes to keep decoded ahead of a sequential reader */
-	int advice;			/* enum bfs_advice for files without a hint */
-	bool verify;			/* check block checksums */
-	uint64_t kernel_readahead;	/* the kernel's own read-ahead into the mount, bytes */
-	struct bfs_icache *icache;	/* -o index_cache: kept indexes (index_cache.h), or NULL */
+	struct bfs_cache *cache;    /* decoded blocks */
+	struct bfs_workq *workq;    /* workers: measuring, helping READs, willneed, populating */
+	struct bfs_workq *aheadq;   /* nice 19 workers decoding ahead of readers; or NULL */
+	struct bfs_maps *maps;	    /* live mappings (readpath mmap or auto), or NULL */
+	int readpath;		    /* enum bfs_readpath for files without a hint */
+	bool remote;		    /* SOURCE is on a network filesystem: auto maps nothing */
+	struct bfs_counters *mount; /* the mount's counters */
+	uint64_t readahead;	    /* bytes to keep decoded ahead of a sequential reader */
+	int advice;		    /* enum bfs_advice for files without a hint */
+	bool verify;		    /* check block checksums */
+	uint64_t kernel_readahead;  /* the kernel's own read-ahead into the mount, bytes */
+	struct bfs_icache *icache;  /* -o index_cache: kept indexes (index_cache.h), or NULL */
 	/*
 	 * The codecs this mount offers and their settings (codec.h): each
 	 * version's index is given them. All zero (tools, tests): plain gzip
@@ -93,13 +93,13 @@ struct bfs_file_env {
 
 struct bfs_file {
 	atomic_uint refs;
-	atomic_uint readers;		/* streams reading it (bfs_stream_new()): its open handles */
-	uint64_t id;			/* unique per version: a cache key */
-	int fd;				/* O_RDONLY backing descriptor, or -1 while closed */
-	struct bfs_io io;		/* reads it; fd and io.fd stay put while uses > 0 */
-	pthread_mutex_t fd_lock;	/* protects fd, io.fd and uses */
-	unsigned int uses;		/* holders that may read the backing file */
-	const struct bfs_codec *codec;	/* NULL: served unchanged */
+	atomic_uint readers;	       /* streams reading it (bfs_stream_new()): its open handles */
+	uint64_t id;		       /* unique per version: a cache key */
+	int fd;			       /* O_RDONLY backing descriptor, or -1 while closed */
+	struct bfs_io io;	       /* reads it; fd and io.fd stay put while uses > 0 */
+	pthread_mutex_t fd_lock;       /* protects fd, io.fd and uses */
+	unsigned int uses;	       /* holders that may read the backing file */
+	const struct bfs_codec *codec; /* NULL: served unchanged */
 	/*
 	 * Shown under a decoded name, but its bytes are not the format its
 	 * suffix names (bfs_codec_settle()): @named, that codec, and @found,
@@ -108,36 +108,36 @@ struct bfs_file {
 	 */
 	const struct bfs_codec *named;
 	const char *found;
-	struct bfs_index idx;		/* empty when codec is NULL */
-	struct stat st;			/* the backing file when this version was built */
+	struct bfs_index idx; /* empty when codec is NULL */
+	struct stat st;	      /* the backing file when this version was built */
 	const struct bfs_file_env *env;
-	struct bfs_counters *ctr;	/* this version's counters (their parent: the mount's) */
-	atomic_int advice;		/* effective enum bfs_advice; set by the hint layer */
-	atomic_bool streaming;		/* a reader streams through it (stream.c): readpath=auto */
-	atomic_bool superseded;		/* a newer version is shown: push nothing more */
-	atomic_uint pushing;		/* pushes of its bytes into the kernel in progress */
-	atomic_int readpath;		/* effective enum bfs_readpath; set by the hint layer */
-	struct bfs_map map;		/* the backing file's mapping (mmap.c), when used */
-	atomic_size_t last_bad;		/* last block logged as bad: one line per block */
+	struct bfs_counters *ctr; /* this version's counters (their parent: the mount's) */
+	atomic_int advice;	  /* effective enum bfs_advice; set by the hint layer */
+	atomic_bool streaming;	  /* a reader streams through it (stream.c): readpath=auto */
+	atomic_bool superseded;	  /* a newer version is shown: push nothing more */
+	atomic_uint pushing;	  /* pushes of its bytes into the kernel in progress */
+	atomic_int readpath;	  /* effective enum bfs_readpath; set by the hint layer */
+	struct bfs_map map;	  /* the backing file's mapping (mmap.c), when used */
+	atomic_size_t last_bad;	  /* last block logged as bad: one line per block */
 	/* a bit per block a random reader read, after a word with the count of words (read.c) */
 	_Atomic(atomic_uint_fast64_t *) touched;
-	uint8_t *head;			/* a very small file's backing bytes, read once, or NULL */
-	char *name;			/* for log lines */
+	uint8_t *head; /* a very small file's backing bytes, read once, or NULL */
+	char *name;    /* for log lines */
 	/*
 	 * Chained blocks (BFS_BLK_CHAIN): one decode step at a time, and
 	 * the spans a step passed while another reader was filling them.
 	 */
-	pthread_mutex_t chain_lock;	/* taken before a cache shard's; held across a step */
-	struct bfs_stash *stash;	/* protected by chain_lock; NULL when empty */
+	pthread_mutex_t chain_lock; /* taken before a cache shard's; held across a step */
+	struct bfs_stash *stash;    /* protected by chain_lock; NULL when empty */
 	/*
 	 * Single blocks that cost much to decode again, spilled whole at a
 	 * random reader's first touch (read.c, spill.h bfs_spill_put()).
 	 */
-	pthread_mutex_t unit_lock;	/* only the spill's own lock is taken under it */
-	pthread_cond_t unit_cond;	/* a unit's spilling ended; with unit_lock */
-	struct bfs_unit *units;		/* unit_n entries, or NULL; protected by unit_lock */
-	size_t unit_n;			/* protected by unit_lock */
-	unsigned int unit_users;	/* reads of their spills in flight; protected by unit_lock */
+	pthread_mutex_t unit_lock; /* only the spill's own lock is taken under it */
+	pthread_cond_t unit_cond;  /* a unit's spilling ended; with unit_lock */
+	struct bfs_unit *units;	   /* unit_n entries, or NULL; protected by unit_lock */
+	size_t unit_n;		   /* protected by unit_lock */
+	unsigned int unit_users;   /* reads of their spills in flight; protected by unit_lock */
 };
 
 /*
@@ -176,9 +176,8 @@ BFS_MUST_CHECK int bfs_file_open(struct bfs_file **out, int fd, const struct sta
  * descriptor and no use: bfs_file_use_fd() gives it one when a reader
  * needs it.
  */
-BFS_MUST_CHECK int bfs_file_open_whole(struct bfs_file **out, uint8_t *whole,
-				       const struct stat *st, int side,
-				       const struct bfs_codec *codec, const char *name,
+BFS_MUST_CHECK int bfs_file_open_whole(struct bfs_file **out, uint8_t *whole, const struct stat *st,
+				       int side, const struct bfs_codec *codec, const char *name,
 				       const struct bfs_file_env *env);
 
 static inline struct bfs_file *bfs_file_get(struct bfs_file *f)
@@ -242,11 +241,11 @@ bool bfs_file_stale(const struct bfs_file *f, const struct stat *now);
  */
 struct bfs_readv {
 	struct iovec *iov;
-	size_t cnt;			/* iovecs */
+	size_t cnt; /* iovecs */
 	struct bfs_block **blk;
-	size_t nblk;			/* block references held */
-	void *own;			/* a buffer of our own, or NULL */
-	uint64_t again_from, again_to;	/* BFS_READ_RANDOM: blocks it read before, or empty */
+	size_t nblk;		       /* block references held */
+	void *own;		       /* a buffer of our own, or NULL */
+	uint64_t again_from, again_to; /* BFS_READ_RANDOM: blocks it read before, or empty */
 	struct iovec iov_inline[BFS_READV_INLINE];
 	struct bfs_block *blk_inline[BFS_READV_INLINE];
 };
@@ -270,11 +269,12 @@ struct bfs_readv {
  * Context: any thread, concurrently on one @f; may wait for a block
  * another thread is decoding.
  */
-BFS_MUST_CHECK ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
-		       unsigned int flags);
+BFS_MUST_CHECK ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size,
+				      struct bfs_readv *rv, unsigned int flags);
 void bfs_readv_release(struct bfs_readv *rv);
 /* bfs_file_readv() for blockfs itself (decoding ahead): not counted as a reader's request. */
-BFS_MUST_CHECK ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv);
+BFS_MUST_CHECK ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size,
+				      struct bfs_readv *rv);
 
 /*
  * Drop the cached blocks of @f covering [@off, @off + @len) (dontneed);

@@ -13,7 +13,7 @@
 #include "blockfs/common.h"
 
 struct bfs_gate {
-	atomic_uint n;			/* BFS_GATE_SHUT, and how many are inside */
+	atomic_uint n; /* BFS_GATE_SHUT, and how many are inside */
 };
 
 #define BFS_GATE_SHUT (1u << 31)

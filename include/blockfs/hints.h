@@ -35,8 +35,8 @@ enum bfs_hint_kind { BFS_HINT_ADVICE, BFS_HINT_READPATH, BFS_HINT_KINDS };
 struct bfs_hint_ent;
 struct bfs_hints {
 	pthread_mutex_t lock;
-	struct bfs_hint_ent **tab;	/* protected by lock; NULL until the first set */
-	size_t nbuckets, count;		/* protected by lock */
+	struct bfs_hint_ent **tab; /* protected by lock; NULL until the first set */
+	size_t nbuckets, count;	   /* protected by lock */
 };
 
 void bfs_hints_init(struct bfs_hints *h);

@@ -38,11 +38,11 @@ struct bfs_codec_conf;
 struct bfs_workq;
 
 enum {
-	BFS_BLK_CSUM = 1u << 0,		/* LZ4: a block checksum (xxh32) follows the data */
-	BFS_BLK_GUESS = 1u << 1,	/* usize is a guess until settled */
-	BFS_BLK_BAD = 1u << 2,		/* poison: reads of it fail (corrupt, or damage here) */
-	BFS_BLK_CLAIMED = 1u << 3,	/* with GUESS: usize is what the file states, not proven */
-	BFS_BLK_CHAIN = 1u << 4,	/* decodes only after the block before it (codec->resume) */
+	BFS_BLK_CSUM = 1u << 0,	   /* LZ4: a block checksum (xxh32) follows the data */
+	BFS_BLK_GUESS = 1u << 1,   /* usize is a guess until settled */
+	BFS_BLK_BAD = 1u << 2,	   /* poison: reads of it fail (corrupt, or damage here) */
+	BFS_BLK_CLAIMED = 1u << 3, /* with GUESS: usize is what the file states, not proven */
+	BFS_BLK_CHAIN = 1u << 4,   /* decodes only after the block before it (codec->resume) */
 	/*
 	 * With CHAIN: where its input starts and ends is not known until the
 	 * span before it has been decoded; coff and clen hold the input of
@@ -54,22 +54,22 @@ enum {
 
 /* Where an index came from: user.blockfs.index_source. */
 enum bfs_index_source {
-	BFS_SRC_WALK,		/* the codec walked the file ("lz4-walk", "bgzf-walk", ...) */
-	BFS_SRC_SEEKTABLE,	/* blockfs-pack's seek table (LZ4) */
-	BFS_SRC_GZI,		/* a .gzi sidecar (BGZF) */
-	BFS_SRC_CACHE,		/* an index cache entry (index_cache.h) */
+	BFS_SRC_WALK,	   /* the codec walked the file ("lz4-walk", "bgzf-walk", ...) */
+	BFS_SRC_SEEKTABLE, /* blockfs-pack's seek table (LZ4) */
+	BFS_SRC_GZI,	   /* a .gzi sidecar (BGZF) */
+	BFS_SRC_CACHE,	   /* an index cache entry (index_cache.h) */
 };
 
 /* Upper bound on blocks in one file: 16 Mi entries, 512 MiB of index. */
 #define BFS_INDEX_MAX_BLOCKS (1u << 24)
 
 struct bfs_blk {
-	uint64_t coff;		/* first byte of the block in the backing file */
-	uint64_t uoff;		/* first byte of its data in the decompressed file */
-	uint32_t clen;		/* backing bytes the codec needs, from coff */
-	uint32_t usize;		/* decompressed bytes */
-	uint32_t flags;		/* BFS_BLK_* */
-	uint32_t aux;		/* codec-private */
+	uint64_t coff;	/* first byte of the block in the backing file */
+	uint64_t uoff;	/* first byte of its data in the decompressed file */
+	uint32_t clen;	/* backing bytes the codec needs, from coff */
+	uint32_t usize; /* decompressed bytes */
+	uint32_t flags; /* BFS_BLK_* */
+	uint32_t aux;	/* codec-private */
 };
 
 /* Blocks [first, last] must hold @total bytes: an LZ4 frame's content size. */
@@ -79,9 +79,9 @@ struct bfs_sum {
 };
 
 struct bfs_index {
-	struct bfs_blk *blk;	/* n entries, uoff ascending and contiguous */
+	struct bfs_blk *blk; /* n entries, uoff ascending and contiguous */
 	size_t n, cap;
-	_Atomic uint64_t usize;	/* decompressed bytes of the whole file; fixed by measure */
+	_Atomic uint64_t usize; /* decompressed bytes of the whole file; fixed by measure */
 	uint32_t max_usize;	/* largest usize: a buffer this big decodes any block */
 	uint32_t block_size;	/* nominal block size the file declares */
 	size_t max_blocks;	/* scan may add no more (bounded by the file's size) */
@@ -90,8 +90,8 @@ struct bfs_index {
 	atomic_size_t nexact;	/* blocks [0, nexact) have exact sizes */
 	struct bfs_sum *sums;	/* totals to check once measured; scan-time only */
 	size_t nsums;
-	pthread_mutex_t settle_lock;	/* serialises bfs_index_settle() */
-	uint8_t source;		/* enum bfs_index_source; set by scan (0: a walk) */
+	pthread_mutex_t settle_lock; /* serialises bfs_index_settle() */
+	uint8_t source;		     /* enum bfs_index_source; set by scan (0: a walk) */
 	/*
 	 * The codec settings of whoever builds the index (a mount's, codec.h),
 	 * set after bfs_index_init() and before scan or cache_load; NULL: the
@@ -128,7 +128,7 @@ struct bfs_index {
  * costs little to decode again, and a spill each would cost a tree of
  * small files a descriptor each.
  */
-#define BFS_KEPT_MIN (1u << 20)
+#define BFS_KEPT_MIN  (1u << 20)
 
 /* Prepare an empty index for a backing file of @file_size bytes. */
 void bfs_index_init(struct bfs_index *idx, uint64_t file_size);

@@ -53,11 +53,11 @@ struct bfs_codec;
 struct bfs_index;
 struct bfs_icache;
 
-#define BFS_ICACHE_MAGIC "BFSINDEX"
-#define BFS_ICACHE_VERSION 1u
-#define BFS_ICACHE_HDR_LEN 128
+#define BFS_ICACHE_MAGIC     "BFSINDEX"
+#define BFS_ICACHE_VERSION   1u
+#define BFS_ICACHE_HDR_LEN   128
 #define BFS_ICACHE_ENTRY_LEN 24
-#define BFS_ICACHE_CSUM_LEN 4
+#define BFS_ICACHE_CSUM_LEN  4
 #define BFS_ICACHE_CODEC_LEN 16
 
 /*
@@ -95,8 +95,7 @@ BFS_MUST_CHECK int bfs_icache_encode(const struct bfs_icache_key *key,
  * stale, foreign or damaged (*@why says which; @idx is empty again);
  * -ENOMEM (@idx empty again).
  */
-BFS_MUST_CHECK int bfs_icache_decode(const uint8_t *p, size_t len,
-				     const struct bfs_icache_key *key,
+BFS_MUST_CHECK int bfs_icache_decode(const uint8_t *p, size_t len, const struct bfs_icache_key *key,
 				     const struct bfs_codec *codec, struct bfs_index *idx,
 				     const char **why);
 
@@ -111,7 +110,7 @@ BFS_MUST_CHECK int bfs_icache_decode(const uint8_t *p, size_t len,
  */
 BFS_MUST_CHECK int bfs_icache_open(struct bfs_icache **out, const char *dir, char *err,
 				   size_t errlen);
-void bfs_icache_free(struct bfs_icache *c);	/* NULL is a no-op */
+void bfs_icache_free(struct bfs_icache *c); /* NULL is a no-op */
 
 /**
  * bfs_icache_set_limit() - keep at most @bytes of entries in the
@@ -200,35 +199,34 @@ int bfs_icache_save(struct bfs_icache *c, int fd, const struct stat *st,
  *        (1 stamped, 2 sized)  +18 6 zero
  *   end  4  XXH32 (seed 0) of every byte before it
  */
-#define BFS_DIRMEMO_MAGIC "BFSDIRMM"
-#define BFS_DIRMEMO_VERSION 2u	/* 1 kept what probing found: names depended on it */
-#define BFS_DIRMEMO_HDR_LEN 80
+#define BFS_DIRMEMO_MAGIC     "BFSDIRMM"
+#define BFS_DIRMEMO_VERSION   2u /* 1 kept what probing found: names depended on it */
+#define BFS_DIRMEMO_HDR_LEN   80
 #define BFS_DIRMEMO_ENTRY_LEN 24
 
-#define BFS_DIRMEMO_STAMPED 1u		/* the stamp a lookup found is known */
-#define BFS_DIRMEMO_SIZED 2u		/* and size: the decoded size under stamp */
+#define BFS_DIRMEMO_STAMPED 1u /* the stamp a lookup found is known */
+#define BFS_DIRMEMO_SIZED   2u /* and size: the decoded size under stamp */
 
 /* The directory version a memo is for. */
 struct bfs_dirmemo_key {
 	uint64_t dev, ino;
 	int64_t mtime_sec, ctime_sec;
 	uint64_t mtime_nsec, ctime_nsec;
-	uint64_t n;			/* entries */
-	uint32_t names;			/* XXH32 of the sorted names, each with its NUL */
-	uint32_t rules;			/* bit 0: -o gzip=index */
+	uint64_t n;	/* entries */
+	uint32_t names; /* XXH32 of the sorted names, each with its NUL */
+	uint32_t rules; /* bit 0: -o gzip=index */
 };
 
 /* What a memo says of one entry. */
 struct bfs_dirmemo_ent {
-	uint64_t stamp;			/* of the file looked up; STAMPED */
-	uint64_t size;			/* its decoded size; SIZED */
-	unsigned int flags;		/* BFS_DIRMEMO_* */
+	uint64_t stamp;	    /* of the file looked up; STAMPED */
+	uint64_t size;	    /* its decoded size; SIZED */
+	unsigned int flags; /* BFS_DIRMEMO_* */
 };
 
 /* The memo of @key->n entries @e. Return: 0 and a malloc'd *@out, or -ENOMEM. */
 BFS_MUST_CHECK int bfs_dirmemo_encode(const struct bfs_dirmemo_key *key,
-				      const struct bfs_dirmemo_ent *e, uint8_t **out,
-				      size_t *len);
+				      const struct bfs_dirmemo_ent *e, uint8_t **out, size_t *len);
 
 /**
  * bfs_dirmemo_decode() - the @key->n entries of memo @p (@len bytes) into @e.
@@ -236,8 +234,8 @@ BFS_MUST_CHECK int bfs_dirmemo_encode(const struct bfs_dirmemo_key *key,
  * names or rules, or fails a check (*@why; @e then undefined).
  */
 BFS_MUST_CHECK int bfs_dirmemo_decode(const uint8_t *p, size_t len,
-				      const struct bfs_dirmemo_key *key,
-				      struct bfs_dirmemo_ent *e, const char **why);
+				      const struct bfs_dirmemo_key *key, struct bfs_dirmemo_ent *e,
+				      const char **why);
 
 /**
  * bfs_icache_dir_load() - the memo of the directory @key describes, into

@@ -25,11 +25,11 @@ struct bfs_io_ops {
 
 struct bfs_io {
 	const struct bfs_io_ops *ops;
-	int fd;			/* backing file, or -1 for memory */
-	uint64_t size;		/* bytes of the backing file when it was opened */
-	const uint8_t *mem;	/* memory-backed io: @size bytes */
-	atomic_uint_fast64_t nread;	/* read calls bfs_io_read() made, for the counters */
-	atomic_bool no_nowait;	/* the filesystem refuses RWF_NOWAIT (NFS, FUSE): plain reads */
+	int fd;			    /* backing file, or -1 for memory */
+	uint64_t size;		    /* bytes of the backing file when it was opened */
+	const uint8_t *mem;	    /* memory-backed io: @size bytes */
+	atomic_uint_fast64_t nread; /* read calls bfs_io_read() made, for the counters */
+	atomic_bool no_nowait;	    /* the filesystem refuses RWF_NOWAIT (NFS, FUSE): plain reads */
 };
 
 extern const struct bfs_io_ops bfs_io_pread_ops;
@@ -55,22 +55,22 @@ void bfs_io_init_mem(struct bfs_io *io, const void *buf, size_t len);
  * asked to read BFS_IO_AHEAD_DEPTH chunks ahead (POSIX_FADV_WILLNEED),
  * which local filesystems do.
  */
-#define BFS_IO_AHEAD_FIRST (64u << 10)
-#define BFS_IO_AHEAD_CHUNK (1u << 20)
-#define BFS_IO_AHEAD_DEPTH 4	/* chunks asked for ahead of the one read */
-#define BFS_IO_AHEAD_THREADS 8	/* most threads reading ahead (@depth) */
-#define BFS_IO_AHEAD_REMOTE_THREADS 4	/* the walks' @depth on a remote SOURCE */
+#define BFS_IO_AHEAD_FIRST	    (64u << 10)
+#define BFS_IO_AHEAD_CHUNK	    (1u << 20)
+#define BFS_IO_AHEAD_DEPTH	    4 /* chunks asked for ahead of the one read */
+#define BFS_IO_AHEAD_THREADS	    8 /* most threads reading ahead (@depth) */
+#define BFS_IO_AHEAD_REMOTE_THREADS 4 /* the walks' @depth on a remote SOURCE */
 
 struct bfs_io_pool;
 
 struct bfs_io_ahead {
-	struct bfs_io io;	/* what the walk reads through; first member */
+	struct bfs_io io; /* what the walk reads through; first member */
 	struct bfs_io *under;
-	uint8_t *buf;		/* BFS_IO_AHEAD_CHUNK bytes: [off, off + len) of the file */
-	uint64_t off, advised;	/* advised: asked ahead up to here */
-	size_t len, want;	/* held; the next request's size */
-	atomic_uint_fast64_t *progress;	/* NULL, or where to say how far the walk has read */
-	unsigned int depth;	/* threads to read ahead with; 0: POSIX_FADV_WILLNEED */
+	uint8_t *buf;			/* BFS_IO_AHEAD_CHUNK bytes: [off, off + len) of the file */
+	uint64_t off, advised;		/* advised: asked ahead up to here */
+	size_t len, want;		/* held; the next request's size */
+	atomic_uint_fast64_t *progress; /* NULL, or where to say how far the walk has read */
+	unsigned int depth;		/* threads to read ahead with; 0: POSIX_FADV_WILLNEED */
 	struct bfs_io_pool *pool;	/* those threads, once started, or NULL */
 };
 

@@ -17,9 +17,9 @@ void bfs_log_to_syslog(bool on);
 void bfs_log_set_level(int level);
 void bfs_log(int level, const char *fmt, ...) BFS_PRINTF(2, 3);
 
-#define bfs_err(...) bfs_log(LOG_ERR, __VA_ARGS__)
+#define bfs_err(...)  bfs_log(LOG_ERR, __VA_ARGS__)
 #define bfs_warn(...) bfs_log(LOG_WARNING, __VA_ARGS__)
 #define bfs_info(...) bfs_log(LOG_INFO, __VA_ARGS__)
-#define bfs_dbg(...) bfs_log(LOG_DEBUG, __VA_ARGS__)
+#define bfs_dbg(...)  bfs_log(LOG_DEBUG, __VA_ARGS__)
 
 #endif

@@ -33,16 +33,16 @@ enum bfs_populate { BFS_POPULATE_OFF, BFS_POPULATE_ON, BFS_POPULATE_ASYNC };
  * version, file.h). mmap.c knows mappings, descriptors and lengths only.
  */
 struct bfs_map {
-	_Atomic(const uint8_t *) base;	/* NULL while unmapped */
-	atomic_int users;		/* threads inside it; negative while being unmapped */
-	atomic_uint_fast64_t used;	/* tick of the last entry, for eviction */
-	atomic_bool failed;		/* faulted, or could not be made: pread from now on */
-	size_t len;			/* bytes to map */
-	struct bfs_map *prev, *next;	/* live list; protected by the maps lock */
+	_Atomic(const uint8_t *) base; /* NULL while unmapped */
+	atomic_int users;	       /* threads inside it; negative while being unmapped */
+	atomic_uint_fast64_t used;     /* tick of the last entry, for eviction */
+	atomic_bool failed;	       /* faulted, or could not be made: pread from now on */
+	size_t len;		       /* bytes to map */
+	struct bfs_map *prev, *next;   /* live list; protected by the maps lock */
 };
 
 BFS_MUST_CHECK int bfs_maps_new(struct bfs_maps **out, size_t max_live, int populate);
-void bfs_maps_free(struct bfs_maps *m);	/* NULL is a no-op; every mapping is dropped */
+void bfs_maps_free(struct bfs_maps *m); /* NULL is a no-op; every mapping is dropped */
 /* Is pre-faulting asked for in the background (populate=async)? */
 bool bfs_maps_populate_async(const struct bfs_maps *m);
 
@@ -82,7 +82,7 @@ size_t bfs_maps_live(struct bfs_maps *m);
 /* The SIGBUS guard of the calling thread. */
 struct bfs_guard {
 	sigjmp_buf env;
-	const volatile uint8_t *lo, *hi;	/* faults in [lo, hi) jump to env */
+	const volatile uint8_t *lo, *hi; /* faults in [lo, hi) jump to env */
 	volatile sig_atomic_t armed;
 };
 

@@ -48,9 +48,8 @@ struct bfs_name_ops {
  * codecs whose suffixes count (the mount's, codec.h; NULL: the defaults).
  * Return: false when it is not shown at all (a hidden sidecar).
  */
-bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing,
-		    char *shown, const struct bfs_codec **codec, bool keep,
-		    const struct bfs_codec_conf *conf);
+bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backing, char *shown,
+		    const struct bfs_codec **codec, bool keep, const struct bfs_codec_conf *conf);
 
 /**
  * bfs_name_resolve() - the backing entry shown as @name.
@@ -59,7 +58,7 @@ bool bfs_name_shown(const struct bfs_name_ops *ops, void *ctx, const char *backi
  * or without @keep a backing file that is shown under a shorter name).
  */
 BFS_MUST_CHECK int bfs_name_resolve(const struct bfs_name_ops *ops, void *ctx, const char *name,
-		     char *backing, const struct bfs_codec **codec, bool keep,
-		     const struct bfs_codec_conf *conf);
+				    char *backing, const struct bfs_codec **codec, bool keep,
+				    const struct bfs_codec_conf *conf);
 
 #endif

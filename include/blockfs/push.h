@@ -41,21 +41,21 @@ struct bfs_workq;
  */
 struct bfs_push_window {
 	atomic_uint refs;
-	atomic_uint gen;		/* bumped when the reader jumps: older jobs stop */
-	atomic_uint_fast64_t served;	/* the kernel asked (READ) for bytes below this */
+	atomic_uint gen;	     /* bumped when the reader jumps: older jobs stop */
+	atomic_uint_fast64_t served; /* the kernel asked (READ) for bytes below this */
 };
 
 struct bfs_push_window *bfs_push_window_new(void);
-void bfs_push_window_put(struct bfs_push_window *w);	/* NULL is a no-op */
+void bfs_push_window_put(struct bfs_push_window *w); /* NULL is a no-op */
 
 /* One range to decode ahead. */
 struct bfs_push_req {
-	struct bfs_file *f;		/* the caller holds a use of its descriptor */
-	uint64_t ino;			/* FUSE inode to push to; 0: keep in the block cache */
-	uint64_t from, to;		/* page-aligned, or @to is the file's size */
-	uint64_t hole, hole_to;		/* pages not to push: a tripwire, the pages of a READ */
-	struct bfs_push_window *win;	/* NULL: wanted whatever happens */
-	unsigned int gen;		/* @win's generation when queued */
+	struct bfs_file *f;	     /* the caller holds a use of its descriptor */
+	uint64_t ino;		     /* FUSE inode to push to; 0: keep in the block cache */
+	uint64_t from, to;	     /* page-aligned, or @to is the file's size */
+	uint64_t hole, hole_to;	     /* pages not to push: a tripwire, the pages of a READ */
+	struct bfs_push_window *win; /* NULL: wanted whatever happens */
+	unsigned int gen;	     /* @win's generation when queued */
 };
 
 /**
@@ -107,9 +107,10 @@ uint64_t bfs_push_chunk(const struct bfs_file *f);
  * when it failed; the first failure stops the slicing.
  * Return: bytes pushed, or that failure.
  */
-BFS_MUST_CHECK ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n, uint64_t hole,
-		       uint64_t hole_to, uint8_t *bounce,
-		       int (*emit)(void *ctx, uint64_t off, const uint8_t *p, size_t len),
-		       void *ctx);
+BFS_MUST_CHECK ssize_t bfs_push_slice(const uint64_t *at, uint8_t *const *buf, size_t n,
+				      uint64_t hole, uint64_t hole_to, uint8_t *bounce,
+				      int (*emit)(void *ctx, uint64_t off, const uint8_t *p,
+						  size_t len),
+				      void *ctx);
 
 #endif

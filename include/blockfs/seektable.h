@@ -38,32 +38,32 @@
 
 struct bfs_io;
 
-#define BFS_SEEK_MAGIC		0x184D2A5Bu	/* skippable frame magic, nibble B */
-#define BFS_SEEK_FOOTER_MAGIC	0xB10C5EECu	/* "BLOC SEEC" */
-#define BFS_SEEK_VERSION		1u
-#define BFS_SEEK_HDR_LEN		8
-#define BFS_SEEK_ENTRY_LEN	16
-#define BFS_SEEK_FOOTER_LEN	36
-#define BFS_SEEK_OVERHEAD		(BFS_SEEK_HDR_LEN + BFS_SEEK_FOOTER_LEN)
+#define BFS_SEEK_MAGIC	      0x184D2A5Bu /* skippable frame magic, nibble B */
+#define BFS_SEEK_FOOTER_MAGIC 0xB10C5EECu /* "BLOC SEEC" */
+#define BFS_SEEK_VERSION      1u
+#define BFS_SEEK_HDR_LEN      8
+#define BFS_SEEK_ENTRY_LEN    16
+#define BFS_SEEK_FOOTER_LEN   36
+#define BFS_SEEK_OVERHEAD     (BFS_SEEK_HDR_LEN + BFS_SEEK_FOOTER_LEN)
 /* Bytes the reader takes from the end of a file in its first read. */
-#define BFS_SEEK_TAIL_LEN		4096
+#define BFS_SEEK_TAIL_LEN     4096
 
 /* One LZ4 data block as the table records it. */
 struct bfs_seektable_entry {
-	uint64_t coff;		/* the block's 4-byte size word */
-	uint32_t clen;		/* size word + data + block checksum */
-	uint32_t usize;		/* exact decompressed bytes, 1..bmax */
-	uint32_t bmax;		/* block max size of its frame: 64K, 256K, 1M or 4M */
-	bool csum;		/* a block checksum (XXH32) follows the data */
+	uint64_t coff;	/* the block's 4-byte size word */
+	uint32_t clen;	/* size word + data + block checksum */
+	uint32_t usize; /* exact decompressed bytes, 1..bmax */
+	uint32_t bmax;	/* block max size of its frame: 64K, 256K, 1M or 4M */
+	bool csum;	/* a block checksum (XXH32) follows the data */
 };
 
 /* A table being built; zero-initialise, add in file order, finish, release. */
 struct bfs_seektable_writer {
-	uint8_t *buf;		/* header room + entries, grown as needed */
+	uint8_t *buf; /* header room + entries, grown as needed */
 	size_t n, cap;
 	uint64_t usize;
-	struct bfs_seektable_entry last;	/* the last block added */
-	int err;		/* sticky: -EINVAL (out of order, bad entry), -EFBIG, -ENOMEM */
+	struct bfs_seektable_entry last; /* the last block added */
+	int err; /* sticky: -EINVAL (out of order, bad entry), -EFBIG, -ENOMEM */
 };
 
 /* Bytes of a table of @n entries, header to footer. */
@@ -85,17 +85,17 @@ int bfs_seektable_writer_add(struct bfs_seektable_writer *w, const struct bfs_se
  * @out, @len: the table bytes, owned by @w until bfs_seektable_writer_release().
  * Return: 0, or the sticky error (then nothing should be written).
  */
-BFS_MUST_CHECK int bfs_seektable_writer_finish(struct bfs_seektable_writer *w,
-					       uint64_t table_off, uint32_t block_size,
-					       const uint8_t **out, size_t *len);
+BFS_MUST_CHECK int bfs_seektable_writer_finish(struct bfs_seektable_writer *w, uint64_t table_off,
+					       uint32_t block_size, const uint8_t **out,
+					       size_t *len);
 
 void bfs_seektable_writer_release(struct bfs_seektable_writer *w);
 
 /* What a file's table says, after every check passed. */
 struct bfs_seektable {
-	struct bfs_seektable_entry *e;	/* n entries, caller frees */
+	struct bfs_seektable_entry *e; /* n entries, caller frees */
 	size_t n;
-	uint64_t table_off;	/* where the table frame starts: the end of the frames */
+	uint64_t table_off; /* where the table frame starts: the end of the frames */
 	uint64_t usize;
 	uint32_t block_size;
 };

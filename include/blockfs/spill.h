@@ -160,14 +160,14 @@ BFS_MUST_CHECK int bfs_spill_seal_pieces(struct bfs_spill *s);
 
 /* The mount's spill counters (user.blockfs.stats of the root). */
 struct bfs_spill_stats {
-	uint64_t bytes;		/* spill bytes on disk or reserved now */
-	uint64_t limit;		/* the budget; 0: spilling is off */
-	uint64_t proofs;	/* whole-chain proof decodes (bfs_spill_begin() calls) */
-	uint64_t sealed;	/* spills written whole and sealed */
-	uint64_t reads;		/* reads served from spills */
-	uint64_t dropped;	/* sealed spills dropped to make room */
-	uint64_t failed;	/* spills given up: write or read errors, no file, no room */
-	uint64_t units;		/* unit spills made (bfs_spill_put()) */
+	uint64_t bytes;	  /* spill bytes on disk or reserved now */
+	uint64_t limit;	  /* the budget; 0: spilling is off */
+	uint64_t proofs;  /* whole-chain proof decodes (bfs_spill_begin() calls) */
+	uint64_t sealed;  /* spills written whole and sealed */
+	uint64_t reads;	  /* reads served from spills */
+	uint64_t dropped; /* sealed spills dropped to make room */
+	uint64_t failed;  /* spills given up: write or read errors, no file, no room */
+	uint64_t units;	  /* unit spills made (bfs_spill_put()) */
 };
 void bfs_spill_stats(struct bfs_spill_stats *st);
 

@@ -63,11 +63,11 @@ struct bfs_window_plan {
 
 /* What a READ leaves for after its reply: the pushes it decided on. */
 struct bfs_stream_next {
-	bool go;			/* queue plan, of window generation gen */
+	bool go; /* queue plan, of window generation gen */
 	unsigned int gen;
 	struct bfs_window_plan plan;
-	uint64_t again_from, again_to;	/* blocks a reader came back to, to push whole */
-	uint64_t rfrom, rto;		/* but the READ's own bytes */
+	uint64_t again_from, again_to; /* blocks a reader came back to, to push whole */
+	uint64_t rfrom, rto;	       /* but the READ's own bytes */
 };
 
 /**
@@ -93,18 +93,18 @@ void bfs_stream_ahead(struct bfs_stream *s, const struct bfs_stream_next *next);
 /* --- the window's arithmetic (stream.c; exposed for the unit tests) ------- */
 
 struct bfs_window {
-	uint64_t next;		/* where the reader's next READ is expected */
-	unsigned int run;	/* READs in a row that went on from the last one */
-	uint64_t pushed;	/* pushes are queued up to here */
-	uint64_t trip;		/* the page left out as the tripwire, or UINT64_MAX */
-	unsigned int gen;	/* bumped by a jump */
+	uint64_t next;	  /* where the reader's next READ is expected */
+	unsigned int run; /* READs in a row that went on from the last one */
+	uint64_t pushed;  /* pushes are queued up to here */
+	uint64_t trip;	  /* the page left out as the tripwire, or UINT64_MAX */
+	unsigned int gen; /* bumped by a jump */
 };
 
 struct bfs_window_cfg {
-	uint64_t size;		/* bytes to keep ahead of the reader */
-	uint64_t gap;		/* the kernel's read-ahead: the first pushes start past it */
-	uint64_t eof;		/* the file's size */
-	unsigned int run_min;	/* sequential READs before pushing starts (0: at once) */
+	uint64_t size;	      /* bytes to keep ahead of the reader */
+	uint64_t gap;	      /* the kernel's read-ahead: the first pushes start past it */
+	uint64_t eof;	      /* the file's size */
+	unsigned int run_min; /* sequential READs before pushing starts (0: at once) */
 };
 
 void bfs_window_init(struct bfs_window *w);
@@ -115,8 +115,8 @@ void bfs_window_init(struct bfs_window *w);
  * (the window's pushed mark already covers it; bfs_window_retreat() if
  * some of it could not be queued).
  */
-BFS_MUST_CHECK bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uint64_t off,
-		     uint64_t end, struct bfs_window_plan *plan);
+BFS_MUST_CHECK bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg,
+				    uint64_t off, uint64_t end, struct bfs_window_plan *plan);
 
 /* Queuing stopped at @at (a full queue): the next READ tries from there. */
 void bfs_window_retreat(struct bfs_window *w, uint64_t at);

@@ -19,12 +19,12 @@
 enum bfs_readpath { BFS_READPATH_PREAD, BFS_READPATH_MMAP, BFS_READPATH_AUTO };
 
 enum bfs_advice {
-	BFS_ADV_NORMAL,		/* the default heuristics: read ahead once sequential */
-	BFS_ADV_SEQUENTIAL,	/* read ahead aggressively, drop blocks behind the reader */
-	BFS_ADV_RANDOM,		/* no read-ahead */
-	BFS_ADV_WILLNEED,	/* a range will be read soon: decode it now */
-	BFS_ADV_DONTNEED,	/* a range will not be read: drop it */
-	BFS_ADV_NOREUSE,	/* read once: do not keep blocks */
+	BFS_ADV_NORMAL,	    /* the default heuristics: read ahead once sequential */
+	BFS_ADV_SEQUENTIAL, /* read ahead aggressively, drop blocks behind the reader */
+	BFS_ADV_RANDOM,	    /* no read-ahead */
+	BFS_ADV_WILLNEED,   /* a range will be read soon: decode it now */
+	BFS_ADV_DONTNEED,   /* a range will not be read: drop it */
+	BFS_ADV_NOREUSE,    /* read once: do not keep blocks */
 };
 #define BFS_ADV_COUNT (BFS_ADV_NOREUSE + 1)
 
@@ -38,8 +38,8 @@ enum bfs_advice {
 /* A parsed user.blockfs.advice value. */
 struct bfs_advice_req {
 	enum bfs_advice advice;
-	bool ranged;		/* "willneed OFF LEN" / "dontneed OFF LEN" */
-	uint64_t off, len;	/* when ranged: len >= 1 and off + len does not wrap */
+	bool ranged;	   /* "willneed OFF LEN" / "dontneed OFF LEN" */
+	uint64_t off, len; /* when ranged: len >= 1 and off + len does not wrap */
 };
 
 /* "normal", "sequential", ...; NULL when @advice is out of range. */

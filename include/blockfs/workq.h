@@ -22,7 +22,7 @@ struct bfs_workq;
 
 /* One job: embed it, set fn, queue it. fn owns the job once it runs. */
 struct bfs_work {
-	struct bfs_work *next;		/* private to workq.c */
+	struct bfs_work *next; /* private to workq.c */
 	void (*fn)(struct bfs_work *w);
 };
 

@@ -17,7 +17,7 @@ uint32_t bfs_xxh32(const void *p, size_t len, uint32_t seed);
 struct bfs_xxh32 {
 	uint32_t v[4];
 	uint64_t total;
-	uint8_t buf[16];	/* a partial stripe */
+	uint8_t buf[16]; /* a partial stripe */
 	uint32_t buflen;
 	uint32_t seed;
 };

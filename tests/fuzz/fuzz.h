@@ -29,9 +29,9 @@ _Noreturn void fz_fail(const char *file, int line, const char *what);
 
 /* Decoded bytes of a whole file by an independent decoder. */
 struct fz_ref {
-	uint8_t *p;		/* the first len bytes it produced, even when it then failed */
+	uint8_t *p; /* the first len bytes it produced, even when it then failed */
 	size_t len;
-	bool complete;		/* the whole input decoded without error */
+	bool complete; /* the whole input decoded without error */
 };
 
 /*
@@ -47,8 +47,7 @@ void fz_check_index(const struct bfs_index *idx, uint64_t size);
  * verify on and off; checks the return codes and that both modes agree.
  * Return: the verified bytes (caller frees), or NULL if the block is bad.
  */
-uint8_t *fz_decode_both(const struct bfs_codec *codec, const struct bfs_blk *b,
-			const uint8_t *src);
+uint8_t *fz_decode_both(const struct bfs_codec *codec, const struct bfs_blk *b, const uint8_t *src);
 
 /*
  * Settle @idx completely, then decode every block of @file (@size bytes)

@@ -29,8 +29,8 @@
 #include "blockfs/xxh32.h"
 #include "fuzz.h"
 
-#define HDR 6
-#define USIZE_MOD ((4u << 20) + 2)
+#define HDR	     6
+#define USIZE_MOD    ((4u << 20) + 2)
 #define BMAX_LARGEST (4u << 20)
 
 /*
@@ -56,7 +56,7 @@ static bool zero_offset(const uint8_t *p, size_t len)
 			} while (more == 255);
 		}
 		if (lit >= len - i)
-			return false;		/* ends with literals, or truncated */
+			return false; /* ends with literals, or truncated */
 		i += lit;
 		if (len - i < 2)
 			return false;

@@ -75,7 +75,7 @@ static void bunzip2(const uint8_t *in, size_t len, struct fz_ref *ref)
 			if (rc != BZ_OK || (s.avail_in == 0 && s.avail_out > 0))
 				break;
 		}
-		pos += s.total_in_lo32;		/* inputs are far below 4 GiB */
+		pos += s.total_in_lo32; /* inputs are far below 4 GiB */
 		BZ2_bzDecompressEnd(&s);
 		if (rc != BZ_STREAM_END)
 			return;
@@ -131,9 +131,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		/* the first stream, as libbz2's one-call API sees it */
 		FZ_CHECK(first != NULL);
-		if (size > 0 && BZ2_bzBuffToBuffDecompress(first, &first_len,
-							   (char *)(uintptr_t)data,
-							   (unsigned int)size, 0, 0) == BZ_OK) {
+		if (size > 0 &&
+		    BZ2_bzBuffToBuffDecompress(first, &first_len, (char *)(uintptr_t)data,
+					       (unsigned int)size, 0, 0) == BZ_OK) {
 			FZ_CHECK(ref.len >= first_len && memcmp(ref.p, first, first_len) == 0);
 			FZ_CHECK(good >= first_len);
 		}

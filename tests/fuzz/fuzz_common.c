@@ -62,8 +62,7 @@ void fz_check_index(const struct bfs_index *idx, uint64_t size)
 	FZ_CHECK(!idx->broken || (idx->n > 0 && (idx->blk[idx->n - 1].flags & BFS_BLK_BAD)));
 }
 
-uint8_t *fz_decode_both(const struct bfs_codec *codec, const struct bfs_blk *b,
-		       const uint8_t *src)
+uint8_t *fz_decode_both(const struct bfs_codec *codec, const struct bfs_blk *b, const uint8_t *src)
 {
 	uint8_t *dst = malloc(b->usize ? b->usize : 1), *dst2 = malloc(b->usize ? b->usize : 1);
 	const char *why = NULL, *why2 = NULL;
@@ -145,7 +144,7 @@ void fz_check_blocks(const struct bfs_codec *codec, struct bfs_index *idx, const
 			} else {
 				/* blockfs serves bytes past the reference's whole output */
 				FZ_CHECK(!ref->complete);
-				prefix = false;		/* the reference stopped early */
+				prefix = false; /* the reference stopped early */
 			}
 		}
 		free(out);
@@ -174,8 +173,8 @@ void fz_gunzip(const uint8_t *in, size_t len, struct fz_ref *ref)
 {
 	z_stream zs;
 	size_t cap = 0;
-	bool boundary = true;	/* between members: the input may end here */
-	bool full = false;	/* the last call filled the output: more may be pending */
+	bool boundary = true; /* between members: the input may end here */
+	bool full = false;    /* the last call filled the output: more may be pending */
 
 	*ref = (struct fz_ref){ 0 };
 	memset(&zs, 0, sizeof(zs));
@@ -202,7 +201,7 @@ void fz_gunzip(const uint8_t *in, size_t len, struct fz_ref *ref)
 		} else if (rc == Z_OK) {
 			boundary = false;
 		} else if (rc != Z_BUF_ERROR || zs.avail_out != 0) {
-			break;		/* corrupt, or truncated (no progress possible) */
+			break; /* corrupt, or truncated (no progress possible) */
 		}
 	}
 	inflateEnd(&zs);

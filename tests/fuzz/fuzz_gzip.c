@@ -32,8 +32,7 @@
 #define HDR_LIMIT (128u << 10)
 
 /* Span @k of @idx from a copy of exactly clen bytes; NULL if it fails. */
-static uint8_t *decode_span(const struct bfs_index *idx, size_t k, const uint8_t *file,
-			    bool verify)
+static uint8_t *decode_span(const struct bfs_index *idx, size_t k, const uint8_t *file, bool verify)
 {
 	const struct bfs_blk *b = &idx->blk[k];
 	uint8_t *src = malloc(b->clen ? b->clen : 1), *dst = malloc(b->usize);
@@ -53,8 +52,7 @@ static uint8_t *decode_span(const struct bfs_index *idx, size_t k, const uint8_t
 }
 
 /* Every span decodes, both ways, to @ref's bytes at its offset. */
-static void check_spans(const struct bfs_index *idx, const uint8_t *file,
-			const struct fz_ref *ref)
+static void check_spans(const struct bfs_index *idx, const uint8_t *file, const struct fz_ref *ref)
 {
 	for (size_t k = 0; k < idx->n; k++) {
 		const struct bfs_blk *b = &idx->blk[k];
@@ -72,7 +70,7 @@ static void check_spans(const struct bfs_index *idx, const uint8_t *file,
 		if (b->uoff + b->usize <= ref->len)
 			FZ_CHECK(memcmp(on, ref->p + b->uoff, b->usize) == 0);
 		else
-			FZ_CHECK(ref->len == FZ_REF_MAX || !ref->complete);	/* beyond zlib's end */
+			FZ_CHECK(ref->len == FZ_REF_MAX || !ref->complete); /* beyond zlib's end */
 		/* and its first half alone, as a random reader's first read takes it */
 		if (b->usize > 1) {
 			uint32_t n = b->usize / 2;

@@ -127,7 +127,7 @@ static void lz4_reference(const uint8_t *in, size_t len, struct fz_ref *ref)
 		pos += srcsz;
 		ref->len += dstsz;
 		if (srcsz == 0 && dstsz == 0 && ref->len < cap) {
-			failed = true;		/* no progress: should not happen */
+			failed = true; /* no progress: should not happen */
 			break;
 		}
 	}

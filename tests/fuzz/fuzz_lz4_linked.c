@@ -29,8 +29,8 @@
 #include "blockfs/io.h"
 #include "fuzz.h"
 
-#define CONTENT (512u << 10)	/* 4 spans of SPAN_TARGET (128 KiB) */
-#define EDITS 64		/* the input's last bytes: how to damage the checkpoints */
+#define CONTENT (512u << 10) /* 4 spans of SPAN_TARGET (128 KiB) */
+#define EDITS	64	     /* the input's last bytes: how to damage the checkpoints */
 
 /* The content: @seed repeated, each copy shifted, so that blocks refer back across blocks. */
 static void make_content(uint8_t *out, const uint8_t *seed, size_t n)
@@ -60,7 +60,8 @@ static void check_spans(const struct bfs_index *idx, const uint8_t *file, const 
 			int rc;
 
 			FZ_CHECK(dst && src);
-			memcpy(src, file + b->coff, b->clen);	/* exactly clen: ASan sees reads past it */
+			memcpy(src, file + b->coff,
+			       b->clen); /* exactly clen: ASan sees reads past it */
 			rc = bfs_codec_decode(&bfs_codec_lz4, idx, k, src, dst, verify, &why);
 			FZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EILSEQ || rc == -ENOMEM);
 			FZ_CHECK(rc == 0 || why != NULL);
@@ -94,7 +95,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	edits = size - 1 < EDITS ? size - 1 : EDITS;
 	seed_len = size - 1 - edits;
 	prefs = (LZ4F_preferences_t){
-		.frameInfo = { .blockSizeID = bmax[data[0] & 1], .blockMode = LZ4F_blockLinked,
+		.frameInfo = { .blockSizeID = bmax[data[0] & 1],
+			       .blockMode = LZ4F_blockLinked,
 			       .contentChecksumFlag = (LZ4F_contentChecksum_t)(data[0] >> 1 & 1),
 			       .blockChecksumFlag = (LZ4F_blockChecksum_t)(data[0] >> 2 & 1),
 			       .contentSize = data[0] & 8 ? CONTENT : 0 },
@@ -112,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bfs_index_init(&idx, flen);
 	rc = bfs_codec_lz4.scan(&io, NULL, &idx);
 	FZ_CHECK(rc == 0 || rc == -ENOMEM);
-	FZ_CHECK(rc != 0 || idx.priv != NULL);	/* 4 spans: checkpoints to keep */
+	FZ_CHECK(rc != 0 || idx.priv != NULL); /* 4 spans: checkpoints to keep */
 	if (rc == 0 && idx.priv && bfs_codec_lz4.cache_save(&idx, &priv, &plen) == 0) {
 		/* the cache entry's blocks as they were, its checkpoints as the input damaged them */
 		idx.priv_free(idx.priv);
@@ -126,7 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(saved, priv, plen);
 		damage(priv, &plen, data + 1 + seed_len, edits);
 		rc = bfs_codec_lz4.cache_load(&idx, priv, plen);
-		FZ_CHECK(rc == 0 || rc == 1 || rc == -ENOMEM);	/* 1: refused, walk again */
+		FZ_CHECK(rc == 0 || rc == 1 || rc == -ENOMEM); /* 1: refused, walk again */
 		/* the bytes as saved load again */
 		FZ_CHECK(rc != 1 || plen != slen || memcmp(saved, priv, plen) != 0);
 		free(saved);

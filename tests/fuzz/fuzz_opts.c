@@ -67,7 +67,8 @@ static void check_canonical(const struct bfs_opts *o)
 		snprintf(workers, sizeof(workers), ",workers=%u", o->workers);
 	snprintf(line, sizeof(line),
 		 "readpath=%s,populate=%s,advice=%s,cache_size=%" PRIu64 ",readahead=%" PRIu64
-		 "%s,verify=%s", bfs_readpath_name((int)o->readpath), populates[o->populate],
+		 "%s,verify=%s",
+		 bfs_readpath_name((int)o->readpath), populates[o->populate],
 		 bfs_advice_name(o->advice), o->cache_size, o->readahead, workers,
 		 o->verify ? "on" : "off");
 	FZ_CHECK(parse_line(line, &o2) == 0);

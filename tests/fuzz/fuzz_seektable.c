@@ -26,7 +26,7 @@
 #include "fuzz.h"
 
 #define F_COUNT 16
-#define F_CSUM 28
+#define F_CSUM	28
 #define F_MAGIC 32
 
 static void check_accepted(const uint8_t *data, size_t size, size_t max,
@@ -81,7 +81,7 @@ static void check_file(const uint8_t *data, size_t size)
 	if (rc == 0) {
 		FZ_CHECK(t2.n == t.n && t2.table_off == t.table_off && t2.usize == t.usize &&
 			 t2.block_size == t.block_size);
-		for (size_t i = 0; i < t.n; i++)	/* field by field: padding differs */
+		for (size_t i = 0; i < t.n; i++) /* field by field: padding differs */
 			FZ_CHECK(t.e[i].coff == t2.e[i].coff && t.e[i].clen == t2.e[i].clen &&
 				 t.e[i].usize == t2.e[i].usize && t.e[i].bmax == t2.e[i].bmax &&
 				 t.e[i].csum == t2.e[i].csum);

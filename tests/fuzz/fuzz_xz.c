@@ -31,8 +31,8 @@
 /* codec_xz.c: the test knob, declared there and here only */
 void bfs_codec_xz_limits(uint32_t direct, uint32_t span);
 
-#define DIRECT (64u << 10)
-#define SPAN (16u << 10)
+#define DIRECT	     (64u << 10)
+#define SPAN	     (16u << 10)
 /* What the reference decoder may allocate. */
 #define REF_MEMLIMIT (64u << 20)
 
@@ -126,8 +126,8 @@ static void pass(const struct bfs_index *idx, const uint8_t *file, const struct 
 			FZ_CHECK(bfs_codec_xz.resume(idx, k) < k);
 			rc = decode(idx, k, file, verify, &out);
 			/* (an open chain whose proof failed says so at every span) */
-			FZ_CHECK(rc == -EAGAIN ||
-				 ((b->flags & BFS_BLK_OPEN) && verify && (rc == -EBADMSG || rc == -EILSEQ)));
+			FZ_CHECK(rc == -EAGAIN || ((b->flags & BFS_BLK_OPEN) && verify &&
+						   (rc == -EBADMSG || rc == -EILSEQ)));
 			prefix = *all = false;
 			continue;
 		}
@@ -147,7 +147,7 @@ static void pass(const struct bfs_index *idx, const uint8_t *file, const struct 
 			if (b->uoff + b->usize <= ref->len)
 				FZ_CHECK(memcmp(out, ref->p + b->uoff, b->usize) == 0);
 			else
-				prefix = false;	/* the reference stopped early, or capped */
+				prefix = false; /* the reference stopped early, or capped */
 		}
 		if (keep)
 			keep[k] = out;

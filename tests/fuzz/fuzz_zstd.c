@@ -38,7 +38,7 @@ static void zstd_reference(const uint8_t *in, size_t len, struct fz_ref *ref)
 	bool failed = false;
 
 	*ref = (struct fz_ref){ 0 };
-	FZ_CHECK(d != NULL);		/* its default window limit: zstd -d's */
+	FZ_CHECK(d != NULL); /* its default window limit: zstd -d's */
 	while (ib.pos < ib.size) {
 		ZSTD_outBuffer ob;
 		size_t before = ib.pos;
@@ -64,7 +64,7 @@ static void zstd_reference(const uint8_t *in, size_t len, struct fz_ref *ref)
 			break;
 		}
 		if (ib.pos == before && ob.pos < cap && ib.pos < ib.size) {
-			failed = true;		/* no progress: should not happen */
+			failed = true; /* no progress: should not happen */
 			break;
 		}
 	}
@@ -156,8 +156,8 @@ static void check_blocks(struct bfs_index *idx, const uint8_t *file, size_t size
 						  &why) == 0);
 			FZ_CHECK(memcmp(out, again, b->usize) == 0);
 			if (n > 0) {
-				FZ_CHECK(bfs_codec_decode_prefix(&bfs_codec_zstd, idx, k, src, again,
-								 n, true, &why) == 0);
+				FZ_CHECK(bfs_codec_decode_prefix(&bfs_codec_zstd, idx, k, src,
+								 again, n, true, &why) == 0);
 				FZ_CHECK(memcmp(out, again, n) == 0);
 			}
 			free(again);

@@ -51,8 +51,9 @@ uint64_t tb_rng(uint64_t *s)
 
 uint8_t *tb_text(size_t n, uint64_t seed)
 {
-	static const char *const words[] = { "block", "frame", "lz4 ", "index ", "the ",
-		"of ", "random ", "access\n", "settle", "decode ", "measure ", "42 " };
+	static const char *const words[] = { "block",  "frame",	  "lz4 ",     "index ",
+					     "the ",   "of ",	  "random ",  "access\n",
+					     "settle", "decode ", "measure ", "42 " };
 	uint8_t *p = malloc(n ? n : 1);
 	size_t i = 0;
 
@@ -83,8 +84,7 @@ uint8_t *tb_random(size_t n, uint64_t seed)
 
 /* ---- LZ4 frames ---- */
 
-LZ4F_preferences_t tb_lz4_prefs(LZ4F_blockSizeID_t id, bool csize, bool bcsum, bool ccsum,
-				size_t n)
+LZ4F_preferences_t tb_lz4_prefs(LZ4F_blockSizeID_t id, bool csize, bool bcsum, bool ccsum, size_t n)
 {
 	LZ4F_preferences_t p;
 
@@ -198,7 +198,10 @@ void tb_bgzf_member(struct tb_bgzf *b, const uint8_t *data, size_t len, bool for
 	hdr[10] = (uint8_t)xlen;
 	hdr[11] = 0;
 	if (foreign) {
-		memcpy(hdr + p, "XY\x04\x00" "abcd", 8);
+		memcpy(hdr + p,
+		       "XY\x04\x00"
+		       "abcd",
+		       8);
 		p += 8;
 	}
 	hdr[p++] = 'B';
@@ -213,8 +216,10 @@ void tb_bgzf_member(struct tb_bgzf *b, const uint8_t *data, size_t len, bool for
 		b->m = realloc(b->m, b->mcap * sizeof(*b->m));
 		assert_non_null(b->m);
 	}
-	b->m[b->n++] = (struct tb_member){ .coff = b->len, .uoff = b->usize,
-					   .clen = (uint32_t)mlen, .usize = (uint32_t)len };
+	b->m[b->n++] = (struct tb_member){ .coff = b->len,
+					   .uoff = b->usize,
+					   .clen = (uint32_t)mlen,
+					   .usize = (uint32_t)len };
 	tb_bgzf_put(b, hdr, hlen);
 	tb_bgzf_put(b, cdata, clen);
 	bfs_put_le32(tail, (uint32_t)crc32(0, data, (uInt)len));

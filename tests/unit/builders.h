@@ -55,8 +55,8 @@ void tb_lz4_skippable(struct tb_buf *b, unsigned int nibble, size_t len);
 
 /* ---- BGZF (SAM/BAM spec 4.1) ---- */
 
-#define TB_BGZF_CHUNK 65280	/* what bgzip puts in one member */
-#define TB_BGZF_HDR_LEN 18	/* bgzip's header: XLEN 6, BC only */
+#define TB_BGZF_CHUNK	65280 /* what bgzip puts in one member */
+#define TB_BGZF_HDR_LEN 18    /* bgzip's header: XLEN 6, BC only */
 
 /* Where each member went: the index a scan must find. */
 struct tb_member {
@@ -68,7 +68,7 @@ struct tb_member {
 struct tb_bgzf {
 	uint8_t *buf;
 	size_t len, cap;
-	struct tb_member *m;	/* every member, empty ones too */
+	struct tb_member *m; /* every member, empty ones too */
 	size_t n, mcap;
 	uint64_t usize;
 };

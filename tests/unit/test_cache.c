@@ -33,7 +33,7 @@ static int setup_with(void **state, uint64_t limit)
 
 static int setup(void **state)
 {
-	return setup_with(state, 4096);		/* four 1 KiB blocks */
+	return setup_with(state, 4096); /* four 1 KiB blocks */
 }
 
 static int setup_off(void **state)
@@ -74,7 +74,7 @@ static void test_miss_then_hit(void **state)
 	bfs_block_put(b);
 	assert_int_equal(bfs_cache_bytes(f->c), 1024);
 	assert_int_equal(atomic_load(&f->file->cached), 1024);
-	assert_int_equal(atomic_load(&f->mount->cached), 1024);	/* parent counts too */
+	assert_int_equal(atomic_load(&f->mount->cached), 1024); /* parent counts too */
 }
 
 static void test_bound_evicts_least_recent(void **state)
@@ -102,10 +102,10 @@ static void test_demoted_goes_first_until_used(void **state)
 
 	for (size_t k = 0; k < 4; k++)
 		load(f, k);
-	bfs_cache_demote(f->c, 1, 2);		/* the newest but one */
-	bfs_cache_demote(f->c, 1, 9);		/* not cached: nothing happens */
+	bfs_cache_demote(f->c, 1, 2); /* the newest but one */
+	bfs_cache_demote(f->c, 1, 9); /* not cached: nothing happens */
 	load(f, 4);
-	assert_false(bfs_cache_contains(f->c, 1, 2));	/* went before 0, the oldest */
+	assert_false(bfs_cache_contains(f->c, 1, 2)); /* went before 0, the oldest */
 	assert_true(bfs_cache_contains(f->c, 1, 0));
 	/* Demoted, then used: recent again, so the oldest (0) goes instead. */
 	bfs_cache_demote(f->c, 1, 3);
@@ -133,12 +133,12 @@ static void test_held_block_never_evicted(void **state)
 	assert_int_equal(bfs_cache_get(f->c, 1, 0, 1024, f->file, &held), 0);
 	for (size_t k = 1; k < 10; k++)
 		load(f, k);
-	assert_true(bfs_cache_contains(f->c, 1, 0));	/* a reader holds it */
+	assert_true(bfs_cache_contains(f->c, 1, 0)); /* a reader holds it */
 	assert_int_equal(held->data[0], 0);
 	bfs_block_put(held);
 	for (size_t k = 10; k < 14; k++)
 		load(f, k);
-	assert_false(bfs_cache_contains(f->c, 1, 0));	/* released, then evicted */
+	assert_false(bfs_cache_contains(f->c, 1, 0)); /* released, then evicted */
 	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
 }
 
@@ -152,7 +152,7 @@ static void test_drop_keeps_readers_copy(void **state)
 	bfs_cache_drop(f->c, 1, 3);
 	assert_false(bfs_cache_contains(f->c, 1, 3));
 	assert_int_equal(bfs_cache_bytes(f->c), 0);
-	assert_int_equal(b->data[5], 3);		/* still ours */
+	assert_int_equal(b->data[5], 3); /* still ours */
 	bfs_block_put(b);
 }
 
@@ -178,7 +178,7 @@ static void test_files_are_distinct(void **state)
 	struct bfs_block *b;
 
 	load(f, 1);
-	assert_int_equal(bfs_cache_get(f->c, 2, 1, 1024, f->file, &b), 1);	/* file 2 */
+	assert_int_equal(bfs_cache_get(f->c, 2, 1, 1024, f->file, &b), 1); /* file 2 */
 	bfs_cache_done(f->c, b, 0);
 	bfs_block_put(b);
 }
@@ -189,17 +189,17 @@ static void test_try_new_for_prefetch(void **state)
 	struct bfs_block *b, *got;
 
 	assert_int_equal(bfs_cache_try_new(f->c, 1, 5, 1024, f->file, &b), 1);
-	assert_int_equal(bfs_cache_try_new(f->c, 1, 5, 1024, f->file, &got), 0);	/* loading */
+	assert_int_equal(bfs_cache_try_new(f->c, 1, 5, 1024, f->file, &got), 0); /* loading */
 	assert_null(got);
 	bfs_cache_done(f->c, b, 0);
 	bfs_block_put(b);
-	assert_int_equal(bfs_cache_try_new(f->c, 1, 5, 1024, f->file, &got), 0);	/* cached */
+	assert_int_equal(bfs_cache_try_new(f->c, 1, 5, 1024, f->file, &got), 0); /* cached */
 	assert_int_equal(atomic_load(&f->file->prefetch_used), 0);
 	assert_int_equal(bfs_cache_get(f->c, 1, 5, 1024, f->file, &got), 0);
 	bfs_block_put(got);
 	assert_int_equal(bfs_cache_get(f->c, 1, 5, 1024, f->file, &got), 0);
 	bfs_block_put(got);
-	assert_int_equal(atomic_load(&f->file->prefetch_used), 1);	/* counted once */
+	assert_int_equal(atomic_load(&f->file->prefetch_used), 1); /* counted once */
 	assert_int_equal(atomic_load(&f->mount->prefetch_used), 1);
 }
 
@@ -212,7 +212,7 @@ static void test_try_new_never_evicts_held(void **state)
 		load(f, k);
 		assert_int_equal(bfs_cache_get(f->c, 1, k, 1024, f->file, &held[k]), 0);
 	}
-	assert_int_equal(bfs_cache_try_new(f->c, 1, 8, 1024, f->file, &b), 0);	/* no room */
+	assert_int_equal(bfs_cache_try_new(f->c, 1, 8, 1024, f->file, &b), 0); /* no room */
 	assert_null(b);
 	for (size_t k = 0; k < 4; k++)
 		bfs_block_put(held[k]);
@@ -225,7 +225,7 @@ static void test_try_new_of_a_loading_block_evicts_nothing(void **state)
 
 	for (size_t k = 0; k < 3; k++)
 		load(f, k);
-	assert_int_equal(bfs_cache_get(f->c, 1, 3, 1024, f->file, &loading), 1);	/* full now */
+	assert_int_equal(bfs_cache_get(f->c, 1, 3, 1024, f->file, &loading), 1); /* full now */
 	assert_int_equal(bfs_cache_try_new(f->c, 1, 3, 1024, f->file, &b), 0);
 	assert_null(b);
 	for (size_t k = 0; k < 3; k++)
@@ -243,7 +243,7 @@ static void test_size_zero_keeps_nothing(void **state)
 	bfs_cache_done(f->c, b, 0);
 	bfs_block_put(b);
 	assert_false(bfs_cache_contains(f->c, 1, 0));
-	assert_int_equal(bfs_cache_get(f->c, 1, 0, 100, f->file, &b), 1);	/* decode again */
+	assert_int_equal(bfs_cache_get(f->c, 1, 0, 100, f->file, &b), 1); /* decode again */
 	bfs_cache_done(f->c, b, 0);
 	bfs_block_put(b);
 	assert_int_equal(bfs_cache_bytes(f->c), 0);
@@ -266,7 +266,7 @@ static void *race(void *arg)
 	r->rc = bfs_cache_get(r->f->c, 1, 42, 1024, r->f->file, &b);
 	if (r->rc == 1) {
 		atomic_fetch_add(r->loads, 1);
-		usleep(20000);			/* a slow decode: the others must wait */
+		usleep(20000); /* a slow decode: the others must wait */
 		memset(b->data, 0x5a, 1024);
 		bfs_cache_done(r->f->c, b, 0);
 	}
@@ -336,7 +336,7 @@ static void test_waiters_see_the_failure(void **state)
 /* --- stress: gets, fills, drops and prefetches racing on a few keys ---------- */
 
 #define KEYS 24
-#define BLK 512
+#define BLK  512
 
 static uint8_t pattern(size_t key, size_t i)
 {
@@ -347,7 +347,7 @@ struct stresser {
 	struct fx *f;
 	unsigned int seed;
 	int bad;
-	uint32_t len;		/* BLK, or big blocks (spares), of which one byte in STRIDE is checked */
+	uint32_t len; /* BLK, or big blocks (spares), of which one byte in STRIDE is checked */
 	int ops;
 };
 
@@ -378,7 +378,7 @@ static void *stress(void *arg)
 
 		switch (rand_r(&st->seed) % 4) {
 		case 0:
-			bfs_cache_drop(f->c, 1, key);		/* dontneed */
+			bfs_cache_drop(f->c, 1, key); /* dontneed */
 			break;
 		case 1:
 			if (bfs_cache_try_new(f->c, 1, key, len, f->file, &b) == 1) {
@@ -407,7 +407,7 @@ static void *stress(void *arg)
 
 static int setup_stress(void **state)
 {
-	return setup_with(state, 8 * BLK);	/* a third of the keys fit */
+	return setup_with(state, 8 * BLK); /* a third of the keys fit */
 }
 
 static void stress_with(struct fx *f, uint32_t len, int ops)
@@ -416,7 +416,9 @@ static void stress_with(struct fx *f, uint32_t len, int ops)
 	pthread_t t[4];
 
 	for (int i = 0; i < 4; i++) {
-		st[i] = (struct stresser){ .f = f, .seed = 1234u + (unsigned int)i, .len = len,
+		st[i] = (struct stresser){ .f = f,
+					   .seed = 1234u + (unsigned int)i,
+					   .len = len,
 					   .ops = ops };
 		assert_int_equal(pthread_create(&t[i], NULL, stress, &st[i]), 0);
 	}
@@ -475,7 +477,7 @@ static void test_spares(void **state)
 	uint8_t *was = b->data;
 
 	bfs_block_put(b);
-	bfs_cache_drop(f->c, 1, 0);		/* freed: a spare */
+	bfs_cache_drop(f->c, 1, 0); /* freed: a spare */
 	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
 	assert_int_equal(bfs_cache_bytes(f->c), 0);
 	/* a block much smaller does not take it */
@@ -489,7 +491,7 @@ static void test_spares(void **state)
 	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
 	assert_int_equal(c->data[c->len - 1], 2);
 	bfs_block_put(c);
-	bfs_cache_drop(f->c, 1, 2);		/* a spare again: 4 + 8 MiB of 24 */
+	bfs_cache_drop(f->c, 1, 2); /* a spare again: 4 + 8 MiB of 24 */
 	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
 	/* 16 MiB more do not fit beside it: the spare goes first, the block stays */
 	c = load_big(f, 3, 2 * big);
@@ -504,13 +506,13 @@ static void test_spares(void **state)
 	b = load_big(f, 4, big);
 	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
 	bfs_block_put(b);
-	bfs_cache_drop(f->c, 1, 4);		/* 16 + 8 MiB of 24: kept */
+	bfs_cache_drop(f->c, 1, 4); /* 16 + 8 MiB of 24: kept */
 	assert_int_equal(bfs_cache_spare_bytes(f->c), big);
-	b = load_big(f, 5, big / 2);		/* the 8 MiB spare goes for it (4 MiB is too small a use) */
+	b = load_big(f, 5, big / 2); /* the 8 MiB spare goes for it (4 MiB is too small a use) */
 	assert_int_equal(bfs_cache_spare_bytes(f->c), 0);
-	bfs_block_put(c);			/* 16 MiB block still cached: nothing freed */
+	bfs_block_put(c); /* 16 MiB block still cached: nothing freed */
 	bfs_block_put(b);
-	bfs_cache_drop(f->c, 1, 3);		/* 4 MiB cached + 16 MiB: kept */
+	bfs_cache_drop(f->c, 1, 3); /* 4 MiB cached + 16 MiB: kept */
 	assert_int_equal(bfs_cache_spare_bytes(f->c), 2 * big);
 	assert_true(bfs_cache_spare_bytes(f->c) + bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
 }
@@ -532,7 +534,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_size_zero_keeps_nothing, setup_off, teardown),
 		T(test_concurrent_misses_decode_once),
 		T(test_waiters_see_the_failure),
-		cmocka_unit_test_setup_teardown(test_stress_contents_stay_right, setup_stress, teardown),
+		cmocka_unit_test_setup_teardown(test_stress_contents_stay_right, setup_stress,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_spares, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_stress_spares, setup_stress_big, teardown),
 	};

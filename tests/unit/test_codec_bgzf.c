@@ -26,16 +26,16 @@
 #include "blockfs/io.h"
 #include "builders.h"
 
-#define CHUNK TB_BGZF_CHUNK	/* what bgzip puts in one member */
-#define HDR_LEN TB_BGZF_HDR_LEN	/* bgzip's header: XLEN 6, BC only */
+#define CHUNK	TB_BGZF_CHUNK	/* what bgzip puts in one member */
+#define HDR_LEN TB_BGZF_HDR_LEN /* bgzip's header: XLEN 6, BC only */
 
 /* ---- the data the members hold ---- */
 
 /* Compressible, deterministic bytes: words drawn by an LCG. */
 static uint8_t *gen_data(size_t len, uint32_t seed)
 {
-	static const char *const words[] = { "block ", "fuse ", "gzip ", "lz4 ", "index ",
-					     "random ", "access\n", "0123456789 " };
+	static const char *const words[] = { "block ", "fuse ",	  "gzip ",    "lz4 ",
+					     "index ", "random ", "access\n", "0123456789 " };
 	uint8_t *d = malloc(len ? len : 1);
 	size_t i = 0;
 
@@ -69,7 +69,7 @@ static void build(struct tb_bgzf *b, size_t len, bool eof)
 
 /* A memory io that counts what the codec reads. */
 struct counting_io {
-	struct bfs_io io;	/* first: the ops get this pointer */
+	struct bfs_io io; /* first: the ops get this pointer */
 	size_t reads, bytes;
 };
 
@@ -154,8 +154,8 @@ static int decode_blk(const struct bfs_index *idx, size_t k, const uint8_t *file
 }
 
 /* Decode every block with verify on and compare with @want. */
-static void assert_decodes_to(const struct bfs_index *idx, const uint8_t *file,
-			      const uint8_t *want, size_t want_len)
+static void assert_decodes_to(const struct bfs_index *idx, const uint8_t *file, const uint8_t *want,
+			      size_t want_len)
 {
 	uint8_t *out = malloc(want_len ? want_len : 1);
 	const char *why = NULL;
@@ -222,8 +222,8 @@ static void test_probe_plain_gzip(void **state)
 static void test_probe_fextra_without_bc(void **state)
 {
 	/* FEXTRA with one 'X' 'Y' subfield only: gzip, but not BGZF */
-	static const uint8_t h[] = { 0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 6, 0,
-				     'X', 'Y', 2, 0, 0x10, 0x00, 3, 0, 0, 0, 0, 0 };
+	static const uint8_t h[] = { 0x1f, 0x8b, 8, 4, 0,    0,	   0, 0, 0, 0xff, 6, 0,
+				     'X',  'Y',	 2, 0, 0x10, 0x00, 3, 0, 0, 0,	  0, 0 };
 
 	(void)state;
 	assert_false(bfs_codec_bgzf.probe(h, sizeof(h)));
@@ -231,8 +231,8 @@ static void test_probe_fextra_without_bc(void **state)
 
 static void test_probe_bc_with_wrong_slen(void **state)
 {
-	static const uint8_t h[] = { 0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 7, 0,
-				     'B', 'C', 3, 0, 0x10, 0x00, 0, 3, 0, 0, 0, 0 };
+	static const uint8_t h[] = { 0x1f, 0x8b, 8, 4, 0,    0,	   0, 0, 0, 0xff, 7, 0,
+				     'B',  'C',	 3, 0, 0x10, 0x00, 0, 3, 0, 0,	  0, 0 };
 
 	(void)state;
 	assert_false(bfs_codec_bgzf.probe(h, sizeof(h)));
@@ -250,7 +250,7 @@ static void test_scan_one_block(void **state)
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_walked(&idx, &b);
 	assert_int_equal(idx.n, 1);
-	assert_int_equal(idx.block_size, 5000);		/* the largest block there is */
+	assert_int_equal(idx.block_size, 5000); /* the largest block there is */
 	bfs_index_destroy(&idx);
 	tb_bgzf_free(&b);
 }
@@ -266,7 +266,7 @@ static void test_scan_many_blocks(void **state)
 	assert_walked(&idx, &b);
 	assert_int_equal(idx.n, 21);
 	assert_int_equal(idx.max_usize, CHUNK);
-	assert_int_equal(idx.block_size, CHUNK);	/* what the writer used: bgzip's 65280 */
+	assert_int_equal(idx.block_size, CHUNK); /* what the writer used: bgzip's 65280 */
 	bfs_index_destroy(&idx);
 	tb_bgzf_free(&b);
 }
@@ -278,7 +278,7 @@ static void test_scan_full_64k_member(void **state)
 	uint8_t *d = gen_data(65536, 7);
 
 	(void)state;
-	tb_bgzf_member(&b, d, 65536, false);	/* the BGZF maximum, not bgzip's 65280 */
+	tb_bgzf_member(&b, d, 65536, false); /* the BGZF maximum, not bgzip's 65280 */
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_walked(&idx, &b);
 	assert_decodes_to(&idx, b.buf, d, 65536);
@@ -335,7 +335,7 @@ static void test_scan_empty_members_between(void **state)
 	uint8_t *d = gen_data(2 * CHUNK, 3);
 
 	(void)state;
-	tb_bgzf_eof(&b);			/* cat empty.gz a.gz b.gz: markers everywhere */
+	tb_bgzf_eof(&b); /* cat empty.gz a.gz b.gz: markers everywhere */
 	tb_bgzf_data(&b, d, CHUNK, true);
 	tb_bgzf_eof(&b);
 	tb_bgzf_data(&b, d + CHUNK, CHUNK, true);
@@ -398,7 +398,7 @@ static void test_gzi_same_as_walk(void **state)
 	(void)state;
 	build(&b, 10 * CHUNK + 77, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
-	assert_int_equal(bfs_le64(gzi), 10);	/* neither block 0 nor the EOF marker */
+	assert_int_equal(bfs_le64(gzi), 10); /* neither block 0 nor the EOF marker */
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &walked), 0);
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &indexed), 0);
 	assert_walked(&indexed, &b);
@@ -444,7 +444,7 @@ static void test_gzi_count_zero_one_block(void **state)
 	(void)state;
 	build(&b, 100, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
-	assert_int_equal(gl, 8);		/* bgzip -i on a small file: count 0 */
+	assert_int_equal(gl, 8); /* bgzip -i on a small file: count 0 */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_walked(&idx, &b);
 	bfs_index_destroy(&idx);
@@ -487,13 +487,13 @@ static void test_gzi_wrong_count_ignored(void **state)
 	(void)state;
 	build(&b, 6 * CHUNK, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
-	bfs_put_le64(gzi, 6);			/* one more than the pairs present */
+	bfs_put_le64(gzi, 6); /* one more than the pairs present */
 	assert_gzi_ignored(&b, gzi, gl);
-	bfs_put_le64(gzi, 4);			/* one fewer: size is not 8 + 16 * count */
+	bfs_put_le64(gzi, 4); /* one fewer: size is not 8 + 16 * count */
 	assert_gzi_ignored(&b, gzi, gl);
-	bfs_put_le64(gzi, UINT64_MAX / 8);	/* 8 + 16 * count wraps */
+	bfs_put_le64(gzi, UINT64_MAX / 8); /* 8 + 16 * count wraps */
 	assert_gzi_ignored(&b, gzi, gl);
-	assert_gzi_ignored(&b, gzi, 5);		/* shorter than the count */
+	assert_gzi_ignored(&b, gzi, 5); /* shorter than the count */
 	tb_bgzf_free(&b);
 	free(gzi);
 }
@@ -508,11 +508,11 @@ static void test_gzi_non_monotonic_ignored(void **state)
 	(void)state;
 	build(&b, 6 * CHUNK, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
-	memcpy(pair, gzi + 8 + 16, 16);		/* swap pairs 1 and 2 */
+	memcpy(pair, gzi + 8 + 16, 16); /* swap pairs 1 and 2 */
 	memcpy(gzi + 8 + 16, gzi + 8 + 32, 16);
 	memcpy(gzi + 8 + 32, pair, 16);
 	assert_gzi_ignored(&b, gzi, gl);
-	memcpy(gzi + 8 + 32, gzi + 8 + 16, 16);	/* a repeated pair */
+	memcpy(gzi + 8 + 32, gzi + 8 + 16, 16); /* a repeated pair */
 	assert_gzi_ignored(&b, gzi, gl);
 	tb_bgzf_free(&b);
 	free(gzi);
@@ -527,9 +527,9 @@ static void test_gzi_uncompressed_not_increasing_ignored(void **state)
 	(void)state;
 	build(&b, 6 * CHUNK, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
-	bfs_put_le64(gzi + 8 + 16 + 8, bfs_le64(gzi + 8 + 8));	/* an empty span */
+	bfs_put_le64(gzi + 8 + 16 + 8, bfs_le64(gzi + 8 + 8)); /* an empty span */
 	assert_gzi_ignored(&b, gzi, gl);
-	bfs_put_le64(gzi + 8 + 16 + 8, bfs_le64(gzi + 8 + 8) + 65537);	/* span > 64K */
+	bfs_put_le64(gzi + 8 + 16 + 8, bfs_le64(gzi + 8 + 8) + 65537); /* span > 64K */
 	assert_gzi_ignored(&b, gzi, gl);
 	tb_bgzf_free(&b);
 	free(gzi);
@@ -544,9 +544,9 @@ static void test_gzi_past_eof_ignored(void **state)
 	(void)state;
 	build(&b, 6 * CHUNK, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
-	bfs_put_le64(gzi + 8 + 4 * 16, b.len + 100);	/* last pair past the end */
+	bfs_put_le64(gzi + 8 + 4 * 16, b.len + 100); /* last pair past the end */
 	assert_gzi_ignored(&b, gzi, gl);
-	bfs_put_le64(gzi + 8 + 4 * 16, b.len - 10);	/* no room for a member there */
+	bfs_put_le64(gzi + 8 + 4 * 16, b.len - 10); /* no room for a member there */
 	assert_gzi_ignored(&b, gzi, gl);
 	tb_bgzf_free(&b);
 	free(gzi);
@@ -571,9 +571,9 @@ static void test_gzi_concatenated_spans_decode(void **state)
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_false(idx.broken);
 	assert_int_equal(idx.n, 3);
-	assert_int_equal(idx.blk[0].coff, 0);	/* two markers + member 0 */
+	assert_int_equal(idx.blk[0].coff, 0); /* two markers + member 0 */
 	assert_int_equal(idx.blk[0].clen, 56 + b.m[2].clen);
-	assert_int_equal(idx.blk[1].clen, b.m[6].coff - b.m[3].coff);	/* + 2 markers */
+	assert_int_equal(idx.blk[1].clen, b.m[6].coff - b.m[3].coff); /* + 2 markers */
 	assert_decodes_to(&idx, b.buf, d, 3 * CHUNK);
 	bfs_index_destroy(&idx);
 	tb_bgzf_free(&b);
@@ -590,7 +590,7 @@ static void test_gzi_then_appended_members(void **state)
 
 	(void)state;
 	tb_bgzf_data(&b, d, 3 * CHUNK, true);
-	gzi = tb_bgzf_gzi(&b, &gl);		/* made before the append */
+	gzi = tb_bgzf_gzi(&b, &gl); /* made before the append */
 	tb_bgzf_data(&b, d + 3 * CHUNK, 2 * CHUNK, true);
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_walked(&idx, &b);
@@ -612,9 +612,9 @@ static void test_gzi_lying_offset_caught_by_decode(void **state)
 	(void)state;
 	build(&b, 4 * CHUNK, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
-	bfs_put_le64(gzi + 8 + 16, bfs_le64(gzi + 8 + 16) + 40);	/* mid-member */
+	bfs_put_le64(gzi + 8 + 16, bfs_le64(gzi + 8 + 16) + 40); /* mid-member */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
-	assert_false(idx.broken);		/* it looked valid */
+	assert_false(idx.broken); /* it looked valid */
 	out = malloc(idx.usize);
 	assert_int_equal(decode_blk(&idx, 0, b.buf, out, false, &why), 0);
 	why = NULL;
@@ -640,7 +640,7 @@ static void test_gzi_lying_usize_caught_by_decode(void **state)
 	(void)state;
 	build(&b, 4 * CHUNK, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
-	bfs_put_le64(gzi + 8 + 8, CHUNK - 1);	/* block 0 one byte short */
+	bfs_put_le64(gzi + 8 + 8, CHUNK - 1); /* block 0 one byte short */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	out = malloc(idx.usize);
 	assert_int_equal(decode_blk(&idx, 0, b.buf, out, false, &why), -EBADMSG);
@@ -679,14 +679,16 @@ static void test_decode_flipped_crc(void **state)
 
 	(void)state;
 	build(&b, 2 * CHUNK, true);
-	b.buf[b.m[1].coff + b.m[1].clen - 8] ^= 0x01;	/* CRC32 of member 1 */
+	b.buf[b.m[1].coff + b.m[1].clen - 8] ^= 0x01; /* CRC32 of member 1 */
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_int_equal(bfs_codec_bgzf.decode(&idx.blk[1], b.buf + idx.blk[1].coff, out, true,
-					       &why), -EILSEQ);
+					       &why),
+			 -EILSEQ);
 	assert_string_equal(why, "CRC32 mismatch");
 	/* without verify the data is trusted: the deflate stream itself is fine */
 	assert_int_equal(bfs_codec_bgzf.decode(&idx.blk[1], b.buf + idx.blk[1].coff, out, false,
-					       &why), 0);
+					       &why),
+			 0);
 	bfs_index_destroy(&idx);
 	tb_bgzf_free(&b);
 }
@@ -726,9 +728,9 @@ static void test_decode_wrong_clen(void **state)
 	build(&b, 2 * CHUNK, false);
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	blk = idx.blk[0];
-	blk.clen -= 1;				/* BSIZE + 1 no longer fits */
+	blk.clen -= 1; /* BSIZE + 1 no longer fits */
 	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
-	blk.clen += 2;				/* one stray byte after the member */
+	blk.clen += 2; /* one stray byte after the member */
 	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
 	bfs_index_destroy(&idx);
 	tb_bgzf_free(&b);
@@ -765,10 +767,10 @@ static void test_decode_isize_lies(void **state)
 	(void)state;
 	build(&b, 1000, false);
 	isize = b.buf + b.m[0].clen - 4;
-	bfs_put_le32(isize, 999);		/* the stream holds 1000 */
+	bfs_put_le32(isize, 999); /* the stream holds 1000 */
 	blk = (struct bfs_blk){ .clen = b.m[0].clen, .usize = 999 };
 	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
-	bfs_put_le32(isize, 1001);		/* the stream holds 1000 */
+	bfs_put_le32(isize, 1001); /* the stream holds 1000 */
 	blk.usize = 1001;
 	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
 	tb_bgzf_free(&b);
@@ -838,7 +840,7 @@ static void test_hostile_truncated_at_every_length(void **state)
 
 		assert_int_equal(scan(b.buf, cut, NULL, 0, &idx), 0);
 		if (cut == b.m[1].coff) {
-			assert_false(idx.broken);	/* a clean member boundary */
+			assert_false(idx.broken); /* a clean member boundary */
 			assert_int_equal(idx.n, 1);
 		} else {
 			assert_broken_at(&idx, &b, 1, b.m[1].coff);
@@ -864,7 +866,7 @@ static void test_hostile_bsize_past_eof(void **state)
 	(void)state;
 	build(&b, 3 * 1000, false);
 	tb_bgzf_member(&b, (const uint8_t *)"tail", 4, false);
-	b.buf[b.m[1].coff + 16] = 0xff;		/* BSIZE 65535: far past the end */
+	b.buf[b.m[1].coff + 16] = 0xff; /* BSIZE 65535: far past the end */
 	b.buf[b.m[1].coff + 17] = 0xff;
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_broken_at(&idx, &b, 1, b.m[1].coff);
@@ -959,7 +961,7 @@ static void test_hostile_isize_lie_measured_in_place(void **state)
 	assert_int_equal(atomic_load(&idx.nexact), idx.n);
 	assert_true(idx.blk[1].flags & BFS_BLK_BAD);
 	assert_int_equal(idx.blk[1].usize, CHUNK);
-	assert_int_equal(idx.usize, len + 1);		/* shown size: damaged, not resized */
+	assert_int_equal(idx.usize, len + 1); /* shown size: damaged, not resized */
 	assert_true(idx.blk[idx.n - 1].flags & BFS_BLK_BAD);
 	out = malloc(len);
 	assert_non_null(out);
@@ -990,7 +992,7 @@ static void test_gzi_lying_offset_measured_in_place(void **state)
 	(void)state;
 	tb_bgzf_data(&b, d, len, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
-	bfs_put_le64(gzi + 8 + 16 + 8, 2 * CHUNK + 1);	/* member 2 starts one byte late */
+	bfs_put_le64(gzi + 8 + 16 + 8, 2 * CHUNK + 1); /* member 2 starts one byte late */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
 	assert_int_equal(idx.blk[2].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
@@ -1044,14 +1046,14 @@ static void test_irregular_members_measured(void **state)
 static void test_hostile_bad_magic_middle(void **state)
 {
 	struct tb_bgzf b = { 0 };
-	static const size_t at[] = { 0, 1, 2, 3 };	/* ID1, ID2, CM, FLG */
+	static const size_t at[] = { 0, 1, 2, 3 }; /* ID1, ID2, CM, FLG */
 
 	(void)state;
 	build(&b, 4 * CHUNK, true);
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(at); i++) {
 		struct bfs_index idx;
 
-		b.buf[b.m[2].coff + at[i]] ^= i == 3 ? 0x04 : 0x40;	/* FLG: drop FEXTRA */
+		b.buf[b.m[2].coff + at[i]] ^= i == 3 ? 0x04 : 0x40; /* FLG: drop FEXTRA */
 		assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 		assert_broken_at(&idx, &b, 2, b.m[2].coff);
 		bfs_index_destroy(&idx);
@@ -1067,7 +1069,7 @@ static void test_hostile_bc_subfield_renamed(void **state)
 
 	(void)state;
 	build(&b, 3 * CHUNK, true);
-	b.buf[b.m[1].coff + 13] = 'D';		/* 'B' 'D': gzip, but no BSIZE */
+	b.buf[b.m[1].coff + 13] = 'D'; /* 'B' 'D': gzip, but no BSIZE */
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_broken_at(&idx, &b, 1, b.m[1].coff);
 	bfs_index_destroy(&idx);
@@ -1082,7 +1084,7 @@ static void test_hostile_xlen_past_eof(void **state)
 	(void)state;
 	build(&b, 2 * CHUNK, false);
 	tb_bgzf_member(&b, (const uint8_t *)"x", 1, false);
-	b.buf[b.m[2].coff + 10] = 0xff;		/* XLEN 65535 > what is left */
+	b.buf[b.m[2].coff + 10] = 0xff; /* XLEN 65535 > what is left */
 	b.buf[b.m[2].coff + 11] = 0xff;
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_broken_at(&idx, &b, 2, b.m[2].coff);
@@ -1117,7 +1119,7 @@ static void test_hostile_junk_after_gzi_tail(void **state)
 	build(&b, 3 * CHUNK, true);
 	gzi = tb_bgzf_gzi(&b, &gl);
 	end = b.len;
-	tb_bgzf_put(&b, "\x1f\x8b", 2);		/* the start of a member, cut short */
+	tb_bgzf_put(&b, "\x1f\x8b", 2); /* the start of a member, cut short */
 	assert_int_equal(scan(b.buf, b.len, gzi, gl, &idx), 0);
 	assert_broken_at(&idx, &b, 3, end);
 	bfs_index_destroy(&idx);

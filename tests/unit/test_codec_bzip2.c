@@ -39,7 +39,8 @@ static void stream(struct tb_buf *b, const uint8_t *d, size_t len, int level)
 
 	assert_non_null(out);
 	assert_int_equal(BZ2_bzBuffToBuffCompress(out, &cap, (char *)(uintptr_t)d,
-						   (unsigned int)len, level, 0, 30), BZ_OK);
+						  (unsigned int)len, level, 0, 30),
+			 BZ_OK);
 	tb_put(b, out, cap);
 	free(out);
 }
@@ -119,7 +120,7 @@ static void test_probe(void **state)
 	assert_true(bfs_codec_bzip2.probe(f.p, BFS_PROBE_LEN));
 	assert_true(bfs_codec_bzip2.probe(f.p, 10));
 	assert_false(bfs_codec_bzip2.probe(f.p, 9));
-	stream(&e, d, 0, 1);			/* empty: the end-of-stream marker follows */
+	stream(&e, d, 0, 1); /* empty: the end-of-stream marker follows */
 	assert_int_equal(e.len, 14);
 	assert_true(bfs_codec_bzip2.probe(e.p, e.len));
 	assert_true(bfs_codec_probe(NULL, e.p, e.len) == &bfs_codec_bzip2);
@@ -129,7 +130,7 @@ static void test_probe(void **state)
 	head[3] = ':';
 	assert_false(bfs_codec_bzip2.probe(head, 10));
 	head[3] = '9';
-	head[9] ^= 1;				/* not a magic */
+	head[9] ^= 1; /* not a magic */
 	assert_false(bfs_codec_bzip2.probe(head, 10));
 	head[9] ^= 1;
 	head[2] = 'H';
@@ -149,12 +150,13 @@ static void test_levels(void **state)
 		for (int kind = 0; kind < 3; kind++) {
 			size_t len = (size_t)level * LEVEL_UNIT * 3 + 12345;
 			uint8_t *d = kind == 0 ? tb_text(len, (uint64_t)level) :
-				     kind == 1 ? tb_random(len, (uint64_t)level) : calloc(1, len);
+				     kind == 1 ? tb_random(len, (uint64_t)level) :
+						 calloc(1, len);
 			struct tb_buf f = { 0 };
 			struct bfs_index idx;
 
 			assert_non_null(d);
-			if (kind == 2)			/* runs, which RLE1 folds: large blocks */
+			if (kind == 2) /* runs, which RLE1 folds: large blocks */
 				for (size_t i = 0; i < len; i += 3000)
 					d[i] = (uint8_t)i;
 			stream(&f, d, len, level);
@@ -219,7 +221,7 @@ static void test_several_streams(void **state)
 	scan(&f, &idx);
 	assert_false(idx.broken);
 	assert_int_equal(idx.n, 3 + 2 + 1);
-	assert_int_equal(idx.block_size, 9 * LEVEL_UNIT);	/* the first stream's */
+	assert_int_equal(idx.block_size, 9 * LEVEL_UNIT); /* the first stream's */
 	assert_int_equal((idx.blk[0].aux >> 3) & 15u, 1);
 	assert_int_equal((idx.blk[3].aux >> 3) & 15u, 9);
 	assert_int_equal((idx.blk[5].aux >> 3) & 15u, 5);
@@ -269,16 +271,16 @@ static void test_trailing_bytes(void **state)
 	check_blocks(&idx, &f, d, len, idx.n);
 	bfs_index_destroy(&idx);
 
-	f.p[f.len - 1] = 'x';			/* garbage after zeros */
+	f.p[f.len - 1] = 'x'; /* garbage after zeros */
 	scan(&f, &idx);
 	assert_true(idx.broken);
 	assert_int_equal(idx.blk[idx.n - 1].coff, end);
 	check_blocks(&idx, &f, d, len, count_blocks(&idx));
-	assert_int_equal(idx.blk[idx.n - 1].uoff, len);	/* all the data, then EIO */
+	assert_int_equal(idx.blk[idx.n - 1].uoff, len); /* all the data, then EIO */
 	bfs_index_destroy(&idx);
 
 	f.len = end;
-	tb_put(&f, "BZh9garbage", 11);		/* a stream header, then nothing valid */
+	tb_put(&f, "BZh9garbage", 11); /* a stream header, then nothing valid */
 	scan(&f, &idx);
 	assert_true(idx.broken);
 	assert_int_equal(idx.blk[idx.n - 1].uoff, len);
@@ -301,8 +303,8 @@ static uint8_t *magic_in_map(size_t len, uint64_t magic, uint64_t seed)
 
 	assert_non_null(d);
 	for (unsigned int r = 0; r < 16; r++) {
-		unsigned int word = r < 3 ? (unsigned int)(magic >> (32 - 16 * r)) & 0xffffu :
-					    0xffffu;
+		unsigned int word =
+			r < 3 ? (unsigned int)(magic >> (32 - 16 * r)) & 0xffffu : 0xffffu;
 
 		for (unsigned int j = 0; j < 16; j++)
 			if (word & (0x8000u >> j))
@@ -428,11 +430,11 @@ static void test_stream_crc(void **state)
 	scan(&f, &idx);
 	assert_false(idx.broken);
 	{
-		size_t k = 2;				/* the first stream has three blocks */
+		size_t k = 2; /* the first stream has three blocks */
 		uint64_t end = idx.blk[k].coff + idx.blk[k].clen;
 
 		bfs_index_destroy(&idx);
-		f.p[end + 8] ^= 0x10;			/* magic 6 bytes, then the CRC */
+		f.p[end + 8] ^= 0x10; /* magic 6 bytes, then the CRC */
 		scan(&f, &idx);
 		assert_true(idx.broken);
 		assert_int_equal(count_blocks(&idx), 3);
@@ -544,7 +546,7 @@ static void test_decode_lies_and_prefix(void **state)
 		idx.blk[k] = save;
 		idx.blk[k].clen--;
 		assert_int_not_equal(dec(&idx.blk[k], src, dst, true), 0);
-		idx.blk[k].clen = 0;			/* shorter than its own header */
+		idx.blk[k].clen = 0; /* shorter than its own header */
 		assert_int_equal(dec(&idx.blk[k], src, dst, true), -EBADMSG);
 		idx.blk[k].clen = 13;
 		assert_int_equal(dec(&idx.blk[k], src, dst, true), -EBADMSG);
@@ -607,29 +609,31 @@ static void test_cache_round_trip(void **state)
 /* Entries a walk cannot make are refused. */
 static void test_check_entry(void **state)
 {
-	struct bfs_blk ok = { .coff = 4, .clen = 1000, .usize = 5000,
+	struct bfs_blk ok = { .coff = 4,
+			      .clen = 1000,
+			      .usize = 5000,
 			      .aux = 3u | 9u << 3 | 2u << 7 | 1u << 10 };
 	struct bfs_blk b;
 
 	(void)state;
 	assert_true(bfs_codec_bzip2.check_entry(&ok));
-	b = ok, b.aux = 3u | 0u << 3;			/* level 0 */
+	b = ok, b.aux = 3u | 0u << 3; /* level 0 */
 	assert_false(bfs_codec_bzip2.check_entry(&b));
-	b = ok, b.aux = 3u | 10u << 3;			/* level 10 */
+	b = ok, b.aux = 3u | 10u << 3; /* level 10 */
 	assert_false(bfs_codec_bzip2.check_entry(&b));
-	b = ok, b.aux = ok.aux | 4u << 10;		/* tail wider than its bits */
+	b = ok, b.aux = ok.aux | 4u << 10; /* tail wider than its bits */
 	assert_false(bfs_codec_bzip2.check_entry(&b));
-	b = ok, b.aux = ok.aux | 1u << 17;		/* unused bits */
+	b = ok, b.aux = ok.aux | 1u << 17; /* unused bits */
 	assert_false(bfs_codec_bzip2.check_entry(&b));
 	b = ok, b.flags = BFS_BLK_CSUM;
 	assert_false(bfs_codec_bzip2.check_entry(&b));
-	b = ok, b.clen = 10;				/* shorter than a block header */
+	b = ok, b.clen = 10; /* shorter than a block header */
 	assert_false(bfs_codec_bzip2.check_entry(&b));
 	b = ok, b.clen = 0;
 	assert_false(bfs_codec_bzip2.check_entry(&b));
-	b = ok, b.aux = 1u << 3, b.clen = 3 * 1024 * 1024;	/* level 1 blocks are smaller */
+	b = ok, b.aux = 1u << 3, b.clen = 3 * 1024 * 1024; /* level 1 blocks are smaller */
 	assert_false(bfs_codec_bzip2.check_entry(&b));
-	b = ok, b.aux = 1u << 3, b.usize = 6000000;	/* more than 100000 runs of 5 make */
+	b = ok, b.aux = 1u << 3, b.usize = 6000000; /* more than 100000 runs of 5 make */
 	assert_false(bfs_codec_bzip2.check_entry(&b));
 }
 

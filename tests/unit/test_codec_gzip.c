@@ -56,8 +56,8 @@ static void put(struct buf *b, const void *p, size_t len)
  */
 static uint8_t *gen_text(size_t len, uint32_t seed)
 {
-	static const char *const words[] = { "checkpoint ", "window ", "gzip ", "member ",
-					     "deflate ", "span\n", "random ", "offset " };
+	static const char *const words[] = { "checkpoint ", "window ", "gzip ",	  "member ",
+					     "deflate ",    "span\n",  "random ", "offset " };
 	uint8_t *d = malloc(len + 32);
 
 	assert_non_null(d);
@@ -82,12 +82,12 @@ static uint8_t *gen_random(size_t len, uint32_t seed)
 }
 
 enum {
-	F_EXTRA = 1,		/* a foreign extra subfield */
+	F_EXTRA = 1, /* a foreign extra subfield */
 	F_NAME = 2,
 	F_COMMENT = 4,
 	F_HCRC = 8,
-	F_SYNC = 16,		/* Z_SYNC_FLUSH every 10000 bytes: empty stored blocks */
-	F_FULL = 32,		/* Z_FULL_FLUSH every 30000 bytes */
+	F_SYNC = 16, /* Z_SYNC_FLUSH every 10000 bytes: empty stored blocks */
+	F_FULL = 32, /* Z_FULL_FLUSH every 30000 bytes */
 };
 
 /* Append one gzip member of @len bytes of @d, written by zlib at @level. */
@@ -227,8 +227,8 @@ static void check_spans(const struct bfs_index *idx, const struct buf *f, const 
 
 static void test_probe(void **state)
 {
-	static const uint8_t bgzf[] = { 0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 6, 0,
-					'B', 'C', 2, 0, 0x1b, 0 };
+	static const uint8_t bgzf[] = { 0x1f, 0x8b, 8, 4,   0,	 0, 0, 0,    0,
+					0xff, 6,    0, 'B', 'C', 2, 0, 0x1b, 0 };
 	struct buf f = { 0 };
 	uint8_t *d = gen_text(1000, 1);
 
@@ -237,12 +237,12 @@ static void test_probe(void **state)
 	assert_true(bfs_codec_gzip.probe(f.p, 16));
 	assert_ptr_equal(bfs_codec_probe(&conf, f.p, 16), &bfs_codec_gzip);
 	assert_false(bfs_codec_gzip.probe(f.p, 9));		/* too short to tell */
-	assert_false(bfs_codec_gzip.probe(bgzf, sizeof(bgzf)));	/* BGZF stays BGZF */
+	assert_false(bfs_codec_gzip.probe(bgzf, sizeof(bgzf))); /* BGZF stays BGZF */
 	assert_ptr_equal(bfs_codec_probe(&conf, bgzf, sizeof(bgzf)), &bfs_codec_bgzf);
-	f.p[3] |= 0x20;						/* a reserved flag */
+	f.p[3] |= 0x20; /* a reserved flag */
 	assert_false(bfs_codec_gzip.probe(f.p, 16));
 	f.p[3] &= ~0x20;
-	f.p[2] = 7;						/* not deflate */
+	f.p[2] = 7; /* not deflate */
 	assert_false(bfs_codec_gzip.probe(f.p, 16));
 	f.p[2] = 8;
 	/* off: gzip=raw shows it unchanged, as the defaults do */
@@ -296,7 +296,7 @@ static void round_trip(const uint8_t *d, size_t len, int level, unsigned int fla
 	assert_int_equal(bfs_codec_gzip_lib_spans() - lib, 0);
 #endif
 	for (size_t k = 0; k + 1 < idx.n; k++)
-		assert_true(idx.blk[k].usize >= SPAN);	/* a span ends after SPAN at the earliest */
+		assert_true(idx.blk[k].usize >= SPAN); /* a span ends after SPAN at the earliest */
 	bfs_index_destroy(&idx);
 	free(f.p);
 }
@@ -310,7 +310,7 @@ static void test_levels(void **state)
 	round_trip(d, len, 1, 0, 4);
 	round_trip(d, len, 6, 0, 4);
 	round_trip(d, len, 9, 0, 4);
-	round_trip(d, len, 0, 0, 20);		/* stored blocks of 64K-1: a checkpoint every other one */
+	round_trip(d, len, 0, 0, 20); /* stored blocks of 64K-1: a checkpoint every other one */
 	free(d);
 }
 
@@ -330,7 +330,7 @@ static void test_flushes(void **state)
 	uint8_t *d = gen_text(len, 4);
 
 	(void)state;
-	round_trip(d, len, 6, F_SYNC, 8);	/* empty stored blocks, byte-aligned boundaries */
+	round_trip(d, len, 6, F_SYNC, 8); /* empty stored blocks, byte-aligned boundaries */
 	round_trip(d, len, 6, F_FULL, 8);
 	free(d);
 }
@@ -363,7 +363,7 @@ static void test_many_members(void **state)
 		member(&f, d + at, n, i % 3 == 0 ? 1 : 6, i % 5 == 0 ? F_NAME : 0);
 		at += n;
 	}
-	member(&f, d, 0, 6, 0);			/* an empty member last */
+	member(&f, d, 0, 6, 0); /* an empty member last */
 	scan(&f, &idx);
 	assert_false(idx.broken);
 	assert_true(idx.n >= 10);
@@ -434,10 +434,10 @@ static void test_crc_isize_hcrc_mismatch(void **state)
 
 	(void)state;
 	three(&f, d, part, c);
-	f.p[c[2] - 8] ^= 1;			/* member 2's CRC32 */
+	f.p[c[2] - 8] ^= 1; /* member 2's CRC32 */
 	expect_ends_after(&f, d, part);
 	f.p[c[2] - 8] ^= 1;
-	f.p[c[2] - 1] ^= 1;			/* member 2's ISIZE */
+	f.p[c[2] - 1] ^= 1; /* member 2's ISIZE */
 	expect_ends_after(&f, d, part);
 	f.p[c[2] - 1] ^= 1;
 	free(f.p);
@@ -502,12 +502,12 @@ static void test_padding_and_garbage(void **state)
 
 	(void)state;
 	member(&f, d, part, 6, 0);
-	put(&f, zeros, sizeof(zeros));		/* tape padding: ignored, as gzip does */
+	put(&f, zeros, sizeof(zeros)); /* tape padding: ignored, as gzip does */
 	scan(&f, &idx);
 	assert_false(idx.broken);
 	check_spans(&idx, &f, d, part);
 	bfs_index_destroy(&idx);
-	put(&f, "junk", 4);			/* garbage: the good part, then EIO */
+	put(&f, "junk", 4); /* garbage: the good part, then EIO */
 	expect_ends_after(&f, d, part);
 	free(f.p);
 	free(d);
@@ -658,7 +658,7 @@ static void test_cache_forged_flips(void **state)
 		e[i] ^= 0x21;
 	}
 	assert_true(accepted > 0);
-	assert_true(failed > 0);		/* windows and checkpoints were hit */
+	assert_true(failed > 0); /* windows and checkpoints were hit */
 	free(e);
 	bfs_index_destroy(&a);
 	free(f.p);
@@ -684,8 +684,9 @@ static void *decode_all(void *arg)
 			uint8_t *dst = malloc(b->usize);
 			const char *why;
 
-			if (!dst || bfs_codec_decode(&bfs_codec_gzip, p->idx, k, p->f->p + b->coff, dst,
-						     true, &why) != 0 ||
+			if (!dst ||
+			    bfs_codec_decode(&bfs_codec_gzip, p->idx, k, p->f->p + b->coff, dst,
+					     true, &why) != 0 ||
 			    memcmp(dst, p->d + b->uoff, b->usize) != 0)
 				p->bad++;
 			free(dst);

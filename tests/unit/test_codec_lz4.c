@@ -30,14 +30,14 @@
 #define MIB (1024u * 1024u)
 
 /* Offsets inside a frame header (lz4_Frame_format.md). */
-#define OFF_FLG 4
-#define OFF_BD 5
-#define HLEN_PLAIN 7		/* magic FLG BD HC */
-#define HLEN_CSIZE 15		/* ... plus an 8-byte content size */
+#define OFF_FLG	   4
+#define OFF_BD	   5
+#define HLEN_PLAIN 7  /* magic FLG BD HC */
+#define HLEN_CSIZE 15 /* ... plus an 8-byte content size */
 
 struct fx {
-	struct tb_buf file;	/* backing bytes */
-	uint8_t *in;		/* the data compressed into it */
+	struct tb_buf file; /* backing bytes */
+	uint8_t *in;	    /* the data compressed into it */
 	size_t n;
 	struct bfs_io io;
 	struct bfs_index idx;
@@ -204,16 +204,16 @@ static void test_probe_rejects_bad_flg_bd(void **state)
 	tb_lz4_header(&f->file, &p);
 	assert_int_equal(f->file.len, HLEN_PLAIN);
 	memcpy(h, f->file.p, HLEN_PLAIN);
-	h[OFF_FLG] ^= 0x80;			/* version 11 */
+	h[OFF_FLG] ^= 0x80; /* version 11 */
 	assert_false(bfs_codec_lz4.probe(h, sizeof(h)));
 	memcpy(h, f->file.p, HLEN_PLAIN);
-	h[OFF_FLG] |= 0x02;			/* reserved FLG bit */
+	h[OFF_FLG] |= 0x02; /* reserved FLG bit */
 	assert_false(bfs_codec_lz4.probe(h, sizeof(h)));
 	memcpy(h, f->file.p, HLEN_PLAIN);
-	h[OFF_BD] |= 0x80;			/* reserved BD bit 7 */
+	h[OFF_BD] |= 0x80; /* reserved BD bit 7 */
 	assert_false(bfs_codec_lz4.probe(h, sizeof(h)));
 	memcpy(h, f->file.p, HLEN_PLAIN);
-	h[OFF_BD] |= 0x01;			/* reserved BD low bits */
+	h[OFF_BD] |= 0x01; /* reserved BD low bits */
 	assert_false(bfs_codec_lz4.probe(h, sizeof(h)));
 	for (unsigned int id = 0; id < 4; id++) {
 		memcpy(h, f->file.p, HLEN_PLAIN);
@@ -245,11 +245,11 @@ static void test_sniff_sees_past_skippable_frames(void **state)
 	struct fx *f = *state;
 	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
 
-	tb_lz4_skippable(&f->file, 0xF, 1000);	/* longer than any probe head */
+	tb_lz4_skippable(&f->file, 0xF, 1000); /* longer than any probe head */
 	tb_lz4_skippable(&f->file, 0x0, 0);
 	tb_lz4_header(&f->file, &p);
-	tb_put_le32(&f->file, 0);			/* EndMark: an empty frame */
-	assert_false(bfs_codec_lz4.probe(f->file.p, BFS_PROBE_LEN));	/* magic only */
+	tb_put_le32(&f->file, 0);				     /* EndMark: an empty frame */
+	assert_false(bfs_codec_lz4.probe(f->file.p, BFS_PROBE_LEN)); /* magic only */
 	assert_ptr_equal(sniff_file(f), &bfs_codec_lz4);
 	/* ...and scan serves it */
 	assert_int_equal(scan(f), 0);
@@ -259,13 +259,13 @@ static void test_sniff_sees_past_skippable_frames(void **state)
 
 static void test_sniff_skippable_then_not_lz4(void **state)
 {
-	static const uint8_t gz[] = { 0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 6, 0, 'B', 'C',
-				      2, 0, 27, 0 };
+	static const uint8_t gz[] = { 0x1f, 0x8b, 8, 4,	  0,   0, 0, 0,	 0,
+				      0xff, 6,	  0, 'B', 'C', 2, 0, 27, 0 };
 	struct fx *f = *state;
 
 	tb_lz4_skippable(&f->file, 0x3, 40);
 	tb_put(&f->file, gz, sizeof(gz));
-	assert_null(sniff_file(f));		/* only LZ4 may follow an LZ4 prelude */
+	assert_null(sniff_file(f)); /* only LZ4 may follow an LZ4 prelude */
 }
 
 static void test_sniff_skippable_only(void **state)
@@ -281,7 +281,7 @@ static void test_sniff_skippable_past_eof(void **state)
 	struct fx *f = *state;
 
 	tb_lz4_skippable(&f->file, 0x1, 100);
-	f->file.len -= 50;			/* the frame claims more than there is */
+	f->file.len -= 50; /* the frame claims more than there is */
 	assert_null(sniff_file(f));
 }
 
@@ -459,7 +459,7 @@ static void test_stored_blocks_are_exact(void **state)
 	assert_int_equal(f->idx.n, 3);
 	for (size_t i = 0; i < 3; i++) {
 		assert_true(bfs_le32(f->file.p + f->idx.blk[i].coff) & 0x80000000u);
-		assert_int_equal(f->idx.blk[i].flags, BFS_BLK_CSUM);	/* no guess */
+		assert_int_equal(f->idx.blk[i].flags, BFS_BLK_CSUM); /* no guess */
 	}
 	assert_int_equal(atomic_load(&f->idx.nexact), 3);
 	assert_decodes_to(f, f->in, f->n);
@@ -553,9 +553,9 @@ static void test_short_middle_blocks_measured(void **state)
 	f->in = tb_text(n, 7);
 	tb_lz4_frame_chunked(&f->file, f->in, n, &p, 3 * KIB + 1);
 	assert_int_equal(scan(f), 0);
-	assert_true(f->idx.usize > n);			/* the guesses */
+	assert_true(f->idx.usize > n); /* the guesses */
 	measure(f);
-	assert_int_equal(f->idx.usize, n);		/* before anything is read */
+	assert_int_equal(f->idx.usize, n); /* before anything is read */
 	assert_int_equal(atomic_load(&f->idx.nexact), f->idx.n);
 	assert_decodes_to(f, f->in, n);
 }
@@ -574,7 +574,7 @@ static void test_content_size_proves_full_blocks(void **state)
 		assert_int_equal(f->idx.blk[i].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
 	measure(f);
 	assert_int_equal(f->idx.usize, f->n);
-	assert_int_equal(atomic_load(&f->idx.nexact), 0);	/* checked as reads need it */
+	assert_int_equal(atomic_load(&f->idx.nexact), 0); /* checked as reads need it */
 	settle_all(f);
 	assert_decodes_to(f, f->in, f->n);
 }
@@ -617,7 +617,7 @@ static void test_content_size_lie_with_short_blocks(void **state)
 	measure(f);
 	assert_true(f->idx.broken);
 	assert_non_null(strstr(f->idx.why, "its header says"));
-	assert_int_equal(f->idx.n, nblk + 1);		/* every block, then the poison */
+	assert_int_equal(f->idx.n, nblk + 1); /* every block, then the poison */
 	assert_int_equal(f->idx.usize, n + 1);
 	assert_blocks_decode_to(f, nblk, f->in, n);
 }
@@ -683,7 +683,8 @@ static void test_decode_prefix_matches_decode(void **state)
 
 		assert_non_null(out);
 		assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, ns[i],
-							     true, &why), 0);
+							     true, &why),
+				 0);
 		assert_memory_equal(out, f->in, ns[i]);
 		free(out);
 	}
@@ -703,7 +704,7 @@ static void test_decode_prefix_stored_and_checked(void **state)
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
-		in[i] = (uint8_t)(x >> 32);	/* incompressible: stored */
+		in[i] = (uint8_t)(x >> 32); /* incompressible: stored */
 	}
 	f->in = in;
 	f->n = 64 * KIB;
@@ -711,16 +712,19 @@ static void test_decode_prefix_stored_and_checked(void **state)
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[0];
 	assert_true(bfs_le32(f->file.p + b->coff) & 0x80000000u);
-	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, sizeof(out),
-						     true, &why), 0);
+	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, sizeof(out), true,
+						     &why),
+			 0);
 	assert_memory_equal(out, in, sizeof(out));
 	/* a byte flipped far past the prefix still fails the checksum */
 	f->file.p[b->coff + b->clen - 100] ^= 0x10;
-	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, sizeof(out),
-						     true, &why), -EILSEQ);
+	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, sizeof(out), true,
+						     &why),
+			 -EILSEQ);
 	/* a prefix as long as the block is a whole decode's job */
-	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, b->usize,
-						     false, &why), -EBADMSG);
+	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, b->usize, false,
+						     &why),
+			 -EBADMSG);
 }
 
 /* A corrupt stored block without checksums still cannot change length. */
@@ -736,19 +740,16 @@ static void test_decode_rejects_header_unlike_index(void **state)
 	tb_lz4_frame(&f->file, f->in, 10 * KIB, &p);
 	assert_int_equal(scan(f), 0);
 	b = f->idx.blk[0];
-	b.clen -= 1;		/* the file changed since the scan */
-	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p + b.coff, out, false, &why),
-			 -EBADMSG);
+	b.clen -= 1; /* the file changed since the scan */
+	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p + b.coff, out, false, &why), -EBADMSG);
 	assert_string_equal(why, "block header does not match the index");
 	b = f->idx.blk[0];
 	b.usize -= 1;
-	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p + b.coff, out, false, &why),
-			 -EBADMSG);
+	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p + b.coff, out, false, &why), -EBADMSG);
 	assert_string_equal(why, "block decodes to a different length");
 	b = f->idx.blk[0];
 	b.usize += 1;
-	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p + b.coff, out, false, &why),
-			 -EBADMSG);
+	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p + b.coff, out, false, &why), -EBADMSG);
 	assert_string_equal(why, "block decodes to a different length");
 	free(out);
 }
@@ -776,8 +777,8 @@ static void test_measure_agrees_with_lz4(void **state)
 	for (int i = 0; i < 300; i++) {
 		int n = 1 + (int)(tb_rng(&seed) % (64 * KIB));
 		int accel = 1 + (int)(tb_rng(&seed) % 20);
-		int clen = LZ4_compress_fast((const char *)f->in, c, n, LZ4_compressBound(n),
-					     accel);
+		int clen =
+			LZ4_compress_fast((const char *)f->in, c, n, LZ4_compressBound(n), accel);
 		struct bfs_blk b = raw_block(&f->file, (const uint8_t *)c, (size_t)clen, 64 * KIB);
 		const char *why = NULL;
 		uint32_t usize = 0;
@@ -864,7 +865,7 @@ static void test_measure_rejects_output_above_block_max(void **state)
 	for (int i = 0; i < 300; i++)
 		d[n++] = 255;
 	d[n++] = 0;
-	d[n++] = 0x00;		/* last sequence: no literals */
+	d[n++] = 0x00; /* last sequence: no literals */
 	expect_measure_fails(f, d, n, 64 * KIB, "lz4 block decodes past the block max size");
 	free(d);
 }
@@ -884,8 +885,8 @@ static void test_measure_rejects_block_of_nothing(void **state)
 static void test_decode_block_that_bends_end_rules(void **state)
 {
 	struct fx *f = *state;
-	static const uint8_t d[] = { 0x50, 'a', 'b', 'c', 'd', 'e', 5, 0,
-				     0x50, 'f', 'g', 'h', 'i', 'j' };
+	static const uint8_t d[] = { 0x50, 'a',	 'b', 'c', 'd', 'e', 5,
+				     0,	   0x50, 'f', 'g', 'h', 'i', 'j' };
 	static const char want[] = "abcdeabcdfghij";
 	struct bfs_blk b = raw_block(&f->file, d, sizeof(d), 64 * KIB);
 	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, 0);
@@ -931,7 +932,7 @@ static void test_truncated_at_every_length(void **state)
 	tb_lz4_frame(&full, f->in, 300, &p);
 	clen = 4 + bfs_le32(full.p + HLEN_CSIZE);
 	blk_end = HLEN_CSIZE + clen;
-	assert_int_equal(full.len, blk_end + 4 + 4);	/* EndMark, content checksum */
+	assert_int_equal(full.len, blk_end + 4 + 4); /* EndMark, content checksum */
 	for (size_t len = 1; len <= full.len; len++) {
 		f->file.len = 0;
 		tb_put(&f->file, full.p, len);
@@ -993,7 +994,7 @@ static void test_last_block_of_nothing(void **state)
 
 	tb_lz4_header(&f->file, &p);
 	tb_put_le32(&f->file, 1);
-	tb_put(&f->file, "", 1);		/* token 0: no literals, no match */
+	tb_put(&f->file, "", 1); /* token 0: no literals, no match */
 	tb_put_le32(&f->file, 0);
 	assert_int_equal(scan(f), 0);
 	assert_broken_at(f, 1, HLEN_PLAIN, "lz4 block decodes to nothing");
@@ -1097,7 +1098,8 @@ static void test_linked_blocks_later_frame_is_served(void **state)
 		const char *why = NULL;
 
 		assert_int_equal(bfs_codec_decode(&bfs_codec_lz4, &f->idx, k, f->file.p + b->coff,
-						  out + b->uoff, true, &why), 0);
+						  out + b->uoff, true, &why),
+				 0);
 	}
 	assert_memory_equal(out, f->in, 100 * KIB);
 	assert_memory_equal(out + 100 * KIB, f->in, 100 * KIB);
@@ -1272,7 +1274,7 @@ static void test_settle_checks_checksum_of_guess(void **state)
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[1];
 	assert_true(b->flags & BFS_BLK_GUESS);
-	f->file.p[b->coff + b->clen - 1] ^= 0x01;	/* the checksum, not the data */
+	f->file.p[b->coff + b->clen - 1] ^= 0x01; /* the checksum, not the data */
 	settle_all(f);
 	assert_poisoned(f, 1, "block checksum mismatch");
 }
@@ -1301,7 +1303,6 @@ static void test_io_error_is_returned(void **state)
 	assert_int_equal(bfs_codec_lz4.scan(&f->io, NULL, &f->idx), -EIO);
 }
 
-
 /* ---- seek table (seektable.h) ---- */
 
 /* Walk the file as it is, then append a table made from the settled index. */
@@ -1315,8 +1316,10 @@ static void append_table(struct fx *f, uint32_t block_size)
 	settle_all(f);
 	for (size_t i = 0; i < f->idx.n; i++) {
 		const struct bfs_blk *b = &f->idx.blk[i];
-		struct bfs_seektable_entry e = { .coff = b->coff, .clen = b->clen,
-						 .usize = b->usize, .bmax = b->aux,
+		struct bfs_seektable_entry e = { .coff = b->coff,
+						 .clen = b->clen,
+						 .usize = b->usize,
+						 .bmax = b->aux,
 						 .csum = b->flags & BFS_BLK_CSUM };
 
 		assert_int_equal(bfs_seektable_writer_add(&w, &e), 0);
@@ -1397,7 +1400,7 @@ static void test_seek_table_exact_for_short_middle_blocks(void **state)
 	assert_int_equal(f->idx.n, 20);
 	assert_int_equal(atomic_load(&f->idx.nexact), 20);
 	assert_int_equal(f->idx.usize, f->n);
-	assert_int_equal(f->idx.block_size, 64 * KIB);	/* unknown: the block max */
+	assert_int_equal(f->idx.block_size, 64 * KIB); /* unknown: the block max */
 	assert_decodes_to(f, f->in, f->n);
 }
 
@@ -1438,7 +1441,7 @@ static void test_seek_table_of_empty_frame(void **state)
 	tb_lz4_frame(&f->file, NULL, 0, &p);
 	append_table(f, 64 * KIB);
 	assert_int_equal(counted_scan(f), 0);
-	assert_int_equal(st_reads, 3);		/* the table, the header, the EndMark */
+	assert_int_equal(st_reads, 3); /* the table, the header, the EndMark */
 	assert_int_equal(f->idx.n, 0);
 	assert_int_equal(f->idx.usize, 0);
 	assert_false(f->idx.broken);
@@ -1490,7 +1493,7 @@ static void test_damaged_seek_table_is_walked(void **state)
 	f->n = 200 * KIB;
 	tb_lz4_frame(&f->file, f->in, f->n, &p);
 	append_table(f, 64 * KIB);
-	f->file.p[f->file.len - BFS_SEEK_FOOTER_LEN - 3] ^= 0x40;	/* an entry byte */
+	f->file.p[f->file.len - BFS_SEEK_FOOTER_LEN - 3] ^= 0x40; /* an entry byte */
 	assert_int_equal(counted_scan(f), 0);
 	assert_true(st_reads > 2);
 	assert_true(f->idx.blk[1].flags & BFS_BLK_GUESS);
@@ -1563,7 +1566,7 @@ static void test_lying_usize_of_stored_block_caught_by_decode(void **state)
 	append_table(f, 64 * KIB);
 	e = lie_entry(f, 2, 1);
 	bfs_put_le32(e + 12, bfs_le32(e + 12) - 1);
-	e = f->file.p + f->file.len - BFS_SEEK_FOOTER_LEN + 8;	/* the total, to match */
+	e = f->file.p + f->file.len - BFS_SEEK_FOOTER_LEN + 8; /* the total, to match */
 	bfs_put_le64(e, bfs_le64(e) - 1);
 	reseal(f, 2);
 	assert_int_equal(scan(f), 0);
@@ -1593,7 +1596,7 @@ static void test_lying_offset_and_clen_refuse_the_table(void **state)
 	bfs_put_le32(e + 8, bfs_le32(e + 8) - 1);
 	reseal(f, 4);
 	assert_int_equal(scan(f), 0);
-	assert_true(f->idx.blk[1].flags & BFS_BLK_GUESS);	/* walked */
+	assert_true(f->idx.blk[1].flags & BFS_BLK_GUESS); /* walked */
 	settle_all(f);
 	assert_decodes_to(f, f->in, f->n);
 }
@@ -1615,7 +1618,7 @@ static void test_lying_checksum_flag_refuses_the_table(void **state)
 	}
 	reseal(f, 2);
 	assert_int_equal(scan(f), 0);
-	assert_int_equal(f->idx.blk[0].flags, BFS_BLK_GUESS);	/* walked: no checksum */
+	assert_int_equal(f->idx.blk[0].flags, BFS_BLK_GUESS); /* walked: no checksum */
 	settle_all(f);
 	assert_decodes_to(f, f->in, f->n);
 }
@@ -1646,9 +1649,11 @@ static void test_table_leaving_blocks_out_is_walked(void **state)
 		assert_int_equal(n, 4);
 		for (size_t i = 0; i < n; i++) {
 			const struct bfs_blk *b = &f->idx.blk[i];
-			struct bfs_seektable_entry e = { .coff = b->coff, .clen = b->clen,
-						  .usize = b->usize, .bmax = b->aux,
-						  .csum = b->flags & BFS_BLK_CSUM };
+			struct bfs_seektable_entry e = { .coff = b->coff,
+							 .clen = b->clen,
+							 .usize = b->usize,
+							 .bmax = b->aux,
+							 .csum = b->flags & BFS_BLK_CSUM };
 
 			if (i != drop[d] && drop[d] != SIZE_MAX)
 				assert_int_equal(bfs_seektable_writer_add(&w, &e), 0);
@@ -1659,7 +1664,7 @@ static void test_table_leaving_blocks_out_is_walked(void **state)
 		bfs_seektable_writer_release(&w);
 		assert_int_equal(scan(f), 0);
 		assert_int_equal(f->idx.n, n);
-		assert_true(f->idx.blk[0].flags & BFS_BLK_GUESS);	/* walked */
+		assert_true(f->idx.blk[0].flags & BFS_BLK_GUESS); /* walked */
 		settle_all(f);
 		assert_decodes_to(f, f->in, f->n);
 	}
@@ -1682,18 +1687,18 @@ static void test_lying_usize_does_not_move_later_blocks(void **state)
 	append_table(f, 64 * KIB);
 	e = lie_entry(f, 5, 1);
 	bfs_put_le32(e + 12, bfs_le32(e + 12) - 100);
-	e = f->file.p + f->file.len - BFS_SEEK_FOOTER_LEN + 8;	/* the total, to match */
+	e = f->file.p + f->file.len - BFS_SEEK_FOOTER_LEN + 8; /* the total, to match */
 	bfs_put_le64(e, bfs_le64(e) - 100);
 	reseal(f, 5);
 	assert_int_equal(scan(f), 0);
-	assert_false(f->idx.blk[0].flags & BFS_BLK_GUESS);	/* the table is used */
+	assert_false(f->idx.blk[0].flags & BFS_BLK_GUESS); /* the table is used */
 	assert_int_equal(f->idx.blk[1].flags & (BFS_BLK_GUESS | BFS_BLK_CLAIMED),
 			 BFS_BLK_GUESS | BFS_BLK_CLAIMED);
 	assert_int_equal(atomic_load(&f->idx.nexact), 1);
 	settle_all(f);
 	assert_true(f->idx.blk[1].flags & BFS_BLK_BAD);
 	assert_int_equal(f->idx.blk[1].usize, 64 * KIB);
-	assert_int_equal(f->idx.usize, f->n - 100);	/* shown size: damaged, not resized */
+	assert_int_equal(f->idx.usize, f->n - 100); /* shown size: damaged, not resized */
 	assert_true(f->idx.blk[f->idx.n - 1].flags & BFS_BLK_BAD);
 	assert_non_null(strstr(f->idx.why, "the index says"));
 	for (size_t k = 2; k < f->idx.n; k++)

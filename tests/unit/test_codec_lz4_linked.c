@@ -29,18 +29,18 @@
 #include "blockfs/xxh32.h"
 #include "builders.h"
 
-#define KIB 1024u
-#define MIB (1024u * 1024u)
-#define SPAN_TAG 1u		/* lz4_linked.h: aux of a span */
-#define SPAN_TARGET (128u * KIB)
+#define KIB	     1024u
+#define MIB	     (1024u * 1024u)
+#define SPAN_TAG     1u /* lz4_linked.h: aux of a span */
+#define SPAN_TARGET  (128u * KIB)
 #define LEGACY_MAGIC 0x184C2102u
 /* The cache's private bytes (codec_lz4_linked.c): header, then 20 per checkpoint. */
-#define PRIV_HDR 8
-#define PRIV_CP 20
+#define PRIV_HDR     8
+#define PRIV_CP	     20
 
 struct fx {
 	struct tb_buf file;
-	uint8_t *in;		/* what the file decodes to */
+	uint8_t *in; /* what the file decodes to */
 	size_t n;
 	struct bfs_io io;
 	struct bfs_index idx;
@@ -124,7 +124,8 @@ static void assert_prefix(struct fx *f, size_t k, uint32_t n)
 
 	assert_true(src && dst);
 	memcpy(src, f->file.p + b->coff, b->clen);
-	assert_int_equal(bfs_codec_decode_prefix(&bfs_codec_lz4, &f->idx, k, src, dst, n, true, &why),
+	assert_int_equal(bfs_codec_decode_prefix(&bfs_codec_lz4, &f->idx, k, src, dst, n, true,
+						 &why),
 			 0);
 	assert_memory_equal(dst, f->in + b->uoff, n);
 	free(src);
@@ -424,7 +425,7 @@ static void test_truncated_anywhere(void **state)
 		assert_int_equal(scan(f), 0);
 		assert_intact_prefix(f);
 	}
-	f->file.len = full - 1;		/* inside the content checksum: every block kept */
+	f->file.len = full - 1; /* inside the content checksum: every block kept */
 	assert_int_equal(scan(f), 0);
 	assert_int_equal(assert_intact_prefix(f), full - 4);
 	assert_int_equal(f->idx.usize - 1, n);
@@ -674,24 +675,24 @@ static void test_cache_private_bytes_checked(void **state)
 		bfs_index_destroy(&back);
 		free(longer);
 	}
-#define TRY(off, val)                                                    \
-	do {                                                             \
-		memcpy(bad, priv, len);                                  \
-		bfs_put_le32(bad + (off), (val));                        \
-		assert_int_equal(load_priv(f, &back, bad, len), 1);      \
-		bfs_index_destroy(&back);                                \
+#define TRY(off, val)                                               \
+	do {                                                        \
+		memcpy(bad, priv, len);                             \
+		bfs_put_le32(bad + (off), (val));                   \
+		assert_int_equal(load_priv(f, &back, bad, len), 1); \
+		bfs_index_destroy(&back);                           \
 	} while (0)
-	TRY(0, (uint32_t)spans + 1);			/* count */
+	TRY(0, (uint32_t)spans + 1); /* count */
 	TRY(0, (uint32_t)spans - 1);
 	TRY(4, 256 * KIB);				/* another spacing: stale */
-	assert_int_equal(bfs_le32(priv + PRIV_HDR), 2);	/* after the independent frame's 2 */
-	assert_int_equal(priv[PRIV_HDR + 2 * PRIV_CP + 16], 2);	/* CP_LZ4 */
-	TRY(PRIV_HDR, 0);				/* not a span */
-	TRY(PRIV_HDR + PRIV_CP, 1);			/* out of order */
-	TRY(PRIV_HDR + 2 * PRIV_CP + 8, 65537);		/* dict longer than 64 KiB */
-	TRY(PRIV_HDR + 2 * PRIV_CP + 12, 0);		/* its bytes no longer tile the rest */
-	TRY(PRIV_HDR + 2 * PRIV_CP + 16, 9);		/* kind */
-	TRY(PRIV_HDR + 2 * PRIV_CP + 16, 0x100 | bad[PRIV_HDR + 2 * PRIV_CP + 16]);	/* reserved */
+	assert_int_equal(bfs_le32(priv + PRIV_HDR), 2); /* after the independent frame's 2 */
+	assert_int_equal(priv[PRIV_HDR + 2 * PRIV_CP + 16], 2); /* CP_LZ4 */
+	TRY(PRIV_HDR, 0);					/* not a span */
+	TRY(PRIV_HDR + PRIV_CP, 1);				/* out of order */
+	TRY(PRIV_HDR + 2 * PRIV_CP + 8, 65537);			/* dict longer than 64 KiB */
+	TRY(PRIV_HDR + 2 * PRIV_CP + 12, 0); /* its bytes no longer tile the rest */
+	TRY(PRIV_HDR + 2 * PRIV_CP + 16, 9); /* kind */
+	TRY(PRIV_HDR + 2 * PRIV_CP + 16, 0x100 | bad[PRIV_HDR + 2 * PRIV_CP + 16]); /* reserved */
 #undef TRY
 	/* spans but an index without them, and the reverse */
 	f->idx.blk[0].aux |= SPAN_TAG;
@@ -713,7 +714,7 @@ static void test_verify_span_hash(void **state)
 
 	build_cached(f);
 	assert_int_equal(bfs_codec_lz4.cache_save(&f->idx, &priv, &len), 0);
-	priv[PRIV_HDR + 4] ^= 1;			/* the first span's hash (block 2) */
+	priv[PRIV_HDR + 4] ^= 1; /* the first span's hash (block 2) */
 	assert_int_equal(load_priv(f, &back, priv, len), 0);
 	out = decode_blk(&back, 2, f->file.p, true, &rc);
 	assert_null(out);
@@ -756,7 +757,7 @@ static void test_legacy_full_blocks(void **state)
 
 	legacy_frame(&f->file, text, n, sizes, 1);
 	expect(f, text, n);
-	legacy_frame(&f->file, text, 10, sizes, 1);	/* and a second legacy frame */
+	legacy_frame(&f->file, text, 10, sizes, 1); /* and a second legacy frame */
 	expect(f, text, 10);
 	free(text);
 	assert_int_equal(scan(f), 0);
@@ -771,7 +772,7 @@ static void test_legacy_empty_and_followed(void **state)
 	static const size_t sizes[] = { 64 * KIB };
 	uint8_t *text = tb_text(200 * KIB, 16);
 
-	tb_put_le32(&f->file, LEGACY_MAGIC);	/* nothing in it */
+	tb_put_le32(&f->file, LEGACY_MAGIC); /* nothing in it */
 	assert_int_equal(scan(f), 0);
 	assert_false(f->idx.broken);
 	assert_int_equal(f->idx.usize, 0);
@@ -804,7 +805,7 @@ static void test_legacy_damage(void **state)
 		if (f->idx.broken)
 			assert_intact_prefix(f);
 		else
-			assert_true(f->idx.usize < 200 * KIB);	/* cut at a block's end */
+			assert_true(f->idx.usize < 200 * KIB); /* cut at a block's end */
 	}
 	/* junk after it: not a frame */
 	f->file.len = full;

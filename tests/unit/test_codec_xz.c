@@ -34,10 +34,10 @@
 /* codec_xz.c: the test knob, declared there and here only */
 void bfs_codec_xz_limits(uint32_t direct, uint32_t span);
 
-#define C (&bfs_codec_xz)
+#define C	 (&bfs_codec_xz)
 /* Small bounds, so that chains need only a few hundred KiB: set per test. */
 #define T_DIRECT (256u << 10)
-#define T_SPAN (64u << 10)
+#define T_SPAN	 (64u << 10)
 
 /* ---- files in memory ---- */
 
@@ -72,7 +72,7 @@ static void zeros(struct buf *b, size_t n)
 /* Text that compresses about 4:1: words drawn by an LCG, with numbers. */
 static uint8_t *gen_text(size_t len, uint32_t seed)
 {
-	static const char *const words[] = { "stream ", "block ", "index ", "footer ",
+	static const char *const words[] = { "stream ",	 "block ", "index ", "footer ",
 					     "padding ", "span\n", "check ", "lzma2 " };
 	uint8_t *p = malloc(len ? len : 1);
 	size_t i = 0;
@@ -113,13 +113,15 @@ static void stream_begin(struct buf *b, struct xs *x, lzma_check check)
  * compressed and uncompressed sizes (as xz -T writes them), else neither
  * (as xz -T1 does).
  */
-static void add_block(struct buf *b, struct xs *x, const uint8_t *data, size_t len,
-		      uint32_t preset, bool sizes)
+static void add_block(struct buf *b, struct xs *x, const uint8_t *data, size_t len, uint32_t preset,
+		      bool sizes)
 {
 	lzma_options_lzma opt;
 	lzma_filter filters[2] = { { .id = LZMA_FILTER_LZMA2, .options = &opt },
 				   { .id = LZMA_VLI_UNKNOWN } };
-	lzma_block blk = { .version = 1, .check = x->check, .filters = filters,
+	lzma_block blk = { .version = 1,
+			   .check = x->check,
+			   .filters = filters,
 			   .compressed_size = LZMA_VLI_UNKNOWN,
 			   .uncompressed_size = LZMA_VLI_UNKNOWN };
 	size_t cap = lzma_block_buffer_bound(len) + 64, pos = 0;
@@ -163,7 +165,8 @@ static void stream_end_lie(struct buf *b, struct xs *x, size_t lie, int64_t by)
 	assert_non_null(i);
 	for (size_t k = 0; k < x->nrec; k++)
 		assert_int_equal(lzma_index_append(i, NULL, x->unpadded[k],
-						   x->usize[k] + (k == lie ? by : 0)), LZMA_OK);
+						   x->usize[k] + (k == lie ? by : 0)),
+				 LZMA_OK);
 	assert_int_equal(lzma_index_buffer_encode(i, tmp, &pos, sizeof(tmp)), LZMA_OK);
 	put(b, tmp, pos);
 	f.backward_size = pos;
@@ -295,9 +298,12 @@ static void test_probe(void **state)
 	b.p[0] ^= 1;
 	assert_false(C->probe(b.p, BFS_PROBE_LEN));
 	b.p[0] ^= 1;
-	b.p[7] |= 0x10;		/* reserved flag bits */
+	b.p[7] |= 0x10; /* reserved flag bits */
 	assert_false(C->probe(b.p, BFS_PROBE_LEN));
-	assert_ptr_equal(bfs_codec_probe(NULL, (const uint8_t *)"\xfd" "7zXZ\0\0\x04\xe6\xd6\xb4\x46", 12),
+	assert_ptr_equal(bfs_codec_probe(NULL,
+					 (const uint8_t *)"\xfd"
+							  "7zXZ\0\0\x04\xe6\xd6\xb4\x46",
+					 12),
 			 C);
 	free(b.p);
 	free(d);
@@ -383,7 +389,7 @@ static void test_streams_and_padding(void **state)
 		make_xz(&b, d, len, 40000, LZMA_CHECK_SHA256, true);
 		zeros(&b, pads[i]);
 		make_xz(&b, d, len, 0, LZMA_CHECK_NONE, false);
-		zeros(&b, pads[i]);	/* padding after the last stream is allowed too */
+		zeros(&b, pads[i]); /* padding after the last stream is allowed too */
 		round_trip(&b, all, 3 * len);
 		assert_int_equal(scan(&f, &b), 0);
 		assert_int_equal(f.idx.n, 5);
@@ -629,21 +635,21 @@ static void test_park_budget(void **state)
 	assert_int_equal(scan(&f, &b), 0);
 	assert_int_equal(bfs_codec_parked_bytes(), 0);
 	old = bfs_codec_park_set_budget(0);
-	read_span(&f, 5, d);			/* parks one at 6 */
+	read_span(&f, 5, d); /* parks one at 6 */
 	one = bfs_codec_parked_bytes();
 	assert_true(one > 0);
 	assert_int_equal(C->resume(&f.idx, 6), 6);
-	read_span(&f, 2, d);			/* from the start, parks at 3: 6's goes */
+	read_span(&f, 2, d); /* from the start, parks at 3: 6's goes */
 	assert_int_equal(C->resume(&f.idx, 6), 3);
 	assert_int_equal(bfs_codec_parked_bytes(), one);
 	bfs_codec_park_set_budget(2 * one);
-	read_span(&f, 7, d);			/* on from 3, parks at 8 */
-	read_span(&f, 1, d);			/* from the start, parks at 2: both stay */
+	read_span(&f, 7, d); /* on from 3, parks at 8 */
+	read_span(&f, 1, d); /* from the start, parks at 2: both stay */
 	assert_int_equal(C->resume(&f.idx, 9), 8);
 	assert_int_equal(C->resume(&f.idx, 3), 2);
 	assert_int_equal(bfs_codec_parked_bytes(), 2 * one);
-	read_span(&f, 11, d);			/* takes 8's, parks at 12 */
-	read_span(&f, 0, d);			/* a third: parks at 1, the oldest (2's) goes */
+	read_span(&f, 11, d); /* takes 8's, parks at 12 */
+	read_span(&f, 0, d);  /* a third: parks at 1, the oldest (2's) goes */
 	assert_int_equal(C->resume(&f.idx, 3), 1);
 	assert_int_equal(C->resume(&f.idx, 13), 12);
 	assert_int_equal(bfs_codec_parked_bytes(), 2 * one);
@@ -693,11 +699,11 @@ static void test_chain_mixed(void **state)
 	memcpy(all + len, d, len);
 	stream_begin(&b, &x, LZMA_CHECK_CRC32);
 	add_block(&b, &x, d, 100000, 1, true);
-	add_block(&b, &x, d + 100000, 400000, 1, true);	/* chain */
+	add_block(&b, &x, d + 100000, 400000, 1, true); /* chain */
 	add_block(&b, &x, d + 500000, 100000, 1, false);
 	stream_end(&b, &x);
 	zeros(&b, 8);
-	make_xz(&b, d, len, 0, LZMA_CHECK_SHA256, false);	/* chain */
+	make_xz(&b, d, len, 0, LZMA_CHECK_SHA256, false); /* chain */
 	round_trip(&b, all, 2 * len);
 	assert_int_equal(scan(&f, &b), 0);
 	for (size_t k = 0; k < f.idx.n; k++)
@@ -728,8 +734,8 @@ static void test_chain_cache(void **state)
 	(void)state;
 	bfs_codec_xz_limits(T_DIRECT, T_SPAN);
 	b.len = 0;
-	make_xz(&b, d, 100000, 0, LZMA_CHECK_CRC32, true);		/* one direct block */
-	make_xz(&b, d + 100000, len - 100000, 0, LZMA_CHECK_CRC64, false);	/* a chain */
+	make_xz(&b, d, 100000, 0, LZMA_CHECK_CRC32, true);		   /* one direct block */
+	make_xz(&b, d + 100000, len - 100000, 0, LZMA_CHECK_CRC64, false); /* a chain */
 	assert_int_equal(scan(&f, &b), 0);
 	for (size_t j = 0; j < f.idx.n; j++)
 		chained += !!(f.idx.blk[j].flags & BFS_BLK_CHAIN);
@@ -744,19 +750,22 @@ static void test_chain_cache(void **state)
 	assert_int_equal(read_all(&g, d, len, true), 0);
 	done(&g);
 	for (int c = 0; c < 4; c++) {
-		uint8_t *blk = e + BFS_ICACHE_HDR_LEN + (c == 0 ? 1 : c == 1 ? 2 : f.idx.n - 1) *
-								BFS_ICACHE_ENTRY_LEN;
+		uint8_t *blk = e + BFS_ICACHE_HDR_LEN +
+			       (c == 0 ? 1 :
+				c == 1 ? 2 :
+					 f.idx.n - 1) *
+				       BFS_ICACHE_ENTRY_LEN;
 		uint8_t save[BFS_ICACHE_ENTRY_LEN];
 
 		memcpy(save, blk, sizeof(save));
 		if (c == 0)
-			bfs_put_le32(blk + 20, 4);		/* the chain's start unmarked */
+			bfs_put_le32(blk + 20, 4); /* the chain's start unmarked */
 		else if (c == 1)
-			bfs_put_le64(blk, bfs_le64(blk) + 1);	/* a gap in the chain */
+			bfs_put_le64(blk, bfs_le64(blk) + 1); /* a gap in the chain */
 		else if (c == 2)
-			bfs_put_le32(blk + 20, 4);		/* its end unmarked */
+			bfs_put_le32(blk + 20, 4); /* its end unmarked */
 		else
-			bfs_put_le32(blk + 20, 0x20 | 3);	/* a check xz does not define */
+			bfs_put_le32(blk + 20, 0x20 | 3); /* a check xz does not define */
 		/* (the entry's checksum is redone so that only the codec's checks speak) */
 		bfs_put_le32(e + elen - 4, bfs_xxh32(e, elen - 4, 0));
 		bfs_index_init(&g.idx, b.len);
@@ -831,7 +840,7 @@ static void test_chain_spilled(void **state)
 	n = f.idx.n;
 	assert_true(f.idx.blk[0].flags & BFS_BLK_OPEN);
 	bfs_spill_stats(&st0);
-	assert_int_equal(C->resume(&f.idx, 5), 0);	/* not proven yet: from the start */
+	assert_int_equal(C->resume(&f.idx, 5), 0); /* not proven yet: from the start */
 	read_span(&f, 0, d);
 	bfs_spill_stats(&st);
 	assert_int_equal(st.proofs - st0.proofs, 1);
@@ -846,11 +855,11 @@ static void test_chain_spilled(void **state)
 	assert_memory_equal(dst, d + 7 * T_SPAN, 100);
 	assert_int_equal(read_all(&f, d, len, true), 0);
 	bfs_spill_stats(&st);
-	assert_int_equal(st.proofs - st0.proofs, 1);	/* decoded once */
+	assert_int_equal(st.proofs - st0.proofs, 1); /* decoded once */
 	assert_int_equal(st.reads - st0.reads, 4 + n);
 	done(&f);
 	bfs_spill_stats(&st);
-	assert_int_equal(st.bytes, 0);		/* gone with the index */
+	assert_int_equal(st.bytes, 0); /* gone with the index */
 
 	/* a bad check: proven bad, nothing spilled, nothing served */
 	csum = b.len - 12 - (bfs_le32(b.p + b.len - 8) + 1) * 4 - 1;

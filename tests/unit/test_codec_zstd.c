@@ -71,7 +71,7 @@ static void put_le32(struct buf *b, uint32_t v)
 /* Log-like text, about 4:1 under zstd. */
 static uint8_t *gen_text(size_t len, uint32_t seed)
 {
-	static const char *const words[] = { "span ", "frame ", "window ", "zstd ",
+	static const char *const words[] = { "span ",	 "frame ",   "window ", "zstd ",
 					     "decoder ", "parked\n", "random ", "offset " };
 	uint8_t *d = malloc(len + 32);
 
@@ -202,8 +202,7 @@ static int decode_k(const struct bfs_index *idx, const struct buf *f, size_t k, 
  * Return: bytes that decoded and matched from the start, up to the first
  * block that fails.
  */
-static uint64_t check_all(struct bfs_index *idx, const struct buf *f, const uint8_t *d,
-			  size_t len)
+static uint64_t check_all(struct bfs_index *idx, const struct buf *f, const uint8_t *d, size_t len)
 {
 	struct bfs_io io;
 
@@ -247,9 +246,9 @@ static void test_probe_and_sniff(void **state)
 	assert_true(bfs_codec_zstd.probe(f.p, 5));
 	assert_false(bfs_codec_zstd.probe(f.p, 4));
 	assert_false(bfs_codec_lz4.probe(f.p, f.len < 32 ? f.len : 32));
-	f.p[4] |= 1u << 3;			/* reserved bit */
+	f.p[4] |= 1u << 3; /* reserved bit */
 	assert_false(bfs_codec_zstd.probe(f.p, 32));
-	f.p[4] &= (uint8_t)~(1u << 3);
+	f.p[4] &= (uint8_t) ~(1u << 3);
 	/* pzstd's layout: a skippable frame before each frame; past 4 of them */
 	for (int i = 0; i < 4; i++)
 		skippable(&g, (uint32_t)i, 40);
@@ -305,7 +304,8 @@ static void test_one_frame(void **state)
 		const char *why;
 
 		assert_int_equal(bfs_codec_decode_prefix(&bfs_codec_zstd, &idx, 0, f.p, out, 5000,
-							 true, &why), 0);
+							 true, &why),
+				 0);
 		assert_memory_equal(out, d, 5000);
 		free(out);
 	}
@@ -324,11 +324,11 @@ static void test_frames_skippable_empty_nofcs(void **state)
 	(void)state;
 	skippable(&f, 1, 100);
 	frame(&f, d, MiB / 2, 1, true, false, 0);
-	frame(&f, d, 0, 3, true, true, 0);			/* empty, with FCS */
-	frame(&f, d, 0, 3, false, false, 0);			/* empty, without */
+	frame(&f, d, 0, 3, true, true, 0);   /* empty, with FCS */
+	frame(&f, d, 0, 3, false, false, 0); /* empty, without */
 	skippable(&f, 15, 0);
-	frame(&f, d + MiB / 2, MiB / 2, 5, false, true, 0);	/* no FCS: measured */
-	frame(&f, d + MiB, 300000, 3, false, false, 10000);	/* flushed, no FCS */
+	frame(&f, d + MiB / 2, MiB / 2, 5, false, true, 0); /* no FCS: measured */
+	frame(&f, d + MiB, 300000, 3, false, false, 10000); /* flushed, no FCS */
 	skippable(&f, 0xE, 9);
 	frame(&f, d + MiB + 300000, len - MiB - 300000, 19, true, false, 0);
 	scan(&f, &idx);
@@ -353,7 +353,7 @@ static void test_odd_fcs_is_claimed(void **state)
 	(void)state;
 	for (int i = 0; i < 4; i++)
 		frame(&f, d + (size_t)i * (MiB / 2), MiB / 2, 3, true, false, 0);
-	frame(&f, d + 2 * MiB, MiB / 3, 3, true, false, 0);		/* odd, not last */
+	frame(&f, d + 2 * MiB, MiB / 3, 3, true, false, 0); /* odd, not last */
 	frame(&f, d + 2 * MiB + MiB / 3, MiB - MiB / 3, 3, true, false, 0);
 	scan(&f, &idx);
 	assert_int_equal(idx.n, 6);
@@ -423,24 +423,24 @@ static void test_seek_table_lies(void **state)
 		seekable(&f, d, len, fs, false);
 		e = entry(&f, 5, false);
 		switch (lie) {
-		case 0:		/* two decompressed sizes swapped the wrong way: sum the same */
+		case 0: /* two decompressed sizes swapped the wrong way: sum the same */
 			bfs_put_le32(e + 4, (uint32_t)fs - 100);
 			bfs_put_le32(e + 12, (uint32_t)fs + 100);
 			break;
-		case 1:		/* compressed sizes that do not tile the file */
+		case 1: /* compressed sizes that do not tile the file */
 			bfs_put_le32(e, bfs_le32(e) + 1);
 			break;
-		case 2:		/* reserved descriptor bits */
+		case 2: /* reserved descriptor bits */
 			f.p[f.len - 5] |= 0x04;
 			break;
-		case 3:		/* a frame count that does not match the table's size */
+		case 3: /* a frame count that does not match the table's size */
 			bfs_put_le32(f.p + f.len - 9, bfs_le32(f.p + f.len - 9) + 1);
 			break;
-		case 4:		/* the last frame's size against its FCS */
+		case 4: /* the last frame's size against its FCS */
 			e = entry(&f, bfs_le32(f.p + f.len - 9) - 1, false);
 			bfs_put_le32(e + 4, bfs_le32(e + 4) + 1);
 			break;
-		default:	/* a sizes shift between two frames: both odd */
+		default: /* a sizes shift between two frames: both odd */
 			bfs_put_le32(e, bfs_le32(e) - 1);
 			bfs_put_le32(e + 8, bfs_le32(e + 8) + 1);
 			break;
@@ -451,7 +451,7 @@ static void test_seek_table_lies(void **state)
 			assert_int_equal(idx.source, BFS_SRC_SEEKTABLE);
 			assert_int_equal(idx.blk[5].flags & BFS_BLK_CLAIMED, BFS_BLK_CLAIMED);
 		} else if (lie != 5) {
-			assert_int_equal(idx.source, BFS_SRC_WALK);	/* no table: walked */
+			assert_int_equal(idx.source, BFS_SRC_WALK); /* no table: walked */
 		}
 		good = check_all(&idx, &f, d, len);
 		assert_true(good >= 5 * fs);
@@ -486,7 +486,7 @@ static void chain_in_order_and_resume(bool fcs)
 	assert_int_equal(idx.blk[0].coff, 0);
 	assert_int_equal(idx.blk[34].coff + idx.blk[34].clen, f.len);
 	if (fcs)
-		assert_int_equal(idx.blk[34].coff, 0);	/* each states the whole frame */
+		assert_int_equal(idx.blk[34].coff, 0); /* each states the whole frame */
 	assert_int_equal(atomic_load(&idx.nexact), 35);
 	/* nothing parked: span 5 needs the frame's start, and cannot be decoded alone */
 	assert_int_equal(bfs_codec_zstd.resume(&idx, 5), 0);
@@ -509,7 +509,7 @@ static void chain_in_order_and_resume(bool fcs)
 		assert_int_equal(decode_k(&idx, &f, k, out, true), 0);
 		assert_memory_equal(out, d + k * MiB, idx.blk[k].usize);
 	}
-	assert_int_equal(bfs_codec_zstd.resume(&idx, 34), 0);	/* done: nothing parked */
+	assert_int_equal(bfs_codec_zstd.resume(&idx, 34), 0); /* done: nothing parked */
 	/* a second decoder alongside: 0..2 while one stands at 10 */
 	for (size_t k = 0; k <= 9; k++)
 		assert_int_equal(decode_k(&idx, &f, k, out, false), 0);
@@ -526,7 +526,7 @@ static void chain_in_order_and_resume(bool fcs)
 		idx.blk[3].clen++;
 		assert_int_equal(bfs_codec_zstd.resume(&idx, 8), 0);
 	}
-	bfs_index_destroy(&idx);	/* frees the decoders parked */
+	bfs_index_destroy(&idx); /* frees the decoders parked */
 	assert_int_equal(bfs_zstd_parked_bytes(), 0);
 	free(f.p);
 	free(out);
@@ -561,7 +561,7 @@ static void test_park_budget(void **state)
 	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 1);
 	assert_int_equal(decode_k(&b, &f, 0, out, true), 0);
 	assert_int_equal(bfs_codec_zstd.resume(&b, 1), 1);
-	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 0);	/* a's went */
+	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 0); /* a's went */
 	assert_int_equal(bfs_codec_parked_bytes(), one);
 	/* room for two: both stay */
 	bfs_codec_park_set_budget(2 * one);
@@ -570,8 +570,8 @@ static void test_park_budget(void **state)
 	assert_int_equal(bfs_codec_zstd.resume(&b, 1), 1);
 	assert_int_equal(bfs_codec_parked_bytes(), 2 * one);
 	/* a third over the budget: the least recently parked (b's) goes */
-	assert_int_equal(decode_k(&a, &f, 1, out, true), 0);	/* takes a's at 1, parks it at 2 */
-	assert_int_equal(decode_k(&a, &f, 0, out, true), 0);	/* a second in a: 1 */
+	assert_int_equal(decode_k(&a, &f, 1, out, true), 0); /* takes a's at 1, parks it at 2 */
+	assert_int_equal(decode_k(&a, &f, 0, out, true), 0); /* a second in a: 1 */
 	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 1);
 	assert_int_equal(bfs_codec_zstd.resume(&a, 3), 2);
 	assert_int_equal(bfs_codec_zstd.resume(&b, 1), 0);
@@ -617,11 +617,11 @@ static void test_chain_open_damaged(void **state)
 	frame(&f, d, len, 1, true, true, 0);
 	f.p[f.len / 2] ^= 0x55;
 	scan(&f, &idx);
-	assert_false(idx.broken);			/* the block headers are intact */
+	assert_false(idx.broken); /* the block headers are intact */
 	assert_int_equal(count_flag(&idx, BFS_BLK_OPEN), 34);
 	assert_true(decode_k(&idx, &f, 0, out, true) < 0);
-	assert_true(decode_k(&idx, &f, 0, out, true) < 0);	/* known: refused again */
-	assert_int_equal(bfs_codec_zstd.resume(&idx, 3), 0);	/* nothing parked */
+	assert_true(decode_k(&idx, &f, 0, out, true) < 0);   /* known: refused again */
+	assert_int_equal(bfs_codec_zstd.resume(&idx, 3), 0); /* nothing parked */
 	for (size_t k = 0; k < 5; k++) {
 		assert_int_equal(decode_k(&idx, &f, k, out, false), 0);
 		assert_memory_equal(out, d + k * MiB, MiB);
@@ -634,8 +634,8 @@ static void test_chain_open_damaged(void **state)
 	 */
 	f.len = 0;
 	frame(&f, d, 34 * MiB, 1, true, true, 0);
-	assert_int_equal(f.p[4] >> 6, 2);		/* a 4-byte FCS ... */
-	assert_int_equal(f.p[4] & 3, 0);		/* ... after magic, FHD and WD */
+	assert_int_equal(f.p[4] >> 6, 2); /* a 4-byte FCS ... */
+	assert_int_equal(f.p[4] & 3, 0);  /* ... after magic, FHD and WD */
 	bfs_put_le32(f.p + 5 + !(f.p[4] & 0x20), 33 * MiB);
 	scan(&f, &idx);
 	assert_false(idx.broken);
@@ -662,11 +662,11 @@ static void test_chain_without_fcs(void **state)
 
 	(void)state;
 	frame(&f, d, len, 3, false, false, 4096);
-	frame(&f, d, 1000, 3, true, false, 0);		/* and a small frame after it */
+	frame(&f, d, 1000, 3, true, false, 0); /* and a small frame after it */
 	scan(&f, &idx);
 	assert_int_equal(idx.n, 5);
 	assert_int_equal(count_flag(&idx, BFS_BLK_CHAIN), 4);
-	assert_int_equal(idx.blk[3].aux >> 31, 1);	/* the frame's last span */
+	assert_int_equal(idx.blk[3].aux >> 31, 1); /* the frame's last span */
 	assert_int_equal(atomic_load(&idx.usize), len + 1000);
 	{
 		uint8_t *all = malloc(len + 1000);
@@ -721,18 +721,18 @@ static void test_flipped_bits_and_garbage(void **state)
 		if (c < 3)
 			frame(&f, d + MiB, MiB, 3, true, true, 0);
 		else
-			frame(&f, d + MiB, MiB, 3, false, true, 4096);	/* a chain */
+			frame(&f, d + MiB, MiB, 3, false, true, 4096); /* a chain */
 		switch (c) {
 		case 0:
 		case 3:
-			f.p[m + (f.len - m) / 2] ^= 0x10;	/* inside the second frame */
+			f.p[m + (f.len - m) / 2] ^= 0x10; /* inside the second frame */
 			break;
 		case 1:
 			put(&f, "garbage after the frames", 24);
 			break;
 		case 2:
 		default:
-			f.p[f.len - 2] ^= 0x01;			/* its checksum */
+			f.p[f.len - 2] ^= 0x01; /* its checksum */
 			break;
 		}
 		scan(&f, &idx);
@@ -752,11 +752,11 @@ static void test_flipped_bits_and_garbage(void **state)
 static void test_large_window_and_dictionary(void **state)
 {
 	/* magic, FHD (no FCS, not single segment), WD 2^28, a raw last block "hello" */
-	static const uint8_t big[] = { 0x28, 0xB5, 0x2F, 0xFD, 0x00, 18 << 3,
-				       (5 << 3) | 1, 0, 0, 'h', 'e', 'l', 'l', 'o' };
+	static const uint8_t big[] = { 0x28, 0xB5, 0x2F, 0xFD, 0x00, 18 << 3, (5 << 3) | 1,
+				       0,    0,	   'h',	 'e',  'l',  'l',     'o' };
 	/* the same with a dictionary id of 1 byte and a 1 KiB window */
-	static const uint8_t dict[] = { 0x28, 0xB5, 0x2F, 0xFD, 0x01, 0, 7,
-					(5 << 3) | 1, 0, 0, 'h', 'e', 'l', 'l', 'o' };
+	static const uint8_t dict[] = { 0x28, 0xB5, 0x2F, 0xFD, 0x01, 0,   7,  (5 << 3) | 1,
+					0,    0,    'h',  'e',	'l',  'l', 'o' };
 	uint8_t *d = gen_text(MiB, 11);
 	struct bfs_index idx;
 	struct buf f = { 0 };
@@ -824,7 +824,7 @@ static void test_cache_round_trip(void **state)
 
 	(void)state;
 	frame(&f, d, MiB, 3, true, false, 0);
-	frame(&f, d + MiB, 2 * MiB, 3, false, true, 2048);	/* spans */
+	frame(&f, d + MiB, 2 * MiB, 3, false, true, 2048); /* spans */
 	scan(&f, &a);
 	assert_int_equal(a.n, 3);
 	k.size = f.len;
@@ -844,11 +844,11 @@ static void test_cache_round_trip(void **state)
 
 		memcpy(save, blk, sizeof(save));
 		if (c == 0)
-			bfs_put_le32(blk + 20, 5);		/* span number */
+			bfs_put_le32(blk + 20, 5); /* span number */
 		else if (c == 1)
-			bfs_put_le32(blk + 20, 1);		/* the frame's end unmarked */
+			bfs_put_le32(blk + 20, 1); /* the frame's end unmarked */
 		else
-			bfs_put_le64(blk, bfs_le64(blk) + 1);	/* a gap in the chain */
+			bfs_put_le64(blk, bfs_le64(blk) + 1); /* a gap in the chain */
 		/* (the entry's checksum is redone so that only the codec's checks speak) */
 		bfs_put_le32(e + elen - 4, bfs_xxh32(e, elen - 4, 0));
 		bfs_index_init(&x, f.len);
@@ -893,9 +893,9 @@ static void test_cache_round_trip_open(void **state)
 
 		memcpy(save, blk, sizeof(save));
 		if (c == 0)
-			bfs_put_le32(blk + 8, bfs_le32(blk + 8) - 1);	/* its clen */
+			bfs_put_le32(blk + 8, bfs_le32(blk + 8) - 1); /* its clen */
 		else
-			bfs_put_le32(blk + 16, BFS_BLK_CHAIN);		/* no longer open */
+			bfs_put_le32(blk + 16, BFS_BLK_CHAIN); /* no longer open */
 		bfs_put_le32(e + elen - 4, bfs_xxh32(e, elen - 4, 0));
 		bfs_index_init(&b, f.len);
 		assert_int_not_equal(bfs_icache_decode(e, elen, &k, &bfs_codec_zstd, &b, &why), 0);
@@ -1032,7 +1032,8 @@ static void test_file_concurrent_readers_and_ahead(void **state)
 	for (int i = 0; i < 6; i++) {
 		a[i] = (struct rd_arg){ .x = x, .seed = (unsigned int)i };
 		assert_int_equal(pthread_create(&th[i], NULL, i < 3 ? seq_reader : random_reader,
-						&a[i]), 0);
+						&a[i]),
+				 0);
 	}
 	for (int i = 0; i < 6; i++) {
 		pthread_join(th[i], NULL);
@@ -1047,9 +1048,9 @@ static void test_file_damaged_chain(void **state)
 	uint8_t buf[4096];
 
 	(void)state;
-	assert_int_equal(count_flag(&x->f->idx, BFS_BLK_OPEN), 0);	/* walked */
+	assert_int_equal(count_flag(&x->f->idx, BFS_BLK_OPEN), 0); /* walked */
 	/* a span whose decoder fails: it and the spans after it fail, EIO, the rest reads */
-	x->f->idx.blk[20].coff++;	/* as a lying index would say */
+	x->f->idx.blk[20].coff++; /* as a lying index would say */
 	x->f->idx.blk[20].clen--;
 	assert_int_equal(read_cmp(x, 19 * MiB, 4096), 0);
 	assert_true(bfs_file_read(x->f, buf, sizeof(buf), 20 * MiB) < 0);
@@ -1111,7 +1112,8 @@ static void test_file_spilled(void **state)
 	for (int i = 0; i < 4; i++) {
 		a[i] = (struct rd_arg){ .x = x, .seed = (unsigned int)i + 7 };
 		assert_int_equal(pthread_create(&th[i], NULL, i < 2 ? seq_reader : random_reader,
-						&a[i]), 0);
+						&a[i]),
+				 0);
 	}
 	for (int i = 0; i < 4; i++) {
 		pthread_join(th[i], NULL);
@@ -1122,7 +1124,7 @@ static void test_file_spilled(void **state)
 	assert_int_equal(bfs_zstd_parked_bytes(), 0);
 	fx_free(x);
 	bfs_spill_stats(&st);
-	assert_int_equal(st.bytes, 0);		/* gone with the file */
+	assert_int_equal(st.bytes, 0); /* gone with the file */
 
 	x = fx_frame(34 * MiB, 64 * MiB, 1, true, true, LONG_MAX);
 	bfs_spill_stats(&st0);

@@ -161,14 +161,14 @@ static void test_pins_hold(void **state)
 		assert_true(is_file(x, fd[i], i));
 	/* each unpinning gives back the excess at once, oldest unpinned first */
 	bfs_fdc_put(&x->c, &x->e[5]);
-	assert_int_equal(x->c.n, 5);	/* the only one unpinned, newest as it is */
+	assert_int_equal(x->c.n, 5); /* the only one unpinned, newest as it is */
 	assert_int_equal(x->e[5].fd, -1);
 	bfs_fdc_put(&x->c, &x->e[0]);
 	assert_int_equal(x->c.n, 4);
 	assert_int_equal(x->e[0].fd, -1);
 	for (int i = 1; i < 5; i++)
 		bfs_fdc_put(&x->c, &x->e[i]);
-	assert_int_equal(x->c.n, 4);	/* within the bound: nothing more closed */
+	assert_int_equal(x->c.n, 4); /* within the bound: nothing more closed */
 	for (int i = 1; i < 5; i++)
 		assert_true(is_file(x, x->e[i].fd, i));
 }
@@ -212,13 +212,13 @@ static void test_release(void **state)
 
 	for (int i = 0; i < 3; i++)
 		bfs_fdc_adopt(&x->c, &x->e[i], open_file(x, i, false), false, false);
-	bfs_fdc_release(&x->c, &x->e[1]);	/* the middle of the list */
+	bfs_fdc_release(&x->c, &x->e[1]); /* the middle of the list */
 	assert_int_equal(x->e[1].fd, -1);
 	assert_int_equal(x->c.n, 2);
 	assert_ptr_equal(x->c.mru, &x->e[2]);
 	assert_ptr_equal(x->c.mru->next, &x->e[0]);
 	assert_ptr_equal(x->c.lru, &x->e[0]);
-	bfs_fdc_release(&x->c, &x->e[1]);	/* twice: nothing */
+	bfs_fdc_release(&x->c, &x->e[1]); /* twice: nothing */
 	assert_int_equal(x->c.n, 2);
 }
 
@@ -230,8 +230,8 @@ static void test_rdonly_and_replace(void **state)
 	rd = bfs_fdc_adopt(&x->c, &x->e[0], open_file(x, 0, true), true, true);
 	op = bfs_fdc_adopt(&x->c, &x->e[1], open_file(x, 1, false), false, true);
 	assert_true(bfs_fdc_is_rdonly(&x->c, &x->e[0], rd));
-	assert_false(bfs_fdc_is_rdonly(&x->c, &x->e[0], op));	/* not its descriptor */
-	assert_false(bfs_fdc_is_rdonly(&x->c, &x->e[1], op));	/* O_PATH */
+	assert_false(bfs_fdc_is_rdonly(&x->c, &x->e[0], op)); /* not its descriptor */
+	assert_false(bfs_fdc_is_rdonly(&x->c, &x->e[1], op)); /* O_PATH */
 	assert_int_equal(bfs_fdc_rdonly_fd(&x->c, &x->e[0]), rd);
 	assert_int_equal(bfs_fdc_rdonly_fd(&x->c, &x->e[1]), -1);
 	/* the number stays, the file behind it is the new one */
@@ -239,7 +239,7 @@ static void test_rdonly_and_replace(void **state)
 	assert_int_equal(bfs_fdc_replace(&x->c, &x->e[0], rd, other), 0);
 	assert_int_equal(x->e[0].fd, rd);
 	assert_true(is_file(x, rd, 7));
-	assert_true(is_file(x, other, 7));	/* not consumed */
+	assert_true(is_file(x, other, 7)); /* not consumed */
 	/* an O_PATH entry, or a number that is no longer the entry's: refused */
 	assert_int_equal(bfs_fdc_replace(&x->c, &x->e[1], op, other), -1);
 	assert_true(is_file(x, op, 1));
@@ -261,7 +261,7 @@ static void *pin_thread(void *arg)
 
 		if (fd < 0)
 			fd = bfs_fdc_adopt(&x->c, &x->e[i], open_file(x, i, false), false, true);
-		assert_true(is_file(x, fd, i));	/* pinned: open, and still this file's */
+		assert_true(is_file(x, fd, i)); /* pinned: open, and still this file's */
 		bfs_fdc_put(&x->c, &x->e[i]);
 	}
 	return NULL;

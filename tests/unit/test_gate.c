@@ -30,13 +30,13 @@ static void test_open_then_shut(void **state)
 	bfs_gate_shut(&g, "tests");
 	assert_false(bfs_gate_enter(&g));
 	assert_false(bfs_gate_enter(&g));
-	bfs_gate_shut(&g, "tests");	/* again: nobody inside, returns */
+	bfs_gate_shut(&g, "tests"); /* again: nobody inside, returns */
 	assert_int_equal(atomic_load(&g.n), BFS_GATE_SHUT);
 }
 
 struct visitor {
 	struct bfs_gate *g;
-	atomic_int inside;		/* visitors between enter and leave */
+	atomic_int inside; /* visitors between enter and leave */
 	atomic_int passed, refused;
 	atomic_bool entered_once;
 	int stay_ms;
@@ -78,10 +78,10 @@ static void test_shut_waits_for_those_inside(void **state)
 	while (!atomic_load(&v.entered_once))
 		sleep_ms(1);
 	bfs_gate_shut(&g, "tests");
-	assert_int_equal(atomic_load(&v.inside), 0);	/* nobody left inside */
+	assert_int_equal(atomic_load(&v.inside), 0); /* nobody left inside */
 	for (size_t i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
-	assert_int_equal(atomic_load(&v.refused), 4);	/* each thread was turned away */
+	assert_int_equal(atomic_load(&v.refused), 4); /* each thread was turned away */
 	assert_true(atomic_load(&v.passed) >= 1);
 	assert_false(bfs_gate_enter(&g));
 }

@@ -26,8 +26,8 @@ static int parse(const char *s, struct bfs_advice_req *r)
 
 static void test_advice_names(void **state)
 {
-	static const char *const names[] = { "normal", "sequential", "random",
-					      "willneed", "dontneed", "noreuse" };
+	static const char *const names[] = { "normal",	 "sequential", "random",
+					     "willneed", "dontneed",   "noreuse" };
 	struct bfs_advice_req r;
 
 	(void)state;
@@ -59,8 +59,19 @@ static void test_advice_trailing_nul(void **state)
 static void test_advice_bad(void **state)
 {
 	static const char *const bad[] = {
-		"", "Random", "RANDOM", "rand", "randomly", " random", "random ", "random\n",
-		"\tnormal", "sequential,random", "normal normal", "-", "0",
+		"",
+		"Random",
+		"RANDOM",
+		"rand",
+		"randomly",
+		" random",
+		"random ",
+		"random\n",
+		"\tnormal",
+		"sequential,random",
+		"normal normal",
+		"-",
+		"0",
 	};
 	struct bfs_advice_req r;
 
@@ -99,17 +110,32 @@ static void test_advice_ranges(void **state)
 static void test_advice_bad_ranges(void **state)
 {
 	static const char *const bad[] = {
-		"willneed 0", "willneed 0 ", "willneed  0 1", "willneed 0  1", "willneed 0 1 ",
-		"willneed 0 1 2", "willneed -1 10", "willneed 0 -10", "willneed +0 1",
-		"willneed 0 0",			/* empty: surely a mistake */
-		"willneed 0x10 1", "willneed 1.5M 1", "willneed 0 1T", "willneed 0 64MB",
-		"willneed a b", "willneed 0 1M\n", "willneed\t0 1",
-		"willneed 18446744073709551616 1",	/* past 2^64 */
+		"willneed 0",
+		"willneed 0 ",
+		"willneed  0 1",
+		"willneed 0  1",
+		"willneed 0 1 ",
+		"willneed 0 1 2",
+		"willneed -1 10",
+		"willneed 0 -10",
+		"willneed +0 1",
+		"willneed 0 0", /* empty: surely a mistake */
+		"willneed 0x10 1",
+		"willneed 1.5M 1",
+		"willneed 0 1T",
+		"willneed 0 64MB",
+		"willneed a b",
+		"willneed 0 1M\n",
+		"willneed\t0 1",
+		"willneed 18446744073709551616 1", /* past 2^64 */
 		"willneed 0 18446744073709551616",
-		"willneed 17179869184G 1",		/* the suffix overflows */
-		"willneed 1 18446744073709551615",	/* off + len wraps */
+		"willneed 17179869184G 1",	   /* the suffix overflows */
+		"willneed 1 18446744073709551615", /* off + len wraps */
 		"willneed 18446744073709551615 1",
-		"normal 0 1", "sequential 0 1M", "random 0 1", "noreuse 0 1",
+		"normal 0 1",
+		"sequential 0 1M",
+		"random 0 1",
+		"noreuse 0 1",
 		"willneed 0 1M junk",
 	};
 	struct bfs_advice_req r;
@@ -154,7 +180,7 @@ static void test_readpath_parse(void **state)
 	assert_int_equal(rp, BFS_READPATH_PREAD);
 	assert_int_equal(bfs_readpath_parse("mmap", 4, &rp), 0);
 	assert_int_equal(rp, BFS_READPATH_MMAP);
-	assert_int_equal(bfs_readpath_parse("auto", 5, &rp), 0);	/* trailing NUL */
+	assert_int_equal(bfs_readpath_parse("auto", 5, &rp), 0); /* trailing NUL */
 	assert_int_equal(rp, BFS_READPATH_AUTO);
 	assert_string_equal(bfs_readpath_name(BFS_READPATH_PREAD), "pread");
 	assert_string_equal(bfs_readpath_name(BFS_READPATH_AUTO), "auto");
@@ -183,7 +209,7 @@ static int store_teardown(void **state)
 	return 0;
 }
 
-#define ADV BFS_HINT_ADVICE
+#define ADV	  BFS_HINT_ADVICE
 #define EFF(h, p) bfs_hints_effective((h), (p), ADV, BFS_ADV_NORMAL)
 
 static void test_store_empty_is_default(void **state)
@@ -223,7 +249,7 @@ static void test_store_inheritance(void **state)
 	assert_int_equal(EFF(h, "c/a"), BFS_ADV_WILLNEED);
 	assert_int_equal(EFF(h, "top"), BFS_ADV_WILLNEED);
 	assert_int_equal(EFF(h, "."), BFS_ADV_WILLNEED);
-	assert_int_equal(EFF(h, ""), BFS_ADV_WILLNEED);	/* unknown path: the root's */
+	assert_int_equal(EFF(h, ""), BFS_ADV_WILLNEED); /* unknown path: the root's */
 	/* Hints of one kind do not leak into the other. */
 	assert_int_equal(bfs_hints_effective(h, "a/b/f.lz4", BFS_HINT_READPATH, 7), 7);
 	assert_true(bfs_hints_own(h, "a/b", ADV, &v));
@@ -239,21 +265,21 @@ static void test_store_removal_falls_back(void **state)
 	assert_int_equal(bfs_hints_set(h, "d/f", ADV, BFS_ADV_RANDOM), 0);
 	assert_int_equal(bfs_hints_set(h, "d/f", BFS_HINT_READPATH, BFS_READPATH_PREAD), 0);
 	assert_int_equal(bfs_hints_clear(h, "d/f", ADV), 0);
-	assert_int_equal(EFF(h, "d/f"), BFS_ADV_SEQUENTIAL);	/* now the directory's */
+	assert_int_equal(EFF(h, "d/f"), BFS_ADV_SEQUENTIAL); /* now the directory's */
 	assert_int_equal(bfs_hints_clear(h, "d/f", ADV), -ENODATA);
 	/* The other kind stayed. */
 	assert_int_equal(bfs_hints_effective(h, "d/f", BFS_HINT_READPATH, -1), BFS_READPATH_PREAD);
 	assert_int_equal(bfs_hints_clear(h, "d/f", BFS_HINT_READPATH), 0);
 	assert_int_equal(bfs_hints_clear(h, "d/f", BFS_HINT_READPATH), -ENODATA);
 	assert_int_equal(bfs_hints_clear(h, "d", ADV), 0);
-	assert_int_equal(EFF(h, "d/f"), BFS_ADV_NORMAL);	/* now the mount's */
+	assert_int_equal(EFF(h, "d/f"), BFS_ADV_NORMAL); /* now the mount's */
 	assert_int_equal(bfs_hints_effective(h, "d/f", ADV, BFS_ADV_NOREUSE), BFS_ADV_NOREUSE);
 	/* Set again after removal; overwrite. */
 	assert_int_equal(bfs_hints_set(h, "d/f", ADV, BFS_ADV_RANDOM), 0);
 	assert_int_equal(bfs_hints_set(h, "d/f", ADV, BFS_ADV_NORMAL), 0);
 	assert_int_equal(EFF(h, "d/f"), BFS_ADV_NORMAL);
 	assert_int_equal(bfs_hints_set(h, "d", ADV, BFS_ADV_RANDOM), 0);
-	assert_int_equal(EFF(h, "d/f"), BFS_ADV_NORMAL);	/* its own normal still wins */
+	assert_int_equal(EFF(h, "d/f"), BFS_ADV_NORMAL); /* its own normal still wins */
 }
 
 static void test_store_many(void **state)
@@ -303,20 +329,19 @@ static void test_stats_file(void **state)
 	BFS_COUNT(c, cached, 65536);
 	n = bfs_stats_format(c, NULL, buf, sizeof(buf));
 	assert_int_equal(n, (int)strlen(buf));
-	assert_string_equal(buf,
-			    "reads 3\n"
-			    "bytes 12288\n"
-			    "cache_hits 2\n"
-			    "cache_misses 1\n"
-			    "blocks_decompressed 1\n"
-			    "decompress_ns 999\n"
-			    "blocks_prefetched 4\n"
-			    "prefetched_used 3\n"
-			    "pushed_bytes 8192\n"
-			    "backing_syscalls 5\n"
-			    "checksum_failures 6\n"
-			    "errors 7\n"
-			    "cached_bytes 65536\n");
+	assert_string_equal(buf, "reads 3\n"
+				 "bytes 12288\n"
+				 "cache_hits 2\n"
+				 "cache_misses 1\n"
+				 "blocks_decompressed 1\n"
+				 "decompress_ns 999\n"
+				 "blocks_prefetched 4\n"
+				 "prefetched_used 3\n"
+				 "pushed_bytes 8192\n"
+				 "backing_syscalls 5\n"
+				 "checksum_failures 6\n"
+				 "errors 7\n"
+				 "cached_bytes 65536\n");
 	/* The parent counted too. */
 	n = bfs_stats_format(m, NULL, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "reads 3\n"));
@@ -335,8 +360,10 @@ static void test_stats_root_and_short_buffer(void **state)
 	(void)state;
 	assert_int_equal(bfs_cache_new(&cache, 1 << 20), 0);
 	sc = (struct bfs_stats_cache){ .bytes = bfs_cache_bytes(cache),
-				       .limit = bfs_cache_limit(cache), .inodes = 7,
-				       .spill_limit = 5, .spill_reads = 3 };
+				       .limit = bfs_cache_limit(cache),
+				       .inodes = 7,
+				       .spill_limit = 5,
+				       .spill_reads = 3 };
 	n = bfs_stats_format(m, &sc, buf, sizeof(buf));
 	assert_true(n > 0);
 	assert_non_null(strstr(buf, "reads 0\n"));
@@ -397,7 +424,8 @@ int main(void)
 		cmocka_unit_test(test_advice_to_kernel),
 		cmocka_unit_test_setup_teardown(test_store_empty_is_default, store_setup,
 						store_teardown),
-		cmocka_unit_test_setup_teardown(test_store_inheritance, store_setup, store_teardown),
+		cmocka_unit_test_setup_teardown(test_store_inheritance, store_setup,
+						store_teardown),
 		cmocka_unit_test_setup_teardown(test_store_removal_falls_back, store_setup,
 						store_teardown),
 		cmocka_unit_test_setup_teardown(test_store_many, store_setup, store_teardown),

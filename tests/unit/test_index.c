@@ -91,7 +91,7 @@ static void test_block_count_bounded_by_file_size(void **state)
 	struct bfs_index idx;
 
 	(void)state;
-	setup_index(&idx, 8);		/* room for at most 8 / 4 + 1 blocks */
+	setup_index(&idx, 8); /* room for at most 8 / 4 + 1 blocks */
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(bfs_index_add(&idx, (uint64_t)i * 4, 4, 1, 0), 0);
 	assert_int_equal(bfs_index_add(&idx, 12, 4, 1, 0), -EFBIG);
@@ -160,13 +160,13 @@ static void test_settle_fixes_short_guess(void **state)
 	setup_index(&idx, sizeof(file));
 	add_guessed(&idx, guess, flags, 4);
 	assert_int_equal(atomic_load(&idx.nexact), 1);
-	expect_find(&idx, 150, -ENXIO, 0);	/* not exact yet: not searchable */
+	expect_find(&idx, 150, -ENXIO, 0); /* not exact yet: not searchable */
 
 	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 150), 0);
 	assert_int_equal(atomic_load(&idx.nexact), 2);
 	assert_int_equal(idx.blk[1].usize, 300);
 	assert_int_equal(idx.blk[1].flags & BFS_BLK_GUESS, 0);
-	assert_int_equal(idx.blk[2].uoff, 400);	/* later guesses moved */
+	assert_int_equal(idx.blk[2].uoff, 400); /* later guesses moved */
 	assert_int_equal(idx.blk[3].uoff, 1400);
 	assert_int_equal(idx.usize, 1410);
 	expect_find(&idx, 150, 0, 1);
@@ -180,7 +180,7 @@ static void test_settle_fixes_short_guess(void **state)
 
 static void test_settle_poisons_corrupt_guess_in_place(void **state)
 {
-	static const uint32_t real[] = { 100, 0, 1000 };	/* block 1 is corrupt */
+	static const uint32_t real[] = { 100, 0, 1000 }; /* block 1 is corrupt */
 	static const uint32_t guess[] = { 100, 1000, 1000 };
 	static const uint32_t flags[] = { 0, BFS_BLK_GUESS, BFS_BLK_GUESS };
 	uint8_t file[48];
@@ -194,12 +194,12 @@ static void test_settle_poisons_corrupt_guess_in_place(void **state)
 	add_guessed(&idx, guess, flags, 3);
 
 	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 2099), 0);
-	assert_false(idx.broken);			/* the structure is intact */
+	assert_false(idx.broken); /* the structure is intact */
 	assert_non_null(strstr(idx.why, "block 1: fake corruption"));
 	assert_int_equal(idx.n, 3);
-	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD);	/* keeps its guess ... */
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD); /* keeps its guess ... */
 	assert_int_equal(idx.blk[1].usize, 1000);
-	assert_int_equal(idx.blk[2].flags, 0);		/* ... and what follows is settled */
+	assert_int_equal(idx.blk[2].flags, 0); /* ... and what follows is settled */
 	assert_int_equal(idx.blk[2].uoff, 1100);
 	assert_int_equal(atomic_load(&idx.nexact), 3);
 	assert_int_equal(idx.usize, 2100);
@@ -218,7 +218,7 @@ static void test_settle_io_error_changes_nothing(void **state)
 	struct bfs_io io;
 
 	(void)state;
-	bfs_io_init_mem(&io, file, sizeof(file));	/* block 1 would need bytes 16..31 */
+	bfs_io_init_mem(&io, file, sizeof(file)); /* block 1 would need bytes 16..31 */
 	setup_index(&idx, 64);
 	add_guessed(&idx, guess, flags, 2);
 	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 500), -EIO);
@@ -247,16 +247,16 @@ static void test_guess_irregular_doubts_the_odd_ones(void **state)
 	assert_int_equal(atomic_load(&idx.nexact), 1);
 	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
 	for (size_t k = 2; k < 6; k++)
-		assert_int_equal(idx.blk[k].flags, 0);	/* the last, 40, moves nothing */
+		assert_int_equal(idx.blk[k].flags, 0); /* the last, 40, moves nothing */
 
 	assert_int_equal(bfs_index_settle(&idx, &io, &fake, UINT64_MAX), 0);
 	assert_int_equal(atomic_load(&idx.nexact), 6);
-	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD);	/* measured 100: it lied */
+	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD); /* measured 100: it lied */
 	assert_int_equal(idx.blk[1].usize, 100);
 	assert_non_null(strstr(idx.why, "the index says 101"));
-	assert_int_equal(idx.blk[2].uoff, 200);		/* the others stay in place */
-	assert_int_equal(idx.usize, 541);		/* the size shown does not change ... */
-	assert_int_equal(idx.blk[5].flags, BFS_BLK_BAD);	/* ... so the end reads as damage */
+	assert_int_equal(idx.blk[2].uoff, 200);		 /* the others stay in place */
+	assert_int_equal(idx.usize, 541);		 /* the size shown does not change ... */
+	assert_int_equal(idx.blk[5].flags, BFS_BLK_BAD); /* ... so the end reads as damage */
 	bfs_index_destroy(&idx);
 }
 
@@ -398,11 +398,11 @@ static void test_measure_sum_mismatch_ends_file(void **state)
 	bfs_io_init_mem(&io, file, sizeof(file));
 	setup_index(&idx, sizeof(file));
 	add_guessed(&idx, guess, flags, 4);
-	assert_int_equal(bfs_index_expect_sum(&idx, 0, 2, 300), 0);	/* holds 230 */
+	assert_int_equal(bfs_index_expect_sum(&idx, 0, 2, 300), 0); /* holds 230 */
 	assert_int_equal(bfs_index_measure(&idx, &io, &fake, NULL), 0);
 	assert_true(idx.broken);
 	assert_non_null(strstr(idx.why, "holds 230 bytes, its header says 300"));
-	assert_int_equal(idx.n, 4);			/* three blocks, then the poison */
+	assert_int_equal(idx.n, 4); /* three blocks, then the poison */
 	assert_int_equal(idx.blk[3].flags, BFS_BLK_BAD);
 	assert_int_equal(idx.blk[3].uoff, 230);
 	assert_int_equal(idx.usize, 231);

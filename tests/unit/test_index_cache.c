@@ -27,13 +27,17 @@
 #include "blockfs/xxh32.h"
 
 #define FILE_SIZE (1u << 20)
-#define NBLK 12
-#define BMAX 65536u
+#define NBLK	  12
+#define BMAX	  65536u
 
 static const struct bfs_icache_key key0 = {
-	.dev = 0xfe01, .ino = 123456, .size = FILE_SIZE,
-	.mtime_sec = 1700000000, .mtime_nsec = 123456789,
-	.ctime_sec = 1700000001, .ctime_nsec = 987654321,
+	.dev = 0xfe01,
+	.ino = 123456,
+	.size = FILE_SIZE,
+	.mtime_sec = 1700000000,
+	.mtime_nsec = 123456789,
+	.ctime_sec = 1700000001,
+	.ctime_nsec = 987654321,
 };
 
 /*
@@ -80,7 +84,7 @@ static int decode(const uint8_t *buf, size_t len, const struct bfs_icache_key *k
 	if (rc == 1)
 		assert_non_null(why);
 	if (rc != 0)
-		assert_int_equal(idx->n, 0);	/* rejected: nothing was kept */
+		assert_int_equal(idx->n, 0); /* rejected: nothing was kept */
 	return rc;
 }
 
@@ -218,10 +222,10 @@ static void test_wrong_identity_rejected(void **state)
 		k[i] = key0;
 	k[0].dev++;
 	k[1].ino++;
-	k[2].size--;		/* within the entry's bounds still */
+	k[2].size--; /* within the entry's bounds still */
 	k[3].mtime_sec++;
 	k[4].mtime_nsec++;
-	k[5].ctime_sec--;	/* replaced by a file of the same size and mtime */
+	k[5].ctime_sec--; /* replaced by a file of the same size and mtime */
 	k[6].ctime_nsec++;
 	lz4_index(&a);
 	encode(&a, &bfs_codec_lz4, &buf, &len);
@@ -280,7 +284,7 @@ static void past_end(struct bfs_index *idx)
 
 static void over_bmax(struct bfs_index *idx)
 {
-	idx->blk[1].aux = 1000;		/* not a block max lz4 has */
+	idx->blk[1].aux = 1000; /* not a block max lz4 has */
 }
 
 static void usize_over_bmax(struct bfs_index *idx)
@@ -348,7 +352,7 @@ static void test_odd_sizes_become_claims(void **state)
 
 	(void)state;
 	lz4_index(&a);
-	a.blk[4].usize = 1000;		/* a writer that flushed (the sum changes too) */
+	a.blk[4].usize = 1000; /* a writer that flushed (the sum changes too) */
 	a.usize -= BMAX - 1000;
 	for (size_t k = 5; k < a.n; k++)
 		a.blk[k].uoff -= BMAX - 1000;
@@ -429,7 +433,8 @@ static size_t count_entries(const char *dir)
 static size_t entry_bytes(const char *dir)
 {
 	return shell_number("find '%s' -name '*.idx' -printf '%%s\\n' | "
-			    "awk '{ s += $1 } END { print s + 0 }'", dir);
+			    "awk '{ s += $1 } END { print s + 0 }'",
+			    dir);
 }
 
 static void test_save_then_load(void **state)
@@ -442,10 +447,11 @@ static void test_save_then_load(void **state)
 	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
 	lz4_index(&a);
 	bfs_index_init(&b, FILE_SIZE);
-	assert_int_equal(bfs_icache_load(c, &d->st, &bfs_codec_lz4, &b), 1);	/* none yet */
+	assert_int_equal(bfs_icache_load(c, &d->st, &bfs_codec_lz4, &b), 1); /* none yet */
 	/* a cheap walk is not kept */
 	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a,
-					 BFS_ICACHE_MIN_READS - 1), 1);
+					 BFS_ICACHE_MIN_READS - 1),
+			 1);
 	assert_int_equal(count_entries(d->dir), 0);
 	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 0);
 	assert_int_equal(count_entries(d->dir), 1);
@@ -470,12 +476,12 @@ static void test_no_save_of_table_or_changed_file(void **state)
 
 	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
 	lz4_index(&a);
-	a.source = BFS_SRC_SEEKTABLE;		/* already cheap to open */
+	a.source = BFS_SRC_SEEKTABLE; /* already cheap to open */
 	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 1);
 	assert_int_equal(count_entries(d->dir), 0);
 	a.source = BFS_SRC_WALK;
 	/* the file changed during the walk: the index belongs to neither version */
-	usleep(20000);			/* file times tick with the kernel's coarse clock */
+	usleep(20000); /* file times tick with the kernel's coarse clock */
 	assert_int_equal(pwrite(d->fd, "x", 1, 0), 1);
 	assert_int_equal(bfs_icache_save(c, d->fd, &old, &bfs_codec_lz4, &a, 100), 1);
 	assert_int_equal(count_entries(d->dir), 0);
@@ -495,10 +501,9 @@ static void test_stale_entry_ignored(void **state)
 	lz4_index(&a);
 	assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100), 0);
 	/* same size, mtime put back: ctime still moves */
-	usleep(20000);			/* file times tick with the kernel's coarse clock */
+	usleep(20000); /* file times tick with the kernel's coarse clock */
 	assert_int_equal(pwrite(d->fd, "y", 1, 0), 1);
-	assert_int_equal(futimens(d->fd, (struct timespec[]){ d->st.st_atim, d->st.st_mtim }),
-			 0);
+	assert_int_equal(futimens(d->fd, (struct timespec[]){ d->st.st_atim, d->st.st_mtim }), 0);
 	assert_int_equal(fstat(d->fd, &now), 0);
 	assert_int_equal(now.st_size, d->st.st_size);
 	bfs_index_init(&b, FILE_SIZE);
@@ -537,7 +542,7 @@ static void test_unwritable_dir_degrades(void **state)
 	assert_int_equal(bfs_icache_open(&c, sub, err, sizeof(err)), 0);
 	assert_int_equal(chmod(sub, 0500), 0);
 	lz4_index(&a);
-	if (geteuid() != 0) {		/* root writes anyway: the mount test uses a ro mount */
+	if (geteuid() != 0) { /* root writes anyway: the mount test uses a ro mount */
 		/* the first failure says why and turns saving off; the next is skipped */
 		assert_int_equal(bfs_icache_save(c, d->fd, &d->st, &bfs_codec_lz4, &a, 100),
 				 -EACCES);
@@ -554,8 +559,15 @@ static void test_unwritable_dir_degrades(void **state)
 #define MEMO_N 5
 
 static const struct bfs_dirmemo_key dkey0 = {
-	.dev = 0xfe00, .ino = 77, .mtime_sec = 1700000000, .mtime_nsec = 5,
-	.ctime_sec = 1700000001, .ctime_nsec = 6, .n = MEMO_N, .names = 0x1234abcd, .rules = 0,
+	.dev = 0xfe00,
+	.ino = 77,
+	.mtime_sec = 1700000000,
+	.mtime_nsec = 5,
+	.ctime_sec = 1700000001,
+	.ctime_nsec = 6,
+	.n = MEMO_N,
+	.names = 0x1234abcd,
+	.rules = 0,
 };
 
 /* One of each kind: unknown, stamped (twice), sized, sized empty. */
@@ -563,11 +575,12 @@ static void memo_ents(struct bfs_dirmemo_ent *e)
 {
 	e[0] = (struct bfs_dirmemo_ent){ 0 };
 	e[1] = (struct bfs_dirmemo_ent){ .stamp = 11, .flags = BFS_DIRMEMO_STAMPED };
-	e[2] = (struct bfs_dirmemo_ent){ .stamp = 12,
-					 .flags = BFS_DIRMEMO_STAMPED };
-	e[3] = (struct bfs_dirmemo_ent){ .stamp = 13, .size = 4096,
+	e[2] = (struct bfs_dirmemo_ent){ .stamp = 12, .flags = BFS_DIRMEMO_STAMPED };
+	e[3] = (struct bfs_dirmemo_ent){ .stamp = 13,
+					 .size = 4096,
 					 .flags = BFS_DIRMEMO_STAMPED | BFS_DIRMEMO_SIZED };
-	e[4] = (struct bfs_dirmemo_ent){ .stamp = 14, .size = 0,
+	e[4] = (struct bfs_dirmemo_ent){ .stamp = 14,
+					 .size = 0,
 					 .flags = BFS_DIRMEMO_STAMPED | BFS_DIRMEMO_SIZED };
 }
 
@@ -611,7 +624,7 @@ static void test_memo_keeps_only_what_holds(void **state)
 	memo_ents(e);
 	e[1].flags |= BFS_DIRMEMO_SIZED;
 	e[1].size = 99;
-	e[2].stamp = 0;				/* stamped, but with no stamp */
+	e[2].stamp = 0; /* stamped, but with no stamp */
 	e[2].size = 5;
 	e[2].flags |= BFS_DIRMEMO_SIZED;
 	assert_int_equal(bfs_dirmemo_encode(&dkey0, e, &buf, &len), 0);
@@ -724,7 +737,7 @@ static void test_memo_save_then_load(void **state)
 
 	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
 	memo_ents(e);
-	assert_int_equal(bfs_icache_dir_load(c, &dkey0, got), 1);	/* none yet */
+	assert_int_equal(bfs_icache_dir_load(c, &dkey0, got), 1); /* none yet */
 	assert_int_equal(bfs_icache_dir_save(c, &dkey0, e), 0);
 	assert_int_equal(bfs_icache_dir_load(c, &dkey0, got), 0);
 	assert_int_equal(got[3].size, 4096);
@@ -777,10 +790,10 @@ static void test_bound_drops_least_recently_used(void **state)
 	make_aged(d->dir, OLD1, 24 << 10, 3000);
 	make_aged(d->dir, OLD2, 24 << 10, 2000);
 	make_aged(d->dir, OLD3, 24 << 10, 1000);
-	make_aged(d->dir, "notes.txt", 32 << 10, 9000);		/* not ours */
+	make_aged(d->dir, "notes.txt", 32 << 10, 9000); /* not ours */
 	make_aged(d->dir, "0000000000000001-0000000000000004.txt", 4096, 9000);
-	make_aged(d->dir, ".tmp-1-1", 4096, 7200);		/* a dead writer's */
-	make_aged(d->dir, ".tmp-1-2", 4096, 10);		/* a live one's */
+	make_aged(d->dir, ".tmp-1-1", 4096, 7200); /* a dead writer's */
+	make_aged(d->dir, ".tmp-1-2", 4096, 10);   /* a live one's */
 	assert_int_equal(bfs_icache_open(&c, d->dir, err, sizeof(err)), 0);
 	bfs_icache_set_limit(c, 64 << 10);
 	lz4_index(&a);
@@ -789,7 +802,7 @@ static void test_bound_drops_least_recently_used(void **state)
 	assert_false(present(d->dir, OLD1));
 	assert_false(present(d->dir, OLD2));
 	assert_true(present(d->dir, OLD3));
-	assert_int_equal(count_entries(d->dir), 2);		/* OLD3 and the new one */
+	assert_int_equal(count_entries(d->dir), 2); /* OLD3 and the new one */
 	assert_true(present(d->dir, "notes.txt"));
 	assert_true(present(d->dir, "0000000000000001-0000000000000004.txt"));
 	assert_false(present(d->dir, ".tmp-1-1"));
@@ -803,13 +816,13 @@ static void test_bound_drops_least_recently_used(void **state)
 }
 
 #define SAVERS 4
-#define SAVES 8
+#define SAVES  8
 
 struct saver {
 	struct bfs_icache *c;
 	struct bfs_index *idx;
 	char dir[96];
-	int id, failed;			/* asserts belong to the main thread */
+	int id, failed; /* asserts belong to the main thread */
 };
 
 /* Save the index of SAVES files of its own (sparse, FILE_SIZE bytes). */
@@ -866,7 +879,7 @@ static void test_bound_under_concurrent_saves(void **state)
 	left = entry_bytes(d->dir);
 	assert_true(left >= one);
 	assert_true(left <= 4 * one + SAVERS * one);
-	assert_true(count_entries(d->dir) < SAVERS * SAVES);	/* some were dropped */
+	assert_true(count_entries(d->dir) < SAVERS * SAVES); /* some were dropped */
 	bfs_index_destroy(&a);
 	bfs_icache_free(c);
 }

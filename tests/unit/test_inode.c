@@ -121,7 +121,7 @@ static int teardown(void **state)
 
 	bfs_inode_table_free(fs);
 	assert_null(fs->itab.table);
-	assert_int_equal(fs->fdc.n, 0);		/* every inode's descriptor closed */
+	assert_int_equal(fs->fdc.n, 0); /* every inode's descriptor closed */
 	bfs_snap_cache_free(fs);
 	bfs_version_walks_destroy(&fs->walks);
 	bfs_fdc_destroy(&fs->fdc);
@@ -152,7 +152,7 @@ static void test_lookup_and_forget(void **state)
 	assert_int_equal(fstatat(fs->root_fd, "a.txt", &bst, 0), 0);
 	assert_int_equal(bfs_lookup(fs, &fs->root, "a.txt", &a, &st), 0);
 	assert_int_equal(bfs_inode_count(fs), 1);
-	assert_int_equal(st.st_ino, bst.st_ino);	/* the raw view keeps the number */
+	assert_int_equal(st.st_ino, bst.st_ino); /* the raw view keeps the number */
 	assert_int_equal(st.st_size, 5);
 	assert_int_equal(st.st_blksize, 1 << 20);
 	assert_string_equal(a->rpath, "a.txt");
@@ -164,7 +164,7 @@ static void test_lookup_and_forget(void **state)
 	assert_int_equal(a->nlookup, 2);
 	assert_int_equal(bfs_inode_count(fs), 1);
 	assert_true(a->fde.fd >= 0);
-	assert_true(a->fde.rdonly);		/* a regular file: open for reading */
+	assert_true(a->fde.rdonly); /* a regular file: open for reading */
 	assert_ptr_equal(bfs_inode_ref(fs, &bst, NULL), a);
 	assert_true(bfs_inode_known(fs, bst.st_dev, bst.st_ino, NULL));
 	assert_false(bfs_inode_known(fs, bst.st_dev, bst.st_ino, &bfs_codec_lz4));
@@ -173,7 +173,7 @@ static void test_lookup_and_forget(void **state)
 	bfs_inode_forget(fs, a, 1);
 	assert_int_equal(bfs_inode_count(fs), 0);
 	assert_false(bfs_inode_known(fs, bst.st_dev, bst.st_ino, NULL));
-	assert_int_equal(fs->fdc.n, 0);		/* its descriptor went with it */
+	assert_int_equal(fs->fdc.n, 0); /* its descriptor went with it */
 	/* the root is never forgotten */
 	bfs_inode_forget(fs, &fs->root, 1);
 	assert_int_equal(fs->root.nlookup, 1);
@@ -220,7 +220,7 @@ static void test_directories(void **state)
 	assert_string_equal(rpath, "sub");
 	free(rpath);
 	assert_int_equal(fstatat(dfd, "f.txt", &dst, 0), 0);
-	assert_null(bfs_inode_dir_rpath(fs, &dst, NULL));	/* not a directory */
+	assert_null(bfs_inode_dir_rpath(fs, &dst, NULL)); /* not a directory */
 	assert_int_equal(bfs_inode_count(fs), 3);
 	bfs_inode_forget(fs, f, 1);
 	bfs_inode_forget(fs, e, 1);
@@ -247,10 +247,10 @@ static void test_growth_and_descriptor_bound(void **state)
 	for (int i = 0; i < MANY; i++) {
 		snprintf(name, sizeof(name), "f%05d.txt", i);
 		assert_int_equal(bfs_lookup(fs, &fs->root, name, &in[i], &st), 0);
-		assert_true(fs->fdc.n <= 8);	/* the bound holds while thousands are known */
+		assert_true(fs->fdc.n <= 8); /* the bound holds while thousands are known */
 	}
 	assert_int_equal(bfs_inode_count(fs), MANY);
-	assert_true(fs->itab.nbuckets >= MANY / 2);	/* chains of two on average at most */
+	assert_true(fs->itab.nbuckets >= MANY / 2); /* chains of two on average at most */
 	/* each is found again, by descriptor opened anew by path where it was closed */
 	for (int i = 0; i < MANY; i += 97) {
 		struct bfs_inode *again;
@@ -302,11 +302,11 @@ static void test_idle_ring_holds_a_lookup(void **state)
 	assert_int_equal(bfs_lookup(fs, &fs->root, "a.txt", &a, &st), 0);
 	bfs_inode_idle(fs, a);
 	assert_true(a->idle);
-	assert_int_equal(a->nlookup, 2);	/* the ring's */
-	bfs_inode_idle(fs, a);			/* in the ring already: nothing more */
+	assert_int_equal(a->nlookup, 2); /* the ring's */
+	bfs_inode_idle(fs, a);		 /* in the ring already: nothing more */
 	assert_int_equal(a->nlookup, 2);
 	bfs_inode_forget(fs, a, 1);
-	assert_int_equal(bfs_inode_count(fs), 1);	/* kept while the ring has it */
+	assert_int_equal(bfs_inode_count(fs), 1); /* kept while the ring has it */
 	bfs_inode_hold(fs, a);
 	assert_int_equal(a->nlookup, 2);
 	bfs_inode_forget(fs, a, 1);

@@ -28,8 +28,8 @@
 #define FILE_SIZE (9u * BFS_IO_AHEAD_CHUNK + 12345u)
 
 struct slow {
-	struct bfs_io io;	/* first member */
-	uint64_t fail_at;	/* a read of the chunk holding it fails with EIO; or UINT64_MAX */
+	struct bfs_io io; /* first member */
+	uint64_t fail_at; /* a read of the chunk holding it fails with EIO; or UINT64_MAX */
 };
 
 static ssize_t slow_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
@@ -37,7 +37,7 @@ static ssize_t slow_read(struct bfs_io *io, void *buf, size_t len, uint64_t off)
 	struct slow *s = (struct slow *)io;
 	struct timespec ts = { 0, (long)((off / 4096 * 7919) % 3000) * 1000 };
 
-	nanosleep(&ts, NULL);	/* 0-3 ms: readers ahead finish in any order */
+	nanosleep(&ts, NULL); /* 0-3 ms: readers ahead finish in any order */
 	if (s->fail_at >= off && s->fail_at - off < len)
 		return -EIO;
 	return bfs_io_mem_ops.read(io, buf, len, off);
@@ -97,7 +97,7 @@ static void walk_forward(unsigned int depth)
 	for (uint64_t off = 0; off + 12 <= FILE_SIZE; off += 65536 + 3)
 		expect_at(io, off, 12);
 	expect_at(io, FILE_SIZE - 20, 20);
-	assert_true(depth ? a.pool != NULL : a.pool == NULL);	/* threads read ahead, or none */
+	assert_true(depth ? a.pool != NULL : a.pool == NULL); /* threads read ahead, or none */
 	bfs_io_ahead_destroy(&a);
 	/* the first megabyte in growing requests (4), then a request a chunk */
 	assert_true(atomic_load(&s.io.nread) <= 4 + chunks + depth);
@@ -119,9 +119,11 @@ static void test_forward_no_threads(void **state)
 /* Jumps ahead past chunks read ahead, back to the start, and on again. */
 static void test_jumps(void **state)
 {
-	static const uint64_t at[] = { 0, 70000, 200000, 600000, 1100000, 1500000, 2100000,
-				       5500000, 5500100, 9000000, 100, 3000000, 3000001,
-				       3500000, FILE_SIZE - 64, 4000000, 4100000, 8000000 };
+	static const uint64_t at[] = {
+		0,	 70000,	  200000,	  600000,  1100000, 1500000,
+		2100000, 5500000, 5500100,	  9000000, 100,	    3000000,
+		3000001, 3500000, FILE_SIZE - 64, 4000000, 4100000, 8000000
+	};
 	struct bfs_io_ahead a;
 	struct slow s;
 	struct bfs_io *io;

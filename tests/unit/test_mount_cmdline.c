@@ -47,13 +47,26 @@ static int helper(const char *const *argv, char *out, size_t len)
 static void test_helper_convention(void **state)
 {
 	static const char *const fstab[] = {
-		"mount.blockfs", "/data", "/mnt", "-o",
-		"ro,noauto,x-systemd.automount,_netdev,cache_size=1M,comment=x,nofail", NULL
+		"mount.blockfs",
+		"/data",
+		"/mnt",
+		"-o",
+		"ro,noauto,x-systemd.automount,_netdev,cache_size=1M,comment=x,nofail",
+		NULL
 	};
-	static const char *const flags[] = {
-		"mount.blockfs", "/data", "/mnt", "-n", "-s", "-v", "-t", "fuse.blockfs",
-		"-o", "defaults", "-o", "readpath=pread", NULL
-	};
+	static const char *const flags[] = { "mount.blockfs",
+					     "/data",
+					     "/mnt",
+					     "-n",
+					     "-s",
+					     "-v",
+					     "-t",
+					     "fuse.blockfs",
+					     "-o",
+					     "defaults",
+					     "-o",
+					     "readpath=pread",
+					     NULL };
 	static const char *const bare[] = { "mount.blockfs", "/data", "/mnt", "-o", "users", NULL };
 	char got[256];
 
@@ -68,7 +81,9 @@ static void test_helper_convention(void **state)
 
 static void test_helper_fake_help_and_errors(void **state)
 {
-	static const char *const fake[] = { "mount.blockfs", "/data", "/mnt", "-o", "ro", "-f", NULL };
+	static const char *const fake[] = {
+		"mount.blockfs", "/data", "/mnt", "-o", "ro", "-f", NULL
+	};
 	static const char *const help[] = { "mount.blockfs", "--help", NULL };
 	static const char *const version[] = { "mount.blockfs", "-V", NULL };
 	static const char *const few[] = { "mount.blockfs", "/data", NULL };
@@ -77,7 +92,7 @@ static void test_helper_fake_help_and_errors(void **state)
 	char got[256];
 
 	(void)state;
-	assert_int_equal(helper(fake, got, sizeof(got)), 1);	/* -f is "fake": nothing to do */
+	assert_int_equal(helper(fake, got, sizeof(got)), 1); /* -f is "fake": nothing to do */
 	assert_int_equal(helper(help, got, sizeof(got)), 0);
 	assert_string_equal(got, "blockfs --help");
 	assert_int_equal(helper(version, got, sizeof(got)), 0);
@@ -102,16 +117,17 @@ static void test_mount_fuse_defaults(void **state)
 {
 	(void)state;
 	expect_dropped("ro,dev,suid", "ro");
-	expect_dropped("dev,suid", "nosuid");		/* an -o that held nothing else */
-	expect_dropped("ro,nodev,suid", "ro,nodev");	/* nodev given: only suid was added */
+	expect_dropped("dev,suid", "nosuid");	     /* an -o that held nothing else */
+	expect_dropped("ro,nodev,suid", "ro,nodev"); /* nodev given: only suid was added */
 	expect_dropped("ro,nosuid,dev", "ro,nosuid");
 	expect_dropped("ro,nodev,nosuid", "ro,nodev,nosuid");
-	expect_dropped("ro,suid", "ro,suid");		/* not what mount.fuse3 appends: asked */
+	expect_dropped("ro,suid", "ro,suid"); /* not what mount.fuse3 appends: asked */
 }
 
 static void test_mountinfo_line(void **state)
 {
-	char fuse[] = "36 35 0:52 / /tmp/a\\040b\\134c rw,nosuid,nodev shared:1 - fuse.blockfs /data rw\n";
+	char fuse[] =
+		"36 35 0:52 / /tmp/a\\040b\\134c rw,nosuid,nodev shared:1 - fuse.blockfs /data rw\n";
 	char other[] = "36 35 0:52 / /tmp/a\\040b\\134c rw - ext4 /dev/sda1 rw\n";
 	char elsewhere[] = "37 35 0:53 / /tmp/x rw - fuse.blockfs /data rw\n";
 	char junk[] = "not a mountinfo line\n";
@@ -125,7 +141,7 @@ static void test_mountinfo_line(void **state)
 	assert_false(bfs_mountinfo_line(other, "/tmp/a b\\c", &maj, &min));
 	assert_false(bfs_mountinfo_line(elsewhere, "/tmp/a b\\c", &maj, &min));
 	assert_false(bfs_mountinfo_line(junk, "/tmp/a b\\c", &maj, &min));
-	assert_int_equal(maj, 99);		/* untouched by lines that do not match */
+	assert_int_equal(maj, 99); /* untouched by lines that do not match */
 }
 
 int main(void)

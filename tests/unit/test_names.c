@@ -16,7 +16,7 @@
 
 struct fake_ent {
 	const char *name;
-	bool dir;		/* a directory; else a regular file */
+	bool dir; /* a directory; else a regular file */
 };
 
 struct fake_dir {
@@ -48,10 +48,12 @@ static const struct bfs_name_ops ops = { .exists = fake_exists, .is_file = fake_
 
 #define DIR true
 
-
-#define LZ4 (&bfs_codec_lz4)
+#define LZ4  (&bfs_codec_lz4)
 #define BGZF (&bfs_codec_bgzf)
-#define DIR_OF(arr) { .e = (arr), .n = sizeof(arr) / sizeof((arr)[0]) }
+#define DIR_OF(arr)                                             \
+	{                                                       \
+		.e = (arr), .n = sizeof(arr) / sizeof((arr)[0]) \
+	}
 
 /* Without keep_compressed unless said: the names rules' @keep. */
 static bool keep;
@@ -135,7 +137,9 @@ static void test_names_from_suffix_alone(void **state)
 	 * Whatever the bytes (plain gzip, text named .gz, lz4 -BD): a
 	 * regular file is named by its suffix; a directory keeps its name.
 	 */
-	static const struct fake_ent e[] = { { "p.gz", false }, { "y.lz4", DIR }, { "t.tgz", false } };
+	static const struct fake_ent e[] = { { "p.gz", false },
+					     { "y.lz4", DIR },
+					     { "t.tgz", false } };
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
@@ -212,8 +216,8 @@ static void test_double_suffix(void **state)
 
 	(void)state;
 	expect_shown(&d, "a.lz4", "a", LZ4);
-	expect_shown(&d, "a.lz4.lz4", "a.lz4.lz4", NULL);	/* its stem exists */
-	expect_resolve(&d, "a.lz4", -ENOENT, NULL, NULL);	/* shown as "a" */
+	expect_shown(&d, "a.lz4.lz4", "a.lz4.lz4", NULL); /* its stem exists */
+	expect_resolve(&d, "a.lz4", -ENOENT, NULL, NULL); /* shown as "a" */
 	expect_resolve(&d, "a.lz4.lz4", 0, "a.lz4.lz4", NULL);
 }
 
@@ -242,11 +246,20 @@ static void test_longest_names(void **state)
 static void test_sidecars_hidden(void **state)
 {
 	static const struct fake_ent e[] = {
-		{ "calls.vcf.gz", false }, { "calls.vcf.gz.tbi", false }, { "calls.vcf.gz.csi", false },
-		{ "ref.fa.gz", false }, { "ref.fa.gz.fai", false }, { "ref.fa.gz.gzi", false },
-		{ "r.bgz", false }, { "r.bgz.gzi", false }, { "r.bgz.tbi", false },
-		{ "plain.gz", DIR }, { "plain.gz.tbi", false }, { "orphan.gz.tbi", false },
-		{ "x.lz4", false }, { "x.lz4.gzi", false },
+		{ "calls.vcf.gz", false },
+		{ "calls.vcf.gz.tbi", false },
+		{ "calls.vcf.gz.csi", false },
+		{ "ref.fa.gz", false },
+		{ "ref.fa.gz.fai", false },
+		{ "ref.fa.gz.gzi", false },
+		{ "r.bgz", false },
+		{ "r.bgz.gzi", false },
+		{ "r.bgz.tbi", false },
+		{ "plain.gz", DIR },
+		{ "plain.gz.tbi", false },
+		{ "orphan.gz.tbi", false },
+		{ "x.lz4", false },
+		{ "x.lz4.gzi", false },
 	};
 	struct fake_dir d = DIR_OF(e);
 
@@ -272,14 +285,15 @@ static void test_sidecars_hidden(void **state)
 static void test_keep_compressed(void **state)
 {
 	static const struct fake_ent e[] = {
-		{ "calls.vcf.gz", false }, { "calls.vcf.gz.tbi", false }, { "d.lz4", false },
-		{ "s.gz", false }, { "s.lz4", false },
+		{ "calls.vcf.gz", false }, { "calls.vcf.gz.tbi", false },
+		{ "d.lz4", false },	   { "s.gz", false },
+		{ "s.lz4", false },
 	};
 	struct fake_dir d = DIR_OF(e);
 
 	(void)state;
 	keep = true;
-	expect_shown(&d, "calls.vcf.gz", "calls.vcf", BGZF);	/* the caller lists it raw too */
+	expect_shown(&d, "calls.vcf.gz", "calls.vcf", BGZF); /* the caller lists it raw too */
 	expect_resolve(&d, "calls.vcf", 0, "calls.vcf.gz", BGZF);
 	expect_resolve(&d, "calls.vcf.gz", 0, "calls.vcf.gz", NULL);
 	expect_shown(&d, "calls.vcf.gz.tbi", "calls.vcf.gz.tbi", NULL);

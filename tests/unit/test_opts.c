@@ -66,7 +66,7 @@ static void test_ours_taken_fuse_kept(void **state)
 	assert_int_equal(parse(&o, &rest, 5, argv), 0);
 	assert_int_equal(o.readpath, BFS_READPATH_PREAD);
 	assert_false(o.verify);
-	assert_int_equal(rest.argc, 3);		/* blockfs -o allow_other */
+	assert_int_equal(rest.argc, 3); /* blockfs -o allow_other */
 	assert_string_equal(rest.argv[1], "-o");
 	assert_string_equal(rest.argv[2], "allow_other");
 	assert_string_equal(o.mountpoint, "mnt");
@@ -129,13 +129,13 @@ static void test_kernel_open(void **state)
 	(void)state;
 	assert_int_equal(parse(&o, &rest, 5, flag), 0);
 	assert_true(o.kernel_open);
-	assert_int_equal(rest.argc, 3);		/* blockfs -o allow_other */
+	assert_int_equal(rest.argc, 3); /* blockfs -o allow_other */
 	assert_string_equal(rest.argv[2], "allow_other");
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, valued), 0);
 	assert_false(o.kernel_open);
-	assert_int_equal(rest.argc, 3);		/* left for libfuse, which refuses it */
+	assert_int_equal(rest.argc, 3); /* left for libfuse, which refuses it */
 	assert_string_equal(rest.argv[2], "kernel_open=1");
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
@@ -158,7 +158,7 @@ static void test_suid_dev_taken_last_wins(void **state)
 	assert_int_equal(parse(&o, &rest, 5, ask), 0);
 	assert_true(o.suid);
 	assert_true(o.dev);
-	assert_int_equal(rest.argc, 3);		/* blockfs -o allow_other */
+	assert_int_equal(rest.argc, 3); /* blockfs -o allow_other */
 	assert_string_equal(rest.argv[2], "allow_other");
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
@@ -179,7 +179,7 @@ static void test_max_read_checked_and_kept(void **state)
 	(void)state;
 	assert_int_equal(parse(&o, &rest, 5, argv), 0);
 	assert_int_equal(o.max_read, 65536);
-	assert_int_equal(rest.argc, 3);		/* blockfs -o max_read=65536 */
+	assert_int_equal(rest.argc, 3); /* blockfs -o max_read=65536 */
 	assert_string_equal(rest.argv[2], "max_read=65536");
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
@@ -249,7 +249,7 @@ static void test_kernel_readahead(void **state)
 	assert_int_equal(kernel_readahead_of("kernel_readahead=1G"), 1 << 30);
 	assert_int_equal(kernel_readahead_of("kernel_readahead=4K"), 4 << 10);
 	expect_refused("kernel_readahead=1025M");
-	expect_refused("kernel_readahead=512");		/* read_ahead_kb 0: none at all */
+	expect_refused("kernel_readahead=512"); /* read_ahead_kb 0: none at all */
 	expect_refused("kernel_readahead=4095");
 	expect_refused("kernel_readahead=lots");
 	expect_refused("kernel_readahead=");
@@ -267,7 +267,7 @@ static void test_timeouts(void **state)
 	(void)state;
 	assert_int_equal(parse(&o, &rest, 3, bare), 0);
 	assert_true(o.entry_timeout == 10.0 && o.attr_timeout == 10.0);
-	assert_true(o.negative_timeout == 0.0);	/* a new file shows at once */
+	assert_true(o.negative_timeout == 0.0); /* a new file shows at once */
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, argv), 0);
@@ -289,8 +289,10 @@ static void test_readdirplus(void **state)
 		bool is_auto;
 	} good[] = { { NULL, BFS_READDIRPLUS_ON, true },
 		     { "readdirplus=auto", BFS_READDIRPLUS_ON, true },
-		     { "readdirplus=on", BFS_READDIRPLUS_ON, false }, { "readdirplus=off", 0, false },
-		     { "readdirplus=1", 1, false }, { "readdirplus=16", 16, false },
+		     { "readdirplus=on", BFS_READDIRPLUS_ON, false },
+		     { "readdirplus=off", 0, false },
+		     { "readdirplus=1", 1, false },
+		     { "readdirplus=16", 16, false },
 		     { "readdirplus=4294967295", 4294967295u, false } };
 	struct fuse_args rest;
 	struct bfs_opts o;
@@ -303,7 +305,7 @@ static void test_readdirplus(void **state)
 		bfs_opts_release(&o);
 		fuse_opt_free_args(&rest);
 	}
-	expect_refused("readdirplus=0");	/* off says it */
+	expect_refused("readdirplus=0"); /* off says it */
 	expect_refused("readdirplus=-1");
 	expect_refused("readdirplus=4294967296");
 	expect_refused("readdirplus=ON");
@@ -322,7 +324,8 @@ static void test_loop_and_busy_poll(void **state)
 	} good[] = { { NULL, false, BFS_DEFAULT_BUSY_POLL_US },
 		     { "loop=blockfs", false, BFS_DEFAULT_BUSY_POLL_US },
 		     { "loop=libfuse", true, BFS_DEFAULT_BUSY_POLL_US },
-		     { "busy_poll=0", false, 0 }, { "busy_poll=7", false, 7 },
+		     { "busy_poll=0", false, 0 },
+		     { "busy_poll=7", false, 7 },
 		     { "loop=libfuse,busy_poll=200", true, 200 },
 		     { "busy_poll=1000000", false, BFS_MAX_BUSY_POLL_US } };
 	struct fuse_args rest;
@@ -333,7 +336,7 @@ static void test_loop_and_busy_poll(void **state)
 		expect_parsed(&o, &rest, good[i].arg);
 		assert_int_equal(o.libfuse_loop, good[i].libfuse);
 		assert_int_equal(o.busy_poll_us, good[i].poll_us);
-		assert_int_equal(rest.argc, 1);		/* neither reaches libfuse */
+		assert_int_equal(rest.argc, 1); /* neither reaches libfuse */
 		bfs_opts_release(&o);
 		fuse_opt_free_args(&rest);
 	}
@@ -361,7 +364,7 @@ static void test_max_inodes(void **state)
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, a2), 0);
-	assert_int_equal(o.max_inodes, 0);		/* no bound */
+	assert_int_equal(o.max_inodes, 0); /* no bound */
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, a3), 0);
@@ -377,7 +380,8 @@ static void test_max_inodes(void **state)
 
 static void test_readahead_workers_advice(void **state)
 {
-	char *argv[] = { "blockfs", "-o", "readahead=512K,workers=0,advice=sequential", "src", "mnt" };
+	char *argv[] = { "blockfs", "-o", "readahead=512K,workers=0,advice=sequential", "src",
+			 "mnt" };
 	struct fuse_args rest;
 	struct bfs_opts o;
 
@@ -393,9 +397,9 @@ static void test_readahead_workers_advice(void **state)
 	expect_refused("workers=two");
 	expect_refused("workers=257");
 	expect_refused("workers=");
-	expect_refused("advice=dontneed");	/* an action on a range, not a default */
+	expect_refused("advice=dontneed"); /* an action on a range, not a default */
 	expect_refused("advice=fast");
-	expect_refused("advice=willneed 0 1M");	/* a range is an action, not a default */
+	expect_refused("advice=willneed 0 1M"); /* a range is an action, not a default */
 	expect_refused("advice=");
 }
 
@@ -422,7 +426,8 @@ static void test_willneed(void **state)
 	expect_refused("willneed=");
 	assert_int_equal(bfs_opts_give(&bad, "willneed", "pagecache"), 0);
 	assert_int_equal(bfs_opts_check(&bad, err, sizeof(err)), -EINVAL);
-	assert_string_equal(err, "bad value 'pagecache' for option willneed: expected cache or kernel");
+	assert_string_equal(err,
+			    "bad value 'pagecache' for option willneed: expected cache or kernel");
 	bfs_opts_release(&bad);
 }
 
@@ -436,7 +441,7 @@ static void test_gzip_and_index_cache(void **state)
 	char *on[] = { "blockfs", "-o", "gzip=index,gzip_span=4M,index_cache=/var/cache/x", "src",
 		       "mnt" };
 	char *off[] = { "blockfs", "-o", "gzip=raw,index_cache=off,index_cache_size=0,spill_size=0",
-			 "src", "mnt" };
+			"src", "mnt" };
 	char *dot_off[] = { "blockfs", "-o", "index_cache=./off,index_cache_size=2G,spill_size=64M",
 			    "src", "mnt" };
 	struct bfs_opts bad = { 0 };
@@ -446,9 +451,9 @@ static void test_gzip_and_index_cache(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&o, &rest, 3, none), 0);
-	assert_true(o.gzip_index);		/* decoded by default */
+	assert_true(o.gzip_index); /* decoded by default */
 	assert_int_equal(o.gzip_span, 1u << 20);
-	assert_null(o.index_cache);		/* the default place */
+	assert_null(o.index_cache); /* the default place */
 	assert_false(o.index_cache_off);
 	assert_int_equal(o.index_cache_size, 1u << 30);
 	assert_int_equal(o.spill_size, BFS_DEFAULT_SPILL_SIZE);
@@ -471,7 +476,7 @@ static void test_gzip_and_index_cache(void **state)
 	bfs_opts_release(&o);
 	fuse_opt_free_args(&rest);
 	assert_int_equal(parse(&o, &rest, 5, dot_off), 0);
-	assert_string_equal(o.index_cache, "./off");	/* a directory called off */
+	assert_string_equal(o.index_cache, "./off"); /* a directory called off */
 	assert_false(o.index_cache_off);
 	assert_int_equal(o.index_cache_size, 2ull << 30);
 	assert_int_equal(o.spill_size, 64u << 20);
@@ -491,7 +496,7 @@ static void test_gzip_and_index_cache(void **state)
 	assert_int_equal(bfs_opts_give(&bad, "gzip_span", "100M"), 0);
 	assert_int_equal(bfs_opts_check(&bad, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "bad value '100M' for option gzip_span: expected a size from 64K "
-			    "to 32M such as 1M");
+				 "to 32M such as 1M");
 	bfs_opts_release(&bad);
 }
 
@@ -504,7 +509,7 @@ static void test_check_message_names_option(void **state)
 	assert_int_equal(bfs_opts_give(&o, "readpath", "sideways"), 0);
 	assert_int_equal(bfs_opts_check(&o, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "bad value 'sideways' for option readpath: expected pread, mmap "
-			    "or auto");
+				 "or auto");
 	/* not an option, or a flag: nothing to give */
 	assert_int_equal(bfs_opts_give(&o, "readpaths", "pread"), -EINVAL);
 	assert_int_equal(bfs_opts_give(&o, "nonempty", "1"), -EINVAL);

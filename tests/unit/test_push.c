@@ -22,19 +22,19 @@
 #include "blockfs/push.h"
 #include "blockfs/stream.h"
 
-#define P BFS_PAGE
+#define P      BFS_PAGE
 #define MAXSEG 64
 
 /* A decoded range: segments cut from one source buffer, copied apart. */
 struct range {
-	uint8_t *src;			/* the file's bytes from at[0] */
+	uint8_t *src; /* the file's bytes from at[0] */
 	uint64_t at[MAXSEG + 1];
 	uint8_t *buf[MAXSEG];
 	size_t n;
 	/* what the emits did */
-	uint8_t *seen;			/* times each byte was emitted */
+	uint8_t *seen; /* times each byte was emitted */
 	uint8_t *bounce;
-	size_t emits, fail_at;		/* fail the emit numbered fail_at (1-based), 0: never */
+	size_t emits, fail_at; /* fail the emit numbered fail_at (1-based), 0: never */
 	int bad;
 };
 
@@ -140,7 +140,7 @@ static void test_slice_block_edges_inside_pages(void **state)
 	(void)state;
 	assert_int_equal((r->at[5]) % P, 0);
 	assert_covered(r, slice(r, UINT64_MAX), UINT64_MAX);
-	assert_true(r->emits <= 2 * 5);		/* a run and a bounce page per block */
+	assert_true(r->emits <= 2 * 5); /* a run and a bounce page per block */
 	range_free(r);
 }
 
@@ -153,7 +153,7 @@ static void test_slice_tiny_blocks(void **state)
 	(void)state;
 	for (size_t i = 0; i < 40; i++)
 		len[i] = 100 + i * 37;
-	len[39] += P - (100 * 40 + 37 * 39 * 40 / 2) % P;	/* whole pages in all */
+	len[39] += P - (100 * 40 + 37 * 39 * 40 / 2) % P; /* whole pages in all */
 	r = range_new(0, len, 40);
 	assert_covered(r, slice(r, UINT64_MAX), UINT64_MAX);
 	range_free(r);
@@ -178,8 +178,8 @@ static void test_slice_partial_last_page(void **state)
 static void test_slice_skips_tripwire(void **state)
 {
 	static const size_t len[] = { 65280, 65280, 65280, 65280 + 1024 };
-	uint64_t from = 1 << 20, skips[] = { 1 << 20, (1 << 20) + 16 * P, (1 << 20) + 15 * P,
-					     (1 << 20) + 63 * P };
+	uint64_t from = 1 << 20,
+		 skips[] = { 1 << 20, (1 << 20) + 16 * P, (1 << 20) + 15 * P, (1 << 20) + 63 * P };
 
 	(void)state;
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(skips); i++) {
@@ -202,7 +202,8 @@ static void test_slice_skips_read_range(void **state)
 	(void)state;
 	assert_int_equal(r->bad, 0);
 	for (uint64_t o = from; o < r->at[4]; o++)
-		assert_int_equal(r->seen[o - from], o >= from + 15 * P && o < from + 18 * P ? 0 : 1);
+		assert_int_equal(r->seen[o - from],
+				 o >= from + 15 * P && o < from + 18 * P ? 0 : 1);
 	assert_int_equal(got, (ssize_t)(r->at[4] - from - 3 * P));
 	range_free(r);
 }
@@ -225,7 +226,10 @@ static void test_slice_stops_on_failure(void **state)
 #define MIB (1u << 20)
 
 static const struct bfs_window_cfg cfg8 = {
-	.size = 8 * MIB, .gap = 1 * MIB, .eof = 512 * MIB, .run_min = 2,
+	.size = 8 * MIB,
+	.gap = 1 * MIB,
+	.eof = 512 * MIB,
+	.run_min = 2,
 };
 
 static void test_window_starts_past_kernel_readahead(void **state)
@@ -235,11 +239,11 @@ static void test_window_starts_past_kernel_readahead(void **state)
 
 	(void)state;
 	bfs_window_init(&w);
-	assert_false(bfs_window_step(&w, &cfg8, 0, 128 << 10, &p));	/* run 1 of 2 */
+	assert_false(bfs_window_step(&w, &cfg8, 0, 128 << 10, &p)); /* run 1 of 2 */
 	assert_true(bfs_window_step(&w, &cfg8, 128 << 10, 1 * MIB, &p));
-	assert_int_equal(p.from, 2 * MIB);		/* the kernel reads [1M, 2M) itself */
+	assert_int_equal(p.from, 2 * MIB); /* the kernel reads [1M, 2M) itself */
 	assert_int_equal(p.to, 9 * MIB);
-	assert_int_equal(p.trip, 5 * MIB);		/* half a window before the end */
+	assert_int_equal(p.trip, 5 * MIB); /* half a window before the end */
 	assert_int_equal(w.pushed, 9 * MIB);
 }
 
@@ -250,7 +254,7 @@ static void test_window_moves_on_at_tripwire(void **state)
 
 	(void)state;
 	bfs_window_init(&w);
-	assert_false(bfs_window_step(&w, &cfg8, 0, 1 * MIB, &p));	/* run 1 of 2 */
+	assert_false(bfs_window_step(&w, &cfg8, 0, 1 * MIB, &p)); /* run 1 of 2 */
 	assert_true(bfs_window_step(&w, &cfg8, 1 * MIB, 2 * MIB, &p));
 	/* the kernel's own READs in the gap: half a window is still ahead */
 	assert_false(bfs_window_step(&w, &cfg8, 2 * MIB, 3 * MIB, &p));
@@ -274,11 +278,11 @@ static void test_window_jump_starts_over(void **state)
 
 	(void)state;
 	bfs_window_init(&w);
-	assert_false(bfs_window_step(&w, &cfg8, 0, 1 * MIB, &p));	/* run 1 of 2 */
+	assert_false(bfs_window_step(&w, &cfg8, 0, 1 * MIB, &p)); /* run 1 of 2 */
 	assert_true(bfs_window_step(&w, &cfg8, 1 * MIB, 2 * MIB, &p));
 	gen = w.gen;
 	assert_false(bfs_window_step(&w, &cfg8, 300 * MIB, 301 * MIB, &p));
-	assert_int_equal(w.gen, gen + 1);		/* queued jobs of the old window stop */
+	assert_int_equal(w.gen, gen + 1); /* queued jobs of the old window stop */
 	assert_int_equal(w.pushed, 0);
 	assert_int_equal(w.trip, UINT64_MAX);
 	assert_true(bfs_window_step(&w, &cfg8, 301 * MIB, 302 * MIB, &p));
@@ -294,13 +298,13 @@ static void test_window_reader_outruns_pushes(void **state)
 
 	(void)state;
 	bfs_window_init(&w);
-	assert_false(bfs_window_step(&w, &cfg8, 0, 1 * MIB, &p));	/* run 1 of 2 */
-	assert_true(bfs_window_step(&w, &cfg8, 1 * MIB, 2 * MIB, &p));	/* pushed to 10M */
+	assert_false(bfs_window_step(&w, &cfg8, 0, 1 * MIB, &p));      /* run 1 of 2 */
+	assert_true(bfs_window_step(&w, &cfg8, 1 * MIB, 2 * MIB, &p)); /* pushed to 10M */
 	gen = w.gen;
 	assert_true(bfs_window_step(&w, &cfg8, 7 * MIB, 8 * MIB, &p));
 	assert_int_equal(w.gen, gen);
 	assert_int_equal(p.from, 10 * MIB);
-	assert_true(bfs_window_step(&w, &cfg8, 17 * MIB, 18 * MIB, &p));	/* past them */
+	assert_true(bfs_window_step(&w, &cfg8, 17 * MIB, 18 * MIB, &p)); /* past them */
 	assert_int_equal(w.gen, gen);
 	assert_int_equal(p.from, 19 * MIB);
 }
@@ -314,11 +318,11 @@ static void test_window_ends_at_eof(void **state)
 	(void)state;
 	c.eof = 6 * MIB + 100;
 	bfs_window_init(&w);
-	assert_false(bfs_window_step(&w, &c, 0, 1 * MIB, &p));	/* run 1 of 2 */
+	assert_false(bfs_window_step(&w, &c, 0, 1 * MIB, &p)); /* run 1 of 2 */
 	assert_true(bfs_window_step(&w, &c, 1 * MIB, 2 * MIB, &p));
 	assert_int_equal(p.to, c.eof);
-	assert_true(p.trip < 6 * MIB);			/* never the partial last page */
-	assert_false(bfs_window_step(&w, &c, p.trip, p.trip + P, &p));	/* all queued */
+	assert_true(p.trip < 6 * MIB); /* never the partial last page */
+	assert_false(bfs_window_step(&w, &c, p.trip, p.trip + P, &p)); /* all queued */
 }
 
 static void test_window_retreat_after_full_queue(void **state)
@@ -328,11 +332,11 @@ static void test_window_retreat_after_full_queue(void **state)
 
 	(void)state;
 	bfs_window_init(&w);
-	assert_false(bfs_window_step(&w, &cfg8, 0, 1 * MIB, &p));	/* run 1 of 2 */
+	assert_false(bfs_window_step(&w, &cfg8, 0, 1 * MIB, &p)); /* run 1 of 2 */
 	assert_true(bfs_window_step(&w, &cfg8, 1 * MIB, 2 * MIB, &p));
-	bfs_window_retreat(&w, 4 * MIB);		/* chunks from 4M were not queued */
+	bfs_window_retreat(&w, 4 * MIB); /* chunks from 4M were not queued */
 	assert_int_equal(w.pushed, 4 * MIB);
-	assert_int_equal(w.trip, UINT64_MAX);		/* its tripwire was not queued either */
+	assert_int_equal(w.trip, UINT64_MAX); /* its tripwire was not queued either */
 	assert_true(bfs_window_step(&w, &cfg8, 2 * MIB, 3 * MIB, &p));
 	assert_int_equal(p.from, 4 * MIB);
 }
@@ -344,7 +348,7 @@ static void test_window_off_for_random_readers(void **state)
 	struct bfs_window_plan p;
 
 	(void)state;
-	c.size = 0;					/* advice random */
+	c.size = 0; /* advice random */
 	c.run_min = 0;
 	bfs_window_init(&w);
 	for (uint64_t off = 0; off < 16 * MIB; off += MIB)

@@ -26,7 +26,7 @@ static void test_off_never_names_alone(void **state)
 	assert_false(bfs_rdplus_names_suffice(&r));
 	bfs_rdplus_listed(&r, 1000);
 	assert_false(bfs_rdplus_names_suffice(&r));
-	assert_int_equal(atomic_load(&r.listed), 0);	/* not even counted */
+	assert_int_equal(atomic_load(&r.listed), 0); /* not even counted */
 	bfs_rdplus_used(&r, 5);
 	assert_int_equal(atomic_load(&r.used), 0);
 }
@@ -39,7 +39,7 @@ static void test_fresh_mount_names_alone(void **state)
 	bfs_rdplus_init(&r, true);
 	/* nothing listed yet: a find's first listing pays for no attributes */
 	assert_true(bfs_rdplus_names_suffice(&r));
-	bfs_rdplus_used(&r, 3);		/* uses alone do not turn it */
+	bfs_rdplus_used(&r, 3); /* uses alone do not turn it */
 	assert_true(bfs_rdplus_names_suffice(&r));
 }
 
@@ -52,13 +52,13 @@ static void test_half_used_gives_attributes(void **state)
 	bfs_rdplus_listed(&r, 100);
 	bfs_rdplus_used(&r, 49);
 	assert_true(bfs_rdplus_names_suffice(&r));
-	bfs_rdplus_used(&r, 1);		/* 50 of 100: at least half */
+	bfs_rdplus_used(&r, 1); /* 50 of 100: at least half */
 	assert_false(bfs_rdplus_names_suffice(&r));
-	bfs_rdplus_listed(&r, 1);	/* 50 of 101: half, rounded down */
+	bfs_rdplus_listed(&r, 1); /* 50 of 101: half, rounded down */
 	assert_false(bfs_rdplus_names_suffice(&r));
-	bfs_rdplus_listed(&r, 1);	/* 50 of 102: less */
+	bfs_rdplus_listed(&r, 1); /* 50 of 102: less */
 	assert_true(bfs_rdplus_names_suffice(&r));
-	bfs_rdplus_listed(&r, 0);	/* no-op */
+	bfs_rdplus_listed(&r, 0); /* no-op */
 	assert_int_equal(atomic_load(&r.listed), 102);
 }
 
@@ -70,7 +70,7 @@ static void test_window_halves_both(void **state)
 	bfs_rdplus_init(&r, true);
 	bfs_rdplus_listed(&r, BFS_RDPLUS_WINDOW);
 	bfs_rdplus_used(&r, 1000);
-	assert_int_equal(atomic_load(&r.listed), BFS_RDPLUS_WINDOW);	/* at the window: kept */
+	assert_int_equal(atomic_load(&r.listed), BFS_RDPLUS_WINDOW); /* at the window: kept */
 	bfs_rdplus_listed(&r, 2);
 	assert_int_equal(atomic_load(&r.listed), (BFS_RDPLUS_WINDOW + 2) / 2);
 	assert_int_equal(atomic_load(&r.used), 500);
@@ -130,12 +130,12 @@ static void test_walk_ahead(void **state)
 
 	(void)state;
 	bfs_rdplus_init(&r, true);
-	assert_true(bfs_rdplus_walk_ahead(&r));		/* ls -l of a first directory */
+	assert_true(bfs_rdplus_walk_ahead(&r)); /* ls -l of a first directory */
 	bfs_rdplus_listed(&r, BFS_RDPLUS_WINDOW / 4 - 1);
 	assert_true(bfs_rdplus_walk_ahead(&r));
-	bfs_rdplus_listed(&r, 1);			/* a find's first thousand files */
+	bfs_rdplus_listed(&r, 1); /* a find's first thousand files */
 	assert_false(bfs_rdplus_walk_ahead(&r));
-	bfs_rdplus_used(&r, 1);				/* someone opens what is listed */
+	bfs_rdplus_used(&r, 1); /* someone opens what is listed */
 	assert_true(bfs_rdplus_walk_ahead(&r));
 }
 

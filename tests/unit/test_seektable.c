@@ -24,15 +24,15 @@
 #include "blockfs/xxh32.h"
 #include "builders.h"
 
-#define KIB 1024u
-#define MIB (1024u * 1024u)
-#define PREFIX 7		/* a frame header before the first block */
+#define KIB    1024u
+#define MIB    (1024u * 1024u)
+#define PREFIX 7 /* a frame header before the first block */
 
 /* A file image: frame bytes (junk here: the table never looks at them) + table. */
 struct img {
 	uint8_t *p;
 	size_t len;
-	size_t tab;		/* where the table starts */
+	size_t tab; /* where the table starts */
 };
 
 static void img_free(struct img *m)
@@ -54,14 +54,16 @@ static void make(struct img *m, size_t n, uint32_t clen, uint32_t usize, uint32_
 	uint64_t off = PREFIX;
 
 	for (size_t i = 0; i < n; i++) {
-		struct bfs_seektable_entry e = { .coff = off, .clen = clen,
-					  .usize = i + 1 == n ? last : usize,
-					  .bmax = bmax, .csum = csum };
+		struct bfs_seektable_entry e = { .coff = off,
+						 .clen = clen,
+						 .usize = i + 1 == n ? last : usize,
+						 .bmax = bmax,
+						 .csum = csum };
 
 		assert_int_equal(bfs_seektable_writer_add(&w, &e), 0);
 		off += clen;
 	}
-	off += 4;					/* EndMark */
+	off += 4; /* EndMark */
 	assert_int_equal(bfs_seektable_writer_finish(&w, off, usize, &tab, &tlen), 0);
 	assert_int_equal(tlen, bfs_seektable_size(n));
 	m->len = (size_t)off + tlen;
@@ -148,7 +150,8 @@ static void test_xxh32_streaming_matches_one_shot(void **state)
 
 			bfs_xxh32_init(&st, 17);
 			for (size_t at = 0; at < len; at += piece)
-				bfs_xxh32_update(&st, buf + at, len - at < piece ? len - at : piece);
+				bfs_xxh32_update(&st, buf + at,
+						 len - at < piece ? len - at : piece);
 			assert_int_equal(bfs_xxh32_digest(&st), bfs_xxh32(buf, len, 17));
 		}
 	}
@@ -213,8 +216,11 @@ static void test_roundtrip_two_frames(void **state)
 {
 	struct bfs_seektable_writer w = { 0 };
 	struct bfs_seektable_entry a = { .coff = 7, .clen = 100, .usize = 500, .bmax = 64 * KIB },
-			    b = { .coff = 7 + 100 + 4 + 15, .clen = 200, .usize = 900,
-				  .bmax = 4 * MIB, .csum = true };
+				   b = { .coff = 7 + 100 + 4 + 15,
+					 .clen = 200,
+					 .usize = 900,
+					 .bmax = 4 * MIB,
+					 .csum = true };
 	struct bfs_seektable t;
 	const uint8_t *tab;
 	uint8_t *file;
@@ -474,7 +480,7 @@ static void test_lie_entry_inside_table(void **state)
 
 	(void)state;
 	make(&m, 4, 500, 100, 100, 64 * KIB, false);
-	bfs_put_le32(entry(&m, 3) + 8, 502);	/* runs over the EndMark into the table */
+	bfs_put_le32(entry(&m, 3) + 8, 502); /* runs over the EndMark into the table */
 	assert_lie_refused(&m);
 	img_free(&m);
 }
@@ -535,7 +541,7 @@ static void test_wrong_frame_magic(void **state)
 	(void)state;
 	make(&m, 1, 500, 100, 100, 64 * KIB, false);
 	bfs_put_le32(m.p + m.tab, 0x184D2A50u);
-	assert_lie_refused(&m);		/* the frame magic is not under the checksum */
+	assert_lie_refused(&m); /* the frame magic is not under the checksum */
 	img_free(&m);
 }
 
@@ -560,7 +566,7 @@ static void test_writer_refuses_bad_entries(void **state)
 		struct bfs_seektable_writer w = { 0 };
 
 		assert_int_equal(bfs_seektable_writer_add(&w, &bads[i]), -EINVAL);
-		assert_int_equal(bfs_seektable_writer_add(&w, &ok), -EINVAL);	/* sticky */
+		assert_int_equal(bfs_seektable_writer_add(&w, &ok), -EINVAL); /* sticky */
 		assert_int_equal(bfs_seektable_writer_finish(&w, 1000, 0, &tab, &len), -EINVAL);
 		bfs_seektable_writer_release(&w);
 	}

@@ -134,7 +134,7 @@ static void test_entries_and_names(void **state)
 	assert_int_equal(mkdirat(x->dirfd, "sub", 0755), 0);
 	settle();
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &c.snap), 0);
-	assert_int_equal(bfs_snap_count(c.snap), 5);	/* with . and .. */
+	assert_int_equal(bfs_snap_count(c.snap), 5); /* with . and .. */
 	assert_true(has(c.snap, "a.txt", DT_REG));
 	assert_true(has(c.snap, "b.lz4", DT_REG));
 	assert_true(has(c.snap, "sub", DT_DIR));
@@ -164,18 +164,18 @@ static void test_cached_until_changed(void **state)
 	settle();
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s1), 0);
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s2), 0);
-	assert_ptr_equal(s1, s2);		/* one fstat, no getdents */
+	assert_ptr_equal(s1, s2); /* one fstat, no getdents */
 	assert_ptr_equal(x->fs->snaps.mru, s1);
 	assert_true(x->fs->snaps.bytes > 0);
 	bfs_snap_put(s2);
-	touch(x->dirfd, "two");			/* the directory's mtime moves */
+	touch(x->dirfd, "two"); /* the directory's mtime moves */
 	settle();
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s3), 0);
 	assert_ptr_not_equal(s3, s1);
 	assert_true(has(s3, "two", DT_REG));
-	assert_false(has(s1, "two", DT_REG));	/* the old one lives while held */
+	assert_false(has(s1, "two", DT_REG)); /* the old one lives while held */
 	assert_ptr_equal(x->fs->snaps.mru, s3);
-	assert_ptr_equal(x->fs->snaps.lru, s3);	/* the old one left the cache */
+	assert_ptr_equal(x->fs->snaps.lru, s3); /* the old one left the cache */
 	bfs_snap_put(s1);
 	bfs_snap_put(s3);
 }
@@ -185,7 +185,7 @@ static void test_racy_not_kept(void **state)
 	struct fx *x = *state;
 	struct bfs_snap *s1, *s2;
 
-	touch(x->dirfd, "now");			/* changed just now: may change again unseen */
+	touch(x->dirfd, "now"); /* changed just now: may change again unseen */
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s1), 0);
 	assert_true(has(s1, "now", DT_REG));
 	assert_null(x->fs->snaps.mru);
@@ -193,7 +193,7 @@ static void test_racy_not_kept(void **state)
 	settle();
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s2), 0);
 	assert_ptr_not_equal(s1, s2);
-	assert_ptr_equal(x->fs->snaps.mru, s2);	/* now it is kept */
+	assert_ptr_equal(x->fs->snaps.mru, s2); /* now it is kept */
 	bfs_snap_put(s1);
 	bfs_snap_put(s2);
 }
@@ -236,13 +236,13 @@ static void test_sizes_learned(void **state)
 	bfs_snap_note_size(&c, "f.lz4", 42, 1000);
 	assert_true(bfs_snap_size(&c, "f.lz4", 42, &size));
 	assert_int_equal(size, 1000);
-	assert_false(bfs_snap_size(&c, "f.lz4", 43, &size));	/* another file version */
+	assert_false(bfs_snap_size(&c, "f.lz4", 43, &size)); /* another file version */
 	assert_false(bfs_snap_new_file(&c, "f.lz4", &dev, &ino));
 	bfs_snap_note_size(&c, "f.lz4", 43, 7);
 	assert_false(bfs_snap_size(&c, "f.lz4", 42, &size));
 	assert_true(bfs_snap_size(&c, "f.lz4", 43, &size));
 	assert_int_equal(size, 7);
-	bfs_snap_note_size(&c, "none", 43, 7);	/* not an entry: nothing */
+	bfs_snap_note_size(&c, "none", 43, 7); /* not an entry: nothing */
 	/* a reader of the same directory version sees what was learned */
 	{
 		struct bfs_snap_ctx c2 = { .fs = x->fs, .dirfd = x->dirfd };
@@ -251,7 +251,7 @@ static void test_sizes_learned(void **state)
 		assert_true(bfs_snap_size(&c2, "f.lz4", 43, &size));
 		bfs_snap_put(c2.snap);
 	}
-	bfs_snap_save(x->fs, c.snap);		/* no index cache: nothing to write */
+	bfs_snap_save(x->fs, c.snap); /* no index cache: nothing to write */
 	bfs_snap_put(c.snap);
 }
 
@@ -294,7 +294,7 @@ static void test_budget(void **state)
 
 		assert_int_equal(bfs_snap_get(x->fs, fd[0], &first), 0);
 		assert_int_equal(bfs_snap_get(x->fs, fd[0], &again), 0);
-		assert_ptr_equal(first, again);	/* read again, and cached again */
+		assert_ptr_equal(first, again); /* read again, and cached again */
 		bfs_snap_put(first);
 		bfs_snap_put(again);
 	}
@@ -315,7 +315,7 @@ static void test_ahead(void **state)
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &c.snap), 0);
 	/* a walk looked up the listing's first directory: the next ones are read ahead */
 	bfs_snap_ahead(&c, bfs_snap_at(c.snap, 0).name);
-	for (int t = 0, last = -1, now; t < 1000; t++) {	/* until the reads settle */
+	for (int t = 0, last = -1, now; t < 1000; t++) { /* until the reads settle */
 		now = (int)atomic_load(&x->fs->env.mount->dirs_ahead);
 		if (now == last && now > 0)
 			break;
@@ -343,7 +343,7 @@ static void test_ahead(void **state)
 		    atomic_load(&x->fs->env.mount->dirs_ahead));
 	assert_int_equal(atomic_load(&x->fs->snaps.ahead),
 			 atomic_load(&x->fs->env.mount->dirs_ahead) -
-			 atomic_load(&x->fs->env.mount->dirs_ahead_used));
+				 atomic_load(&x->fs->env.mount->dirs_ahead_used));
 	bfs_snap_put(c.snap);
 }
 

@@ -113,12 +113,12 @@ static void test_round_trip(void **state)
 	bfs_spill_stats(&st0);
 	s = bfs_spill_begin(300000);
 	assert_non_null(s);
-	assert_int_equal(entries(), 0);		/* no name anyone could open */
+	assert_int_equal(entries(), 0); /* no name anyone could open */
 	memset(b, 7, sizeof(b));
 	assert_int_equal(bfs_spill_write(s, b, sizeof(b)), 0);
-	assert_int_equal(bfs_spill_read(s, b, 1, 0), -ENOENT);	/* not sealed: not readable */
+	assert_int_equal(bfs_spill_read(s, b, 1, 0), -ENOENT); /* not sealed: not readable */
 	assert_false(bfs_spill_live(s));
-	assert_int_equal(bfs_spill_seal(s), -EBADMSG);		/* short */
+	assert_int_equal(bfs_spill_seal(s), -EBADMSG); /* short */
 	bfs_spill_drop(s);
 
 	s = make(300000, 1, 4099);
@@ -155,7 +155,7 @@ static void test_write_past_size(void **state)
 	assert_non_null(s);
 	assert_int_equal(bfs_spill_write(s, b, 10), 0);
 	assert_int_equal(bfs_spill_write(s, b, 10), -EFBIG);
-	assert_int_equal(bfs_spill_write(s, b, 5), -EIO);	/* broken for good */
+	assert_int_equal(bfs_spill_write(s, b, 5), -EIO); /* broken for good */
 	assert_int_equal(bfs_spill_seal(s), -EBADMSG);
 	assert_false(bfs_spill_live(s));
 	bfs_spill_drop(s);
@@ -179,7 +179,7 @@ static void test_write_fails(void **state)
 	bfs_spill_stats(&st0);
 	signal(SIGXFSZ, SIG_IGN);
 	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
-	small = (struct rlimit){ 64 << 10, old.rlim_max };	/* the soft limit: it comes back */
+	small = (struct rlimit){ 64 << 10, old.rlim_max }; /* the soft limit: it comes back */
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
 	s = bfs_spill_begin(4 << 20);
 	assert_non_null(s);
@@ -193,7 +193,7 @@ static void test_write_fails(void **state)
 	bfs_spill_stats(&st);
 	assert_int_equal(st.failed - st0.failed, 1);
 	assert_int_equal(st.sealed - st0.sealed, 0);
-	assert_int_equal(st.bytes, 4 << 20);	/* held until dropped */
+	assert_int_equal(st.bytes, 4 << 20); /* held until dropped */
 	bfs_spill_drop(s);
 	bfs_spill_stats(&st);
 	assert_int_equal(st.bytes, 0);
@@ -209,25 +209,25 @@ static void test_refused(void **state)
 	(void)state;
 	assert_int_equal(bfs_spill_configure(dir, 0), 0);
 	bfs_spill_stats(&st0);
-	assert_null(bfs_spill_begin(100));	/* off */
+	assert_null(bfs_spill_begin(100)); /* off */
 	bfs_spill_stats(&st);
 	assert_int_equal(st.limit, 0);
-	assert_int_equal(st.proofs - st0.proofs, 1);	/* a proof counted all the same */
+	assert_int_equal(st.proofs - st0.proofs, 1); /* a proof counted all the same */
 
 	assert_int_equal(bfs_spill_configure("/nonexistent/blockfs-spill", 1000), -ENOENT);
-	assert_null(bfs_spill_begin(100));	/* and off */
+	assert_null(bfs_spill_begin(100)); /* and off */
 
 	assert_int_equal(bfs_spill_configure(dir, 1000), 0);
-	assert_null(bfs_spill_begin(1001));	/* bigger than the budget */
+	assert_null(bfs_spill_begin(1001)); /* bigger than the budget */
 	assert_null(bfs_spill_begin(0));
 	a = bfs_spill_begin(600);
 	assert_non_null(a);
 	bfs_spill_stats(&st0);
-	assert_null(bfs_spill_begin(600));	/* the rest is being written */
+	assert_null(bfs_spill_begin(600)); /* the rest is being written */
 	bfs_spill_stats(&st);
 	assert_int_equal(st.failed - st0.failed, 1);
 	bfs_spill_drop(a);
-	a = bfs_spill_begin(1000);		/* its room came back */
+	a = bfs_spill_begin(1000); /* its room came back */
 	assert_non_null(a);
 	bfs_spill_drop(a);
 	bfs_spill_stats(&st);
@@ -246,7 +246,7 @@ static void test_least_recently_read_go(void **state)
 	b = make(1000, 2, 100);
 	c = make(1000, 3, 100);
 	assert_true(a && b && c);
-	assert_true(holds(a, 1, 0, 1000));	/* a read: b is now the least recent */
+	assert_true(holds(a, 1, 0, 1000)); /* a read: b is now the least recent */
 	d = make(1000, 4, 1000);
 	assert_non_null(d);
 	assert_false(bfs_spill_live(b));
@@ -276,7 +276,7 @@ static void test_least_recently_read_go(void **state)
 
 /* Readers of spills that a writer keeps pushing out: right bytes or ENOENT, never others. */
 #define RACE_SPILLS 4
-#define RACE_SIZE 8192
+#define RACE_SIZE   8192
 
 struct race {
 	struct bfs_spill *s[RACE_SPILLS];
@@ -357,13 +357,13 @@ static void test_put(void **state)
 	(void)state;
 	assert_int_equal(bfs_spill_configure(dir, 0), 0);
 	assert_false(bfs_spill_on());
-	assert_null(put(100, 1));		/* off */
+	assert_null(put(100, 1)); /* off */
 	assert_int_equal(bfs_spill_configure(dir, 3000), 0);
 	assert_true(bfs_spill_on());
 	bfs_spill_stats(&st0);
 	a = put(1000, 1);
 	assert_non_null(a);
-	assert_int_equal(entries(), 0);		/* unlinked */
+	assert_int_equal(entries(), 0); /* unlinked */
 	assert_true(bfs_spill_live(a));
 	assert_true(holds(a, 1, 0, 1000));
 	assert_true(holds(a, 1, 999, 1));
@@ -373,13 +373,13 @@ static void test_put(void **state)
 	assert_int_equal(st.sealed - st0.sealed, 1);
 	assert_int_equal(st.proofs - st0.proofs, 0);
 	assert_int_equal(st.bytes, 1000);
-	assert_null(put(3001, 2));		/* bigger than the budget */
+	assert_null(put(3001, 2)); /* bigger than the budget */
 	assert_null(put(0, 2));
 	/* room is made as for begin: the least recently read goes */
 	b = put(1000, 2);
 	c = make(1000, 3, 100);
 	assert_true(b && c);
-	assert_true(holds(a, 1, 0, 10));	/* b is now the least recent */
+	assert_true(holds(a, 1, 0, 10)); /* b is now the least recent */
 	bfs_spill_drop(put(1000, 4));
 	assert_false(bfs_spill_live(b));
 	assert_true(holds(a, 1, 0, 1000));
@@ -446,12 +446,12 @@ static void test_files_bounded(void **state)
 
 /* ---- pieces: a walk's spill ---- */
 
-#define PIECE 4096
+#define PIECE  4096
 #define PIECES 64
 
 struct piece_job {
 	struct bfs_spill *s;
-	unsigned int first;		/* writes pieces first, first + 2, ... */
+	unsigned int first; /* writes pieces first, first + 2, ... */
 	uint64_t off[PIECES];
 	int rc[PIECES];
 };
@@ -491,7 +491,7 @@ static void test_pieces(void **state)
 	bfs_spill_stats(&st);
 	assert_int_equal(st.proofs - st0.proofs, 1);
 	assert_int_equal(st.bytes, PIECES * PIECE);
-	assert_int_equal(bfs_spill_read(s, buf, 16, 0), -ENOENT);	/* not sealed yet */
+	assert_int_equal(bfs_spill_read(s, buf, 16, 0), -ENOENT); /* not sealed yet */
 	assert_false(bfs_spill_live(s));
 	assert_int_equal(bfs_spill_seal_pieces(s), 0);
 	assert_true(bfs_spill_live(s));
@@ -528,7 +528,7 @@ static void test_pieces_refused(void **state)
 
 	(void)state;
 	assert_int_equal(bfs_spill_configure(dir, 0), 0);
-	assert_null(bfs_spill_begin_pieces());		/* off */
+	assert_null(bfs_spill_begin_pieces()); /* off */
 
 	/* a budget of 3 pieces: a sealed spill is dropped for the third, none for the fourth */
 	assert_int_equal(bfs_spill_configure(dir, 3 * PIECE), 0);
@@ -542,7 +542,7 @@ static void test_pieces_refused(void **state)
 	assert_int_equal(bfs_spill_piece(s, buf, PIECE, &off), 0);
 	assert_int_equal(off, PIECE);
 	assert_true(bfs_spill_live(old));
-	assert_int_equal(bfs_spill_piece(s, buf, PIECE, &off), 0);	/* room made */
+	assert_int_equal(bfs_spill_piece(s, buf, PIECE, &off), 0); /* room made */
 	assert_false(bfs_spill_live(old));
 	assert_int_equal(bfs_spill_piece(s, buf, PIECE, &off), -ENOSPC);
 	bfs_spill_stats(&st);

@@ -37,16 +37,16 @@
 #include "blockfs/workq.h"
 #include "builders.h"
 
-#define NFILES 4
-#define FILE_LEN (1u << 20)		/* 16 blocks of 64 KiB */
+#define NFILES	 4
+#define FILE_LEN (1u << 20) /* 16 blocks of 64 KiB */
 #define NTHREADS 6
-#define READS 150
+#define READS	 150
 
 struct fx {
 	struct bfs_file_env env;
 	uint8_t *orig[NFILES];
 	struct bfs_file *f[NFILES];
-	atomic_int bad_pushes;		/* slices misaligned, out of range or wrong */
+	atomic_int bad_pushes; /* slices misaligned, out of range or wrong */
 	atomic_uint_fast64_t pushed;
 };
 
@@ -129,7 +129,8 @@ static struct fx *fx_new(uint64_t cache_size, unsigned int workers, size_t max_m
 	for (int i = 0; i < NFILES; i++) {
 		x->orig[i] = gen(FILE_LEN, (unsigned int)i);
 		assert_int_equal(bfs_file_open(&x->f[i], lz4_file(x->orig[i], FILE_LEN), NULL, -1,
-					       &bfs_codec_lz4, "test", &x->env, NULL), 0);
+					       &bfs_codec_lz4, "test", &x->env, NULL),
+				 0);
 		assert_int_equal(bfs_file_size(x->f[i]), FILE_LEN);
 	}
 	return x;
@@ -137,7 +138,7 @@ static struct fx *fx_new(uint64_t cache_size, unsigned int workers, size_t max_m
 
 static void fx_free(struct fx *x)
 {
-	bfs_workq_free(x->env.workq);	/* first: jobs hold file versions */
+	bfs_workq_free(x->env.workq); /* first: jobs hold file versions */
 	for (int i = 0; i < NFILES; i++) {
 		bfs_file_unuse(x->f[i]);
 		bfs_file_put(x->f[i]);
@@ -152,7 +153,7 @@ static void fx_free(struct fx *x)
 struct reader {
 	struct fx *x;
 	unsigned int id;
-	int bad;		/* reads that failed or differed */
+	int bad; /* reads that failed or differed */
 };
 
 static uint64_t rng(uint64_t *s)
@@ -238,7 +239,7 @@ static void test_readers_with_readahead(void **state)
 	(void)state;
 	run_readers(x);
 	assert_true(atomic_load(&x->env.mount->prefetched) > 0);
-	assert_true(atomic_load(&x->env.mount->syscalls) > 0);	/* preads */
+	assert_true(atomic_load(&x->env.mount->syscalls) > 0); /* preads */
 	assert_int_equal(atomic_load(&x->pushed), 0);
 	fx_free(x);
 }
@@ -265,7 +266,7 @@ static void test_willneed_pushes_every_page(void **state)
 	for (int i = 0; i < NFILES; i++)
 		assert_true(bfs_push_willneed(x->env.workq, x->f[i], (uint64_t)i + 1, 1000,
 					      FILE_LEN) > 0);
-	bfs_workq_free(x->env.workq);	/* runs every job */
+	bfs_workq_free(x->env.workq); /* runs every job */
 	x->env.workq = NULL;
 	assert_int_equal(atomic_load(&x->pushed), (uint64_t)NFILES * FILE_LEN);
 	assert_int_equal(atomic_load(&x->bad_pushes), 0);
@@ -302,7 +303,7 @@ static void test_random_reads_decode_prefix_first(void **state)
 	assert_int_equal(rv.again_to, 0);
 	bfs_readv_release(&rv);
 	assert_int_equal(atomic_load(&c->decoded), 1);
-	assert_int_equal(atomic_load(&c->cached), 0);		/* a prefix is not kept */
+	assert_int_equal(atomic_load(&c->cached), 0); /* a prefix is not kept */
 
 	n = bfs_file_readv(x->f[0], 3 * 65536 + 50000, 8192, &rv, BFS_READ_RANDOM);
 	assert_readv(x, 0, &rv, n, 3 * 65536 + 50000, 8192);
@@ -310,12 +311,12 @@ static void test_random_reads_decode_prefix_first(void **state)
 	assert_int_equal(rv.again_to, 4 * 65536);
 	bfs_readv_release(&rv);
 	assert_int_equal(atomic_load(&c->decoded), 2);
-	assert_int_equal(atomic_load(&c->cached), 65536);	/* whole, and kept */
+	assert_int_equal(atomic_load(&c->cached), 65536); /* whole, and kept */
 
 	n = bfs_file_readv(x->f[0], 3 * 65536, 65536, &rv, BFS_READ_RANDOM);
 	assert_readv(x, 0, &rv, n, 3 * 65536, 65536);
 	bfs_readv_release(&rv);
-	assert_int_equal(atomic_load(&c->decoded), 2);		/* a hit */
+	assert_int_equal(atomic_load(&c->decoded), 2); /* a hit */
 
 	/* a read of the end of a block it never read needs it whole: no prefix */
 	n = bfs_file_readv(x->f[0], 6 * 65536 - 4096, 4096, &rv, BFS_READ_RANDOM);
@@ -361,7 +362,7 @@ static void test_map_bound_spares_held(void **state)
 	struct bfs_file **f = x->f;
 
 	(void)state;
-	assert_int_equal(enter_cost(x, f[0]), 1);	/* held throughout */
+	assert_int_equal(enter_cost(x, f[0]), 1); /* held throughout */
 	assert_int_equal(enter_cost(x, f[1]), 1);
 	bfs_file_map_exit(f[1]);
 	assert_int_equal(bfs_maps_live(x->env.maps), 2);
@@ -369,9 +370,9 @@ static void test_map_bound_spares_held(void **state)
 	assert_int_equal(enter_cost(x, f[2]), 1);
 	bfs_file_map_exit(f[2]);
 	assert_int_equal(bfs_maps_live(x->env.maps), 2);
-	assert_int_equal(enter_cost(x, f[0]), 0);	/* still mapped */
+	assert_int_equal(enter_cost(x, f[0]), 0); /* still mapped */
 	bfs_file_map_exit(f[0]);
-	assert_int_equal(enter_cost(x, f[2]), 0);	/* still mapped */
+	assert_int_equal(enter_cost(x, f[2]), 0); /* still mapped */
 	/* f0 and f2 held: f3 can evict nothing and goes over the bound. */
 	assert_int_equal(enter_cost(x, f[3]), 1);
 	assert_int_equal(bfs_maps_live(x->env.maps), 3);

@@ -93,7 +93,7 @@ static void test_every_job_runs_once(void **state)
 		jobs[i] = (struct counted){ .work.fn = count_run, .runs = &runs };
 		assert_true(bfs_workq_try(wq, &jobs[i].work));
 	}
-	bfs_workq_free(wq);		/* runs what is left, then joins */
+	bfs_workq_free(wq); /* runs what is left, then joins */
 	assert_int_equal(atomic_load(&runs), 200);
 }
 
@@ -109,12 +109,12 @@ static void full_queue_says_no(bool (*queue)(struct bfs_workq *, struct bfs_work
 	assert_int_equal(bfs_workq_new(&wq, 1, 2, NULL), 0);
 	/* try: a worker that is starting holds the lock, and offer would say no */
 	assert_true(bfs_workq_try(wq, &g.work));
-	gate_wait_started(&g);		/* the one worker is held; the queue is empty */
+	gate_wait_started(&g); /* the one worker is held; the queue is empty */
 	for (size_t i = 0; i < 3; i++)
 		jobs[i] = (struct counted){ .work.fn = count_run, .runs = &runs };
 	assert_true(queue(wq, &jobs[0].work));
 	assert_true(queue(wq, &jobs[1].work));
-	assert_false(queue(wq, &jobs[2].work));	/* cap 2 */
+	assert_false(queue(wq, &jobs[2].work)); /* cap 2 */
 	gate_open(&g);
 	bfs_workq_free(wq);
 	assert_int_equal(atomic_load(&runs), 2);
@@ -158,15 +158,15 @@ static void test_cancel_takes_back_only_queued(void **state)
 	assert_true(bfs_workq_try(wq, &a.work));
 	assert_true(bfs_workq_try(wq, &b.work));
 	assert_true(bfs_workq_try(wq, &c.work));
-	assert_false(bfs_workq_cancel(wq, &g.work));	/* running */
-	assert_true(bfs_workq_cancel(wq, &c.work));	/* the tail */
-	assert_true(bfs_workq_cancel(wq, &a.work));	/* the head */
-	assert_false(bfs_workq_cancel(wq, &a.work));	/* gone already */
+	assert_false(bfs_workq_cancel(wq, &g.work)); /* running */
+	assert_true(bfs_workq_cancel(wq, &c.work));  /* the tail */
+	assert_true(bfs_workq_cancel(wq, &a.work));  /* the head */
+	assert_false(bfs_workq_cancel(wq, &a.work)); /* gone already */
 	/* the tail moved twice: a job queued now must still run */
 	assert_true(bfs_workq_try(wq, &c.work));
 	gate_open(&g);
 	bfs_workq_free(wq);
-	assert_int_equal(atomic_load(&runs), 2);		/* b and c */
+	assert_int_equal(atomic_load(&runs), 2); /* b and c */
 	gate_destroy(&g);
 }
 
@@ -257,7 +257,7 @@ static void test_for_with_busy_workers(void **state)
 	assert_int_equal(bfs_workq_new(&wq, 1, 16, NULL), 0);
 	assert_true(bfs_workq_try(wq, &g.work));
 	gate_wait_started(&g);
-	bfs_workq_for(wq, ITEMS, mark, m);	/* must not wait for the gate */
+	bfs_workq_for(wq, ITEMS, mark, m); /* must not wait for the gate */
 	assert_each_once(m);
 	assert_false(atomic_load(&m->helped));
 	gate_open(&g);
@@ -275,7 +275,7 @@ static void test_for_without_queue(void **state)
 	m->caller = pthread_self();
 	bfs_workq_for(NULL, ITEMS, mark, m);
 	assert_each_once(m);
-	bfs_workq_for(NULL, 0, mark, m);	/* nothing, and no call */
+	bfs_workq_for(NULL, 0, mark, m); /* nothing, and no call */
 	assert_each_once(m);
 	free(m);
 }
