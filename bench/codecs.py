@@ -3,6 +3,7 @@
 """`cat` through a blockfs mount against the format's own decompressor, in paired rounds.
 
     bench/codecs.py [--mib 128] [--rounds 5] [--only zstd,pzstd,...] [--base BLOCKFS]
+                    [--text log|linux] [--tools cat,md5sum,grep]
 
 One text file (log-like lines) is written by each common writer at its
 defaults, once, under bench/data/codecs/: zstd (one frame, with its
@@ -15,6 +16,13 @@ time) into /dev/null; the first stat's time is shown on its own too; the ratio i
 faster). The daemon's CPU time is reported beside the wall time. With
 --base, another blockfs binary (an earlier build) is timed in the same
 rounds, right after this one, and shown as "WRITER (base)".
+
+--text linux takes the first MiB of Debian's linux-source tarball (as the
+other benchmarks do) instead of the log-like text, in bench/data/codecs/
+linux-NM/. --tools adds md5sum and grep -c: `X -dc FILE | TOOL` against
+TOOL of the decoded file through a fresh mount (stat first, as for cat);
+cat stays `X -dc FILE > /dev/null` against `cat` through the mount, and
+grep's count is written to a file.
 """
 import argparse
 import os
@@ -23,6 +31,8 @@ import statistics
 import subprocess as sp
 import tempfile
 import time
+
+import benchdata
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCKFS = os.path.join(REPO, "build", "src", "blockfs")
@@ -78,17 +88,32 @@ def cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def tool(cmd, path):
+# what each --tools word runs on a file (grep's count goes to a file)
+GREP_WORD = "static"
+TOOLS = {"cat": ["cat"], "md5sum": ["md5sum"], "grep": ["grep", "-c", GREP_WORD]}
+
+
+def tool(cmd, path, use="cat"):
+    """Time CMD (the decompressor) on PATH: into /dev/null for cat, else
+    piped into the tool USE."""
     t = time.perf_counter()
     with open(path, "rb") as f:
-        sp.run(cmd, stdin=f, stdout=sp.DEVNULL, check=True)
+        if use == "cat":
+            sp.run(cmd, stdin=f, stdout=sp.DEVNULL, check=True)
+        else:
+            with tempfile.TemporaryFile() as out:
+                d = sp.Popen(cmd, stdin=f, stdout=sp.PIPE)
+                sp.run(TOOLS[use], stdin=d.stdout, stdout=out)
+                d.stdout.close()
+                if d.wait() != 0:
+                    raise SystemExit("%s failed" % cmd[0])
     return time.perf_counter() - t
 
 
 OPTS = ""
 
 
-def through_mount(src, shown, cache, cat=True, blockfs=None):
+def through_mount(src, shown, cache, cat=True, blockfs=None, use="cat"):
     """stat, then cat SHOWN through a fresh mount of SRC: (seconds for both,
     daemon CPU seconds, seconds of the stat).
     With CACHE (a directory), the index cache lives there; else it is off.
@@ -103,7 +128,9 @@ def through_mount(src, shown, cache, cat=True, blockfs=None):
     os.stat(os.path.join(mnt, shown))
     st = time.perf_counter() - t
     if cat:
-        sp.run(["cat", os.path.join(mnt, shown)], stdout=sp.DEVNULL, check=True)
+        with tempfile.TemporaryFile() as out:
+            sp.run(TOOLS[use] + [os.path.join(mnt, shown)],
+                   stdout=sp.DEVNULL if use == "cat" else out, check=use != "grep")
     dt = time.perf_counter() - t
     c = cpu(p.pid)
     sp.run(["fusermount3", "-u", mnt], check=True)
@@ -112,13 +139,20 @@ def through_mount(src, shown, cache, cat=True, blockfs=None):
     return dt, c, st
 
 
-def files(mib):
+def files(mib, kind="log"):
     """Write the text and each writer's file of it, once: (their directory,
     the text's path, {writer: the directory of its file})."""
-    top = os.path.join(REPO, "bench", "data", "codecs", "%dM" % mib)
+    top = os.path.join(REPO, "bench", "data", "codecs",
+                       "%dM" % mib if kind == "log" else "%s-%dM" % (kind, mib))
     os.makedirs(top, exist_ok=True)
     plain = os.path.join(top, "text")
-    text(plain, mib)
+    if kind == "log":
+        text(plain, mib)
+    else:
+        _, made = benchdata.linux_text(top, mib << 20)
+        for n, (backing, _, _) in list(WRITERS.items()) + [("plain", ("text", 0, 0))]:
+            if made and os.path.exists(os.path.join(top, n, backing)):
+                os.unlink(os.path.join(top, n, backing))
     dirs = {}
     for n, (backing, writer, _) in WRITERS.items():
         d = os.path.join(top, n)
@@ -140,10 +174,16 @@ def main():
     ap.add_argument("--cached", action="store_true",
                     help="time cat on a mount whose index cache an earlier mount filled")
     ap.add_argument("--base", help="another blockfs binary, timed in the same rounds")
+    ap.add_argument("--text", choices=("log", "linux"), default="log",
+                    help="log-like lines, or linux-source's first MiB")
+    ap.add_argument("--tools", default="cat", help="comma-separated: cat, md5sum, grep")
     a = ap.parse_args()
     global OPTS
     OPTS = "," + a.opts if a.opts else ""
-    top, plain, _ = files(a.mib)
+    uses = a.tools.split(",")
+    if any(u not in TOOLS for u in uses):
+        raise SystemExit("--tools: cat, md5sum or grep")
+    top, plain, _ = files(a.mib, a.text)
     names = a.only.split(",") if a.only else list(WRITERS)
     # the floor: the text itself, shown unchanged, through the same mount (against cat of it)
     d = os.path.join(top, "plain")
@@ -156,19 +196,22 @@ def main():
     if cache:
         for n in names:
             through_mount(os.path.join(top, n), shown(WRITERS[n][0]), cache, False)
-    rows = [(n, None) for n in names]
+    def label(n, use):
+        return n if use == "cat" else "%s %s" % (n, use)
+    rows = [(label(n, u), None) for n in names for u in uses]
     if a.base:
-        rows = [row for n in names for row in ((n, None), (n + " (base)", a.base))]
+        rows = [row for n in names for u in uses
+                for row in ((label(n, u), None), (label(n, u) + " (base)", a.base))]
     res = {row: {"tool": [], "bfs": [], "cpu": [], "ratio": [], "stat": []} for row, _ in rows}
     for _ in range(a.rounds):
-        for n in names:
+        for n, use in ((n, u) for n in names for u in uses):
             backing, _, dec = WRITERS[n]
             d = os.path.join(top, n)
-            t0 = tool(dec, os.path.join(d, backing))
+            t0 = tool(dec, os.path.join(d, backing), use)
             for row, binary in rows:
-                if row not in (n, n + " (base)"):
+                if row not in (label(n, use), label(n, use) + " (base)"):
                     continue
-                t1, c, st = through_mount(d, shown(backing), cache, blockfs=binary)
+                t1, c, st = through_mount(d, shown(backing), cache, blockfs=binary, use=use)
                 r = res[row]
                 r["stat"].append(st)
                 r["tool"].append(t0)
@@ -176,9 +219,11 @@ def main():
                 r["cpu"].append(c)
                 r["ratio"].append(t1 / t0)
     med = statistics.median
-    print("%d MiB of log-like text, %d paired rounds; cat through %s against X -dc of the "
-          "file; plain: the text itself through the mount against cat of it\n" % (
-              a.mib, a.rounds, "a mount whose index an earlier mount cached" if cache else
+    print("%d MiB of %s, %d paired rounds; cat (md5sum, grep -c %s) through %s against "
+          "X -dc of the file (piped into the tool); plain: the text itself through the mount "
+          "against cat of it\n" % (
+              a.mib, "log-like text" if a.text == "log" else "linux-source's tarball",
+              a.rounds, GREP_WORD, "a mount whose index an earlier mount cached" if cache else
               "a first mount (-o index_cache=off)"))
     if OPTS:
         print("Mount options: %s\n" % a.opts)
