@@ -14,7 +14,8 @@
  * closes the descriptor, and the next one opens it again.
  *
  * file.c builds versions and holds their descriptor and mapping; read.c
- * is the read path through one (bfs_file_readv() and its kin).
+ * is the read path through one (bfs_file_readv() and its kin), decode.c
+ * and unit.c below it.
  */
 #ifndef BLOCKFS_FILE_H
 #define BLOCKFS_FILE_H
@@ -131,7 +132,7 @@ struct bfs_file {
 	struct bfs_stash *stash;    /* protected by chain_lock; NULL when empty */
 	/*
 	 * Single blocks that cost much to decode again, spilled whole at a
-	 * random reader's first touch (read.c, spill.h bfs_spill_put()).
+	 * random reader's first touch (unit.c, spill.h bfs_spill_put()).
 	 */
 	pthread_mutex_t unit_lock; /* only the spill's own lock is taken under it */
 	pthread_cond_t unit_cond;  /* a unit's spilling ended; with unit_lock */
