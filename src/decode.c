@@ -203,22 +203,12 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The codec's decode, or its decode_prefix when only the first @n bytes are wanted. */
-static int codec_decode(const struct bfs_file *f, size_t k, const uint8_t *src, uint8_t *dst,
-			uint32_t n, const char **why)
-{
-	if (n < f->idx.blk[k].usize)
-		return bfs_codec_decode_prefix(f->codec, &f->idx, k, src, dst, n, f->env->verify,
-					       why);
-	return bfs_codec_decode(f->codec, &f->idx, k, src, dst, f->env->verify, why);
-}
-
 /* Decode the first @n bytes of block @k (all: its usize) from @src into @dst. */
 static int decode_into(struct bfs_file *f, size_t k, const uint8_t *src, uint8_t *dst, uint32_t n)
 {
 	const char *why = "corrupt block";
 	uint64_t t0 = now_ns();
-	int rc = codec_decode(f, k, src, dst, n, &why);
+	int rc = f->codec->decode(&f->idx, k, src, dst, n, f->env->verify, &why);
 
 	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
 	if (rc < 0)
@@ -276,7 +266,7 @@ static int decode_mapped(struct bfs_file *f, size_t k, const uint8_t *base, uint
 	g->lo = base + blk->coff;
 	g->hi = base + blk->coff + blk->clen;
 	g->armed = 1;
-	rc = codec_decode(f, k, base + blk->coff, dst, n, &why);
+	rc = f->codec->decode(&f->idx, k, base + blk->coff, dst, n, f->env->verify, &why);
 	g->armed = 0;
 	BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
 	if (rc < 0)
@@ -412,7 +402,7 @@ static int chain_step(struct bfs_file *f, size_t k, uint8_t *dst)
 		if (rc < 0)
 			return block_failed(f, k, rc, bfs_read_failure(f, rc));
 		t0 = now_ns();
-		rc = bfs_codec_decode(f->codec, &f->idx, k, t->cbuf, dst, f->env->verify, &why);
+		rc = f->codec->decode(&f->idx, k, t->cbuf, dst, b->usize, f->env->verify, &why);
 		BFS_COUNT(f->ctr, decode_ns, now_ns() - t0);
 	}
 	if (rc == -EAGAIN)

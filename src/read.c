@@ -242,8 +242,8 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 	}
 	if (k0 == k1 && bfs_unit_worth(f, k1))
 		return bfs_unit_serve(f, k1, off, size, rv); /* else decoded whole, for the spill */
-	if (again || k0 != k1 || !bfs_codec_has_prefix(f->codec) ||
-	    (b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) || need >= b->usize)
+	if (again || k0 != k1 || !f->codec->prefix || (b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) ||
+	    need >= b->usize)
 		return 0;
 	rc = bfs_cache_lookup(f->env->cache, f->id, k1, &hit);
 	if (rc == 0) {

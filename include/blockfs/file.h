@@ -254,7 +254,8 @@ struct bfs_readv {
 /*
  * A random reader's request (not part of a sequential stream): a block it
  * has not read before and that is not cached is decoded only as far as
- * the request needs (codec decode_prefix), into a buffer of its own; one
+ * the request needs (the codec's decode of a
+ * prefix), into a buffer of its own; one
  * it has read before is decoded whole and cached, and reported in
  * rv->again_* so that the caller may hand the rest of it to the kernel.
  */
