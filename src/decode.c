@@ -283,7 +283,8 @@ struct par_decode {
 	const uint8_t *src; /* the mapping (off0 0), or a buffer of the run */
 	uint64_t off0;
 	bool mapped, quiet;
-	atomic_int rc; /* the first failure, or 0 */
+	atomic_int rc;	   /* the first failure, or 0 */
+	atomic_size_t bad; /* the lowest item that failed; n when none did */
 };
 
 static void decode_item(void *arg, size_t i)
@@ -294,6 +295,8 @@ static void decode_item(void *arg, size_t i)
 	bool was = t ? t->quiet : false;
 	int rc, zero = 0;
 
+	if (i > atomic_load(&p->bad))
+		return; /* past a failed block: its caller decodes on from there */
 	if (t)
 		t->quiet = p->quiet; /* a worker reports as the thread it helps */
 	if (p->mapped)
@@ -303,17 +306,23 @@ static void decode_item(void *arg, size_t i)
 				 p->out[i]->data, p->out[i]->len);
 	if (t)
 		t->quiet = was;
-	if (rc < 0)
+	if (rc < 0) {
+		size_t low = atomic_load(&p->bad);
+
 		atomic_compare_exchange_strong(&p->rc, &zero, rc);
+		while (i < low && !atomic_compare_exchange_weak(&p->bad, &low, i))
+			;
+	}
 }
 
 /*
  * Decode them: on idle workers too when the run is long enough to pay for
  * waking one, so that a READ waits for less than the decode of all of its
  * blocks. (The workers only decode here: a READ never waits for a push.)
+ * *@done: how many blocks from @d0 on decoded, all of them unless one failed.
  */
 static int decode_all(struct bfs_file *f, size_t d0, size_t d1, struct bfs_block **out,
-		      const uint8_t *src, uint64_t off0, bool mapped, bool quiet)
+		      const uint8_t *src, uint64_t off0, bool mapped, bool quiet, size_t *done)
 {
 	struct par_decode p = { .f = f,
 				.d0 = d0,
@@ -326,12 +335,14 @@ static int decode_all(struct bfs_file *f, size_t d0, size_t d1, struct bfs_block
 	uint64_t bytes = f->idx.blk[d1].uoff + f->idx.blk[d1].usize - f->idx.blk[d0].uoff;
 
 	atomic_init(&p.rc, 0);
+	atomic_init(&p.bad, n);
 	if (n >= PAR_BLOCKS_MIN && bytes >= PAR_BYTES_MIN) {
 		bfs_workq_for(f->env->workq, n, decode_item, &p);
 	} else {
 		for (size_t i = 0; i < n && atomic_load(&p.rc) == 0; i++)
 			decode_item(&p, i);
 	}
+	*done = atomic_load(&p.bad);
 	return atomic_load(&p.rc);
 }
 
@@ -477,25 +488,29 @@ bool bfs_decode_chained(const struct bfs_file *f, size_t d0, size_t d1)
 
 /* bfs_decode_run() of a run with chained blocks: in order, in this thread. */
 static int chain_run(struct bfs_file *f, struct bfs_read_tls *t, size_t d0, size_t d1,
-		     struct bfs_block **out)
+		     struct bfs_block **out, size_t *done)
 {
+	size_t k;
 	int rc = 0;
 
-	for (size_t k = d0; k <= d1 && rc == 0; k++) {
+	for (k = d0; k <= d1; k++) {
 		const struct bfs_blk *b = &f->idx.blk[k];
 
 		if (b->flags & BFS_BLK_CHAIN) {
 			rc = chain_decode(f, k, out[k - d0]->data);
-			continue;
+		} else {
+			rc = grow(&t->cbuf, &t->ccap, b->clen);
+			if (rc == 0)
+				rc = read_backing(f, t->cbuf, b->clen, b->coff);
+			if (rc < 0)
+				rc = block_failed(f, k, rc, bfs_read_failure(f, rc));
+			else
+				rc = decode_into(f, k, t->cbuf, out[k - d0]->data, b->usize);
 		}
-		rc = grow(&t->cbuf, &t->ccap, b->clen);
-		if (rc == 0)
-			rc = read_backing(f, t->cbuf, b->clen, b->coff);
 		if (rc < 0)
-			rc = block_failed(f, k, rc, bfs_read_failure(f, rc));
-		else
-			rc = decode_into(f, k, t->cbuf, out[k - d0]->data, b->usize);
+			break;
 	}
+	*done = k - d0;
 	shrink(t);
 	return rc;
 }
@@ -506,7 +521,7 @@ static int chain_run(struct bfs_file *f, struct bfs_read_tls *t, size_t d0, size
  * pread when they lie close together, or one each.
  */
 static int decode_backing(struct bfs_file *f, struct bfs_read_tls *t, size_t d0, size_t d1,
-			  struct bfs_block **out)
+			  struct bfs_block **out, size_t *done)
 {
 	const struct bfs_blk *a = &f->idx.blk[d0], *b = &f->idx.blk[d1];
 	bool chain = bfs_decode_chained(f, d0, d1);
@@ -516,10 +531,11 @@ static int decode_backing(struct bfs_file *f, struct bfs_read_tls *t, size_t d0,
 
 	if (b->uoff + b->usize - a->uoff > HANDOFF_BYTES)
 		bfs_handoff();
+	*done = 0;
 	if (chain)
-		return chain_run(f, t, d0, d1, out);
+		return chain_run(f, t, d0, d1, out, done);
 	if (base) {
-		rc = decode_all(f, d0, d1, out, base, 0, true, t->quiet);
+		rc = decode_all(f, d0, d1, out, base, 0, true, t->quiet, done);
 		bfs_file_map_exit(f);
 		return rc;
 	}
@@ -531,7 +547,7 @@ static int decode_backing(struct bfs_file *f, struct bfs_read_tls *t, size_t d0,
 		if (rc == 0)
 			rc = read_backing(f, t->cbuf, span, a->coff);
 		if (rc == 0)
-			rc = decode_all(f, d0, d1, out, t->cbuf, a->coff, false, t->quiet);
+			rc = decode_all(f, d0, d1, out, t->cbuf, a->coff, false, t->quiet, done);
 		else
 			rc = block_failed(f, d0, rc, bfs_read_failure(f, rc));
 		shrink(t);
@@ -551,6 +567,7 @@ static int decode_backing(struct bfs_file *f, struct bfs_read_tls *t, size_t d0,
 		rc = decode_into(f, k, t->cbuf, out[k - d0]->data, blk->usize);
 		if (rc < 0)
 			break;
+		++*done;
 	}
 	shrink(t);
 	return rc;
@@ -563,19 +580,24 @@ static int decode_backing(struct bfs_file *f, struct bfs_read_tls *t, size_t d0,
  * a block whose kept bytes cannot be read (the spill dropped or failing).
  */
 int bfs_decode_run(struct bfs_file *f, struct bfs_read_tls *t, size_t d0, size_t d1,
-		   struct bfs_block **out)
+		   struct bfs_block **out, size_t *done)
 {
 	if (!f->idx.kept)
-		return decode_backing(f, t, d0, d1, out);
+		return decode_backing(f, t, d0, d1, out, done);
+	*done = 0;
 	for (size_t k = d0, e; k <= d1; k = e + 1) {
+		size_t n = 0;
 		int rc;
 
 		e = k;
-		if (bfs_index_kept_read(&f->idx, k, out[k - d0]->data, out[k - d0]->len))
+		if (bfs_index_kept_read(&f->idx, k, out[k - d0]->data, out[k - d0]->len)) {
+			++*done;
 			continue;
+		}
 		while (e < d1 && !bfs_index_kept(&f->idx, e + 1))
 			e++;
-		rc = decode_backing(f, t, k, e, &out[k - d0]);
+		rc = decode_backing(f, t, k, e, &out[k - d0], &n);
+		*done += n;
 		if (rc < 0)
 			return rc;
 	}

@@ -131,10 +131,11 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 	/*
 	 * Decode each run of blocks to fill, even when the request has
 	 * failed already (a later block's cached failure): other readers may
-	 * wait for these. A run of independent blocks that failed is decoded
-	 * again block by block, so that the good ones in it are not failed
-	 * with the bad one; fill[] of the run says which blocks are good from
-	 * then on. Both are quiet: the failure the request met was logged.
+	 * wait for these. The blocks a run decoded before one failed are
+	 * good; in a run of independent blocks, those after the failed one
+	 * are decoded on (quiet: the failure the request met was logged), so
+	 * that the good ones are not failed with the bad one. fill[] of the
+	 * run says which blocks are good from then on.
 	 */
 	for (size_t i = 0; i <= rv->nblk; i++) {
 		bool filling = i < rv->nblk && fill[i];
@@ -145,16 +146,26 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 		if (filling || run == SIZE_MAX)
 			continue;
 		t->quiet = quiet || rc < 0;
-		rr = bfs_decode_run(f, t, k0 + run, k0 + i - 1, &rv->blk[run]);
+		for (size_t j = run; j < i; j++)
+			fill[j] = 0;
+		for (size_t s = run, done = 0; s < i; s += done + 1) {
+			int r = bfs_decode_run(f, t, k0 + s, k0 + i - 1, &rv->blk[s], &done);
+
+			for (size_t j = s; j < s + done; j++)
+				fill[j] = 1;
+			if (r >= 0)
+				break;
+			if (rr == 0)
+				rr = r; /* the run's first failure: its failed blocks' */
+			t->quiet = true;
+			if (bfs_decode_chained(f, k0 + run, k0 + i - 1))
+				break; /* the rest continue the failed one's decoder */
+			while (s + done + 1 < i &&
+			       (f->idx.blk[k0 + s + done + 1].flags & BFS_BLK_BAD))
+				done++; /* poisoned since: failed without a decode */
+		}
 		if (rr < 0 && rc >= 0)
 			rc = rr;
-		for (size_t j = run; j < i; j++)
-			fill[j] = rr >= 0;
-		t->quiet = true;
-		if (rr < 0 && i - run > 1 && !bfs_decode_chained(f, k0 + run, k0 + i - 1))
-			for (size_t j = run; j < i; j++)
-				fill[j] = !(f->idx.blk[k0 + j].flags & BFS_BLK_BAD) &&
-					  bfs_decode_run(f, t, k0 + j, k0 + j, &rv->blk[j]) >= 0;
 		/*
 		 * Good blocks to spill are claimed before done, so that no
 		 * reader decodes them again meanwhile (bit 1 of fill[])

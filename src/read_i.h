@@ -46,11 +46,13 @@ bool bfs_decode_chained(const struct bfs_file *f, size_t d0, size_t d1);
 /*
  * Decode blocks [d0, d1] of @f into @out[0..] (cache blocks of their
  * usize), as @t's quiet says for failures: the walk's kept bytes, the
- * mapping, or the compressed bytes of the run by pread.
- * Return: 0, or the first failure (-EBADMSG, -EILSEQ, -EIO, -ENOMEM).
+ * mapping, or the compressed bytes of the run by pread. *@done: how many
+ * blocks from @d0 on are decoded (all on success); on failure, block
+ * @d0 + *@done is one that failed, and those after it may not be decoded.
+ * Return: 0, or a failure (-EBADMSG, -EILSEQ, -EIO, -ENOMEM).
  */
 int bfs_decode_run(struct bfs_file *f, struct bfs_read_tls *t, size_t d0, size_t d1,
-		   struct bfs_block **out);
+		   struct bfs_block **out, size_t *done);
 
 /* Decode the first @n bytes of block @k into @dst: from the mapping, or one pread. */
 int bfs_decode_prefix(struct bfs_file *f, size_t k, uint32_t n, uint8_t *dst);
