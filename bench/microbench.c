@@ -111,7 +111,7 @@ static void decode(struct bench *b, size_t k, const uint8_t *src)
 	const struct bfs_blk *blk = &b->idx.blk[k];
 	const char *why = "?";
 
-	if (b->codec->decode(blk, src, b->dst, b->verify, &why) < 0) {
+	if (b->codec->decode(&b->idx, k, src, b->dst, blk->usize, b->verify, &why) < 0) {
 		fprintf(stderr, "blockfs-microbench: block %zu: %s\n", k, why);
 		exit(1);
 	}

@@ -65,23 +65,6 @@ const struct bfs_codec *bfs_codec_probe(const struct bfs_codec_conf *conf, const
 	return NULL;
 }
 
-int bfs_codec_decode(const struct bfs_codec *codec, const struct bfs_index *idx, size_t k,
-		     const uint8_t *src, uint8_t *dst, bool verify, const char **why)
-{
-	if (codec->decode_indexed)
-		return codec->decode_indexed(idx, k, src, dst, idx->blk[k].usize, verify, why);
-	return codec->decode(&idx->blk[k], src, dst, verify, why);
-}
-
-int bfs_codec_decode_prefix(const struct bfs_codec *codec, const struct bfs_index *idx, size_t k,
-			    const uint8_t *src, uint8_t *dst, uint32_t n, bool verify,
-			    const char **why)
-{
-	if (codec->decode_indexed)
-		return codec->decode_indexed(idx, k, src, dst, n, verify, why);
-	return codec->decode_prefix(&idx->blk[k], src, dst, n, verify, why);
-}
-
 /* Preludes looked past before a file is called plain. */
 #define MAX_HOPS 64
 

@@ -648,11 +648,17 @@ bad_hdr:
 	return -EBADMSG;
 }
 
-static int bgzf_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
-		       const char **why)
+/* Whole blocks only (.prefix false): a BGZF block is 64 KiB at most. */
+static int bgzf_decode(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
+		       uint32_t n, bool verify, const char **why)
 {
+	const struct bfs_blk *blk = &idx->blk[k];
 	size_t pos = 0, out = 0;
 
+	if (n != blk->usize) {
+		*why = "BGZF blocks decode whole only";
+		return -EINVAL;
+	}
 	/*
 	 * Walked blocks are one member; .gzi spans may add empty members
 	 * (see the top of this file). Either way the members must tile

@@ -848,26 +848,19 @@ static int decode_n(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
 	return rc;
 }
 
-/* libbz2 checks the block CRC whatever @verify says: see the top of this file. */
-static int bz2_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
-		      const char **why)
-{
-	(void)verify;
-	return decode_n(blk, src, dst, blk->usize, why);
-}
-
 /*
- * A prefix skips the output of the rest of the block, not its decoding:
+ * libbz2 checks the block CRC whatever @verify says: see the top of this
+ * file. A prefix skips the output of the rest of the block, not its decoding:
  * libbz2 reads the whole block before it writes a byte, so the first KiB
  * of a 900 kB block costs about a third of the whole. Nothing checks the
  * prefix but the decoding itself: the block CRC covers the whole output
  * (the walk checked it once, whole).
  */
-static int bz2_decode_prefix(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
-			     uint32_t n, bool verify, const char **why)
+static int bz2_decode(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
+		      uint32_t n, bool verify, const char **why)
 {
 	(void)verify;
-	return decode_n(blk, src, dst, n, why);
+	return decode_n(&idx->blk[k], src, dst, n, why);
 }
 
 /* ---- the index cache ---- */
@@ -907,7 +900,7 @@ const struct bfs_codec bfs_codec_bzip2 = {
 	.probe = bz2_probe,
 	.scan = bz2_scan,
 	.decode = bz2_decode,
-	.decode_prefix = bz2_decode_prefix,
+	.prefix = true,
 	.check_entry = bz2_check_entry,
 	.cache_load = bz2_cache_load,
 };

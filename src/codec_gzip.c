@@ -1107,8 +1107,8 @@ uint64_t bfs_codec_gzip_lib_spans(void)
  * cannot be held to either, only to inflating without error (a random
  * reader's first read of a span, read.c; its second decodes it whole).
  */
-static int gzip_decode_indexed(const struct bfs_index *idx, size_t k, const uint8_t *src,
-			       uint8_t *dst, uint32_t n_want, bool verify, const char **why)
+static int gzip_decode(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
+		       uint32_t n_want, bool verify, const char **why)
 {
 	const struct gz_index *gi = idx->priv;
 	const struct bfs_blk *b = &idx->blk[k];
@@ -1324,7 +1324,8 @@ const struct bfs_codec bfs_codec_gzip = {
 	.suffixes = gzip_suffixes,
 	.probe = gzip_probe,
 	.scan = gzip_scan,
-	.decode_indexed = gzip_decode_indexed,
+	.decode = gzip_decode,
+	.prefix = true,
 	.check_entry = gzip_check_entry,
 	.cache_save = gzip_cache_save,
 	.cache_load = gzip_cache_load,

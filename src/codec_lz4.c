@@ -44,8 +44,8 @@
  * Linked-block frames (lz4 -BD, liblz4's and python-lz4's default) let a
  * block copy from the 64 KiB of output before it: codec_lz4_linked.c
  * decodes them once during the scan and indexes spans of blocks with a
- * checkpoint each (aux tagged BFS_LZ4_SPAN_TAG); decode_indexed() sends
- * those spans there and every other block to decode or decode_prefix.
+ * checkpoint each (aux tagged BFS_LZ4_SPAN_TAG); decode() sends
+ * those spans there and decodes every other block itself.
  *
  * Legacy frames (lz4 -l; "Legacy frame" in lz4_Frame_format.md):
  *
@@ -468,8 +468,8 @@ static int decode_with_slack(const struct bfs_blk *blk, const uint8_t *data, uin
 	return 0;
 }
 
-static int lz4_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
-		      const char **why)
+static int block_whole(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
+		       const char **why)
 {
 	const uint8_t *data = src + BLK_HDR_LEN;
 	uint32_t dlen;
@@ -502,8 +502,8 @@ static int lz4_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *ds
  * start of a 4 MiB block costs a 4 KiB decode, not 4 MiB. A block
  * checksum covers the compressed bytes, so it is checked all the same.
  */
-static int lz4_decode_prefix(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
-			     uint32_t n, bool verify, const char **why)
+static int block_prefix(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, uint32_t n,
+			bool verify, const char **why)
 {
 	const uint8_t *data = src + BLK_HDR_LEN;
 	uint32_t dlen;
@@ -526,17 +526,17 @@ static int lz4_decode_prefix(const struct bfs_blk *blk, const uint8_t *src, uint
 	return -EBADMSG;
 }
 
-/* Spans of linked frames to codec_lz4_linked.c, every other block to decode or decode_prefix. */
-static int lz4_decode_indexed(const struct bfs_index *idx, size_t k, const uint8_t *src,
-			      uint8_t *dst, uint32_t n, bool verify, const char **why)
+/* Spans of linked frames to codec_lz4_linked.c; every other block here, whole or a prefix. */
+static int lz4_decode(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
+		      uint32_t n, bool verify, const char **why)
 {
 	const struct bfs_blk *b = &idx->blk[k];
 
 	if (is_span(b))
 		return bfs_lz4_span_decode(idx, k, src, dst, n, verify, why);
 	if (n == b->usize)
-		return lz4_decode(b, src, dst, verify, why);
-	return lz4_decode_prefix(b, src, dst, n, verify, why);
+		return block_whole(b, src, dst, verify, why);
+	return block_prefix(b, src, dst, n, verify, why);
 }
 
 /* Per-scan state: the io, one buffer for measuring last blocks, and the window. */
@@ -1150,9 +1150,8 @@ const struct bfs_codec bfs_codec_lz4 = {
 	.prelude = lz4_prelude,
 	.scan = lz4_scan,
 	.decode = lz4_decode,
-	.decode_prefix = lz4_decode_prefix,
+	.prefix = true,
 	.measure = lz4_measure,
-	.decode_indexed = lz4_decode_indexed,
 	.check_entry = lz4_check_entry,
 	.cache_save = bfs_lz4_lsave,
 	.cache_load = lz4_cache_load,

@@ -529,18 +529,6 @@ static int direct_decode(const struct bfs_blk *b, const uint8_t *src, uint8_t *d
 	return rc;
 }
 
-static int xz_decode(const struct bfs_blk *b, const uint8_t *src, uint8_t *dst, bool verify,
-		     const char **why)
-{
-	return direct_decode(b, src, dst, b->usize, verify, why);
-}
-
-static int xz_decode_prefix(const struct bfs_blk *b, const uint8_t *src, uint8_t *dst, uint32_t n,
-			    bool verify, const char **why)
-{
-	return direct_decode(b, src, dst, n, verify, why);
-}
-
 /*
  * Output of the chain that starts at span @first: the sum of its spans;
  * UINT64_MAX for the good spans of a damaged block, which have no last.
@@ -993,8 +981,8 @@ static int xz_decode_open(const struct bfs_index *idx, size_t k, struct bfs_io *
 	return rc;
 }
 
-static int xz_decode_indexed(const struct bfs_index *idx, size_t k, const uint8_t *src,
-			     uint8_t *dst, uint32_t n, bool verify, const char **why)
+static int xz_decode(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
+		     uint32_t n, bool verify, const char **why)
 {
 	const struct bfs_blk *b = &idx->blk[k];
 
@@ -1808,9 +1796,8 @@ const struct bfs_codec bfs_codec_xz = {
 	.probe = xz_probe,
 	.scan = xz_scan,
 	.decode = xz_decode,
-	.decode_prefix = xz_decode_prefix,
+	.prefix = true,
 	.measure = xz_measure,
-	.decode_indexed = xz_decode_indexed,
 	.resume = xz_resume,
 	.decode_open = xz_decode_open,
 	.chain_head = xz_chain_head,

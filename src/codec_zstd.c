@@ -708,26 +708,6 @@ static int zstd_measure_out(const struct bfs_blk *blk, const uint8_t *src, uint3
 	return measure_frame(blk, src, usize, out, why);
 }
 
-static int zstd_decode(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
-		       const char **why)
-{
-	if (blk->flags & BFS_BLK_CHAIN) {
-		*why = "zstd span decoded without its frame's decoder";
-		return -EBADMSG;
-	}
-	return frame_decode(blk, src, dst, verify, why);
-}
-
-static int zstd_decode_prefix(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
-			      uint32_t n, bool verify, const char **why)
-{
-	if (blk->flags & BFS_BLK_CHAIN) {
-		*why = "zstd span decoded without its frame's decoder";
-		return -EBADMSG;
-	}
-	return frame_prefix(blk, src, dst, n, verify, why);
-}
-
 /* ---- parked decoders ---- */
 
 struct parked {
@@ -1336,8 +1316,8 @@ static int span_whole(const struct bfs_index *idx, size_t k, const uint8_t *src,
 	return span_decode(idx, k, src, dst, verify, why);
 }
 
-static int zstd_decode_indexed(const struct bfs_index *idx, size_t k, const uint8_t *src,
-			       uint8_t *dst, uint32_t n, bool verify, const char **why)
+static int zstd_decode(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
+		       uint32_t n, bool verify, const char **why)
 {
 	const struct bfs_blk *b = &idx->blk[k];
 	uint8_t *tmp;
@@ -1859,10 +1839,9 @@ const struct bfs_codec bfs_codec_zstd = {
 	.prelude = zstd_prelude,
 	.scan = zstd_scan,
 	.decode = zstd_decode,
-	.decode_prefix = zstd_decode_prefix,
+	.prefix = true,
 	.measure = zstd_measure,
 	.measure_out = zstd_measure_out,
-	.decode_indexed = zstd_decode_indexed,
 	.resume = zstd_resume,
 	.decode_open = zstd_decode_open,
 	.chain_head = zstd_chain_head,

@@ -3,7 +3,7 @@
  * File versions: a backing file as one version of its bytes was built
  * (its format settled, its index walked or loaded), the lease of its
  * descriptor (uses), the hints that steer its reads, and its mapping. The
- * read path through a version is read.c.
+ * read path through a version is read.c, over decode.c and unit.c.
  */
 #include "config.h"
 
@@ -35,7 +35,7 @@ static atomic_uint_fast64_t next_id = 1;
 /*
  * Decoded chained blocks (BFS_BLK_CHAIN) that a decode step passed on its
  * way to a later block while another thread was filling them (a block
- * being loaded cannot be waited for: see chain_pass()). Kept for that
+ * being loaded cannot be waited for: see decode.c, chain_pass()). Kept for that
  * thread, which would otherwise find no decoder parked at its block any
  * more and start again from the chain's first. Bounded; the oldest go.
  */

@@ -54,7 +54,7 @@ void bfs_lz4_lwalk_end(struct bfs_lz4_lwalk *lw, struct bfs_index *idx, bool kee
 
 /**
  * bfs_lz4_span_decode() - the first @n bytes (0 < @n <= usize) of span
- * @k of @idx from its clen bytes at @src, as codec.h's decode_indexed.
+ * @k of @idx from its clen bytes at @src, as codec.h's decode.
  * A whole span must hold exactly usize bytes in exactly clen bytes, and
  * with @verify match the XXH32 of its output the walk recorded.
  */

@@ -36,6 +36,7 @@ LAYERS = [
     ("stream", ["stream.c"]),
     ("push", ["push.c"]),
     ("read", ["read.c"]),
+    ("decode", ["decode.c", "unit.c"]),
     ("file", ["file.c"]),
     ("index cache", ["index_cache.c"]),
     ("registry", ["codec.c", "names.c"]),

@@ -134,7 +134,7 @@ static int walk_and_decode(const char *path, struct bfs_io *io, const struct bfs
 				 strerror(-rc));
 			goto out;
 		}
-		rc = c->decode(b, src, dst, true, &why);
+		rc = c->decode(idx, k, src, dst, b->usize, true, &why);
 		if (rc == 0 && (b->flags & BFS_BLK_BAD))
 			rc = -EBADMSG; /* decodes, but failed to measure */
 		if (rc < 0) {

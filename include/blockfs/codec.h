@@ -61,25 +61,31 @@ struct bfs_codec {
 	int (*scan)(struct bfs_io *io, struct bfs_io *side, struct bfs_index *idx);
 
 	/*
-	 * Decode one block. @src holds the blk->clen bytes at blk->coff; @dst
-	 * has room for exactly blk->usize bytes and is filled on success.
-	 * Pure: no I/O, no locks, any thread.
+	 * Decode the first @n bytes of block @k of @idx into @dst, which has
+	 * room for @n: the whole block when @n is its usize, a prefix (0 < @n <
+	 * usize, only when .prefix says the codec stops early) for a reader
+	 * that wants a little of a big block. @src holds the blk[k].clen bytes
+	 * at blk[k].coff; for a chained block flagged BFS_BLK_OPEN, the whole
+	 * chain's input. The one entry for every kind of block: one that
+	 * decodes from its own bytes reads only idx->blk[k]; a gzip span or a
+	 * linked LZ4 span also its checkpoint in idx->priv (so a block outside
+	 * its index, in an index of its own, is refused with -EBADMSG); a
+	 * chained block (resume()) continues the decoder parked at its start.
+	 * A whole block is checked as far as the format can (with @verify, its
+	 * checksum); a prefix as far as can be without the rest (with @verify,
+	 * a checksum over the compressed bytes; for gzip, that the deflate data
+	 * inflates, not the span's CRC32).
+	 * Context: no I/O, no lock but the codec's own leaf lock; any thread.
 	 * Return: 0; -EBADMSG when the block is corrupt or decodes to another
-	 * length; -EILSEQ when @verify and its checksum does not match.
-	 * *@why (never NULL) gets a static one-phrase reason on failure.
+	 * length; -EILSEQ when @verify and its checksum does not match;
+	 * -EAGAIN for a chained block with no decoder parked at it; -ENOMEM;
+	 * -EINVAL for an @n out of range. *@why (never NULL) gets a static
+	 * one-phrase reason on failure.
 	 */
-	int (*decode)(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst, bool verify,
-		      const char **why);
-
-	/*
-	 * Optional. Decode only the first @n bytes of the block (0 < @n <
-	 * blk->usize) into @dst, which has room for @n: for a reader that
-	 * wants a little of a big block. Checks what can be checked without
-	 * the rest (with @verify, a checksum over the compressed bytes).
-	 * Return: 0, -EBADMSG or -EILSEQ as decode().
-	 */
-	int (*decode_prefix)(const struct bfs_blk *blk, const uint8_t *src, uint8_t *dst,
-			     uint32_t n, bool verify, const char **why);
+	int (*decode)(const struct bfs_index *idx, size_t k, const uint8_t *src, uint8_t *dst,
+		      uint32_t n, bool verify, const char **why);
+	/* Can decode() stop at @n < usize? BGZF's blocks (64 KiB at most) decode whole only. */
+	bool prefix;
 
 	/*
 	 * Exact decompressed size of a BFS_BLK_GUESS block, from the blk->clen
@@ -99,24 +105,10 @@ struct bfs_codec {
 			   uint8_t **out, const char **why);
 
 	/*
-	 * Optional, for formats whose blocks do not decode from their own
-	 * bytes alone (gzip: a span starts at a checkpoint, whose bit offset
-	 * and window idx->priv keeps). Decodes the first @n bytes of block @k
-	 * of @idx (@n <= its usize; @dst has room for @n) as decode
-	 * does when @n is the usize, as decode_prefix does when it is less
-	 * (a prefix checks what can be checked without the rest: for gzip,
-	 * that the deflate data inflates, not the span's CRC32). Readers go
-	 * through bfs_codec_decode() and bfs_codec_decode_prefix(), which
-	 * call this when it is set.
-	 */
-	int (*decode_indexed)(const struct bfs_index *idx, size_t k, const uint8_t *src,
-			      uint8_t *dst, uint32_t n, bool verify, const char **why);
-
-	/*
 	 * Optional, for formats whose blocks decode only by continuing the
 	 * decoder that decoded the block before (one zstd frame, one xz
 	 * block: blocks flagged BFS_BLK_CHAIN, spans of one decoder's
-	 * output). decode_indexed of such a block takes the decoder parked
+	 * output). decode() of such a block takes the decoder parked
 	 * at its start (or starts one, at the first block of a chain),
 	 * decodes it whole and parks the decoder at the next block; with
 	 * none parked there it returns -EAGAIN. resume() says where the
@@ -133,9 +125,13 @@ struct bfs_codec {
 	 * whole into @dst, reading the input it needs through @io (absolute
 	 * offsets within the chain's [coff, coff + clen)) from where its
 	 * decoder stands, and park the decoder at the next span; otherwise as
-	 * decode_indexed. decode_indexed of such a block takes @src as the
-	 * whole chain's input. Context: as decode_indexed; @io is read by
-	 * this thread only.
+	 * decode(). Not a case of decode(): where an open span's input starts
+	 * and ends is known only once the span before it is decoded, so the
+	 * caller cannot hand over its bytes (decode() takes the whole chain's
+	 * input, up to the size of the file, which only a caller that holds
+	 * it all, a mapping or a test, can give); the read path reads through
+	 * @io just what the decoder consumes. Context: as decode(), but reads
+	 * @io (by this thread only).
 	 */
 	int (*decode_open)(const struct bfs_index *idx, size_t k, struct bfs_io *io, uint8_t *dst,
 			   bool verify, const char **why);
@@ -178,28 +174,6 @@ extern const struct bfs_codec bfs_codec_gzip;
 extern const struct bfs_codec bfs_codec_zstd;
 extern const struct bfs_codec bfs_codec_xz;
 extern const struct bfs_codec bfs_codec_bzip2;
-
-/**
- * bfs_codec_decode() - decode block @k of @idx with @codec: its
- * decode_indexed when it has one, else its decode. Same contract.
- */
-int bfs_codec_decode(const struct bfs_codec *codec, const struct bfs_index *idx, size_t k,
-		     const uint8_t *src, uint8_t *dst, bool verify, const char **why);
-
-/* Can @codec decode a prefix of a block (decode_prefix or decode_indexed)? */
-static inline bool bfs_codec_has_prefix(const struct bfs_codec *codec)
-{
-	return codec->decode_prefix || codec->decode_indexed;
-}
-
-/**
- * bfs_codec_decode_prefix() - decode the first @n bytes (0 < @n < usize)
- * of block @k of @idx with @codec, as bfs_codec_has_prefix() said it can.
- * Same contract as decode_prefix.
- */
-int bfs_codec_decode_prefix(const struct bfs_codec *codec, const struct bfs_index *idx, size_t k,
-			    const uint8_t *src, uint8_t *dst, uint32_t n, bool verify,
-			    const char **why);
 
 /*
  * Spans of plain gzip this process decoded whole with libdeflate rather

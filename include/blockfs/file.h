@@ -14,7 +14,8 @@
  * closes the descriptor, and the next one opens it again.
  *
  * file.c builds versions and holds their descriptor and mapping; read.c
- * is the read path through one (bfs_file_readv() and its kin).
+ * is the read path through one (bfs_file_readv() and its kin), decode.c
+ * and unit.c below it.
  */
 #ifndef BLOCKFS_FILE_H
 #define BLOCKFS_FILE_H
@@ -131,7 +132,7 @@ struct bfs_file {
 	struct bfs_stash *stash;    /* protected by chain_lock; NULL when empty */
 	/*
 	 * Single blocks that cost much to decode again, spilled whole at a
-	 * random reader's first touch (read.c, spill.h bfs_spill_put()).
+	 * random reader's first touch (unit.c, spill.h bfs_spill_put()).
 	 */
 	pthread_mutex_t unit_lock; /* only the spill's own lock is taken under it */
 	pthread_cond_t unit_cond;  /* a unit's spilling ended; with unit_lock */
@@ -253,7 +254,8 @@ struct bfs_readv {
 /*
  * A random reader's request (not part of a sequential stream): a block it
  * has not read before and that is not cached is decoded only as far as
- * the request needs (codec decode_prefix), into a buffer of its own; one
+ * the request needs (the codec's decode of a
+ * prefix), into a buffer of its own; one
  * it has read before is decoded whole and cached, and reported in
  * rv->again_* so that the caller may hand the rest of it to the kernel.
  */

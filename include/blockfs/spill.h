@@ -6,7 +6,7 @@
  * frame, one xz block indexed as open spans, index.h BFS_BLK_OPEN) proven
  * whole (codec_zstd.c and codec_xz.c, prove()), written in order; single
  * blocks that cost much to decode again, made at once from bytes the
- * caller holds (bfs_spill_put(): read.c); and the pieces of a walk that
+ * caller holds (bfs_spill_put(): unit.c); and the pieces of a walk that
  * decodes every unit to learn its size (bzip2 blocks, codec_bzip2.c;
  * index.h, kept), written in any order, one piece per unit. A leaf: one
  * lock of its own, nothing taken under it; no paths but the directory

@@ -43,8 +43,9 @@ struct fz_ref {
 void fz_check_index(const struct bfs_index *idx, uint64_t size);
 
 /*
- * Decode block @b from @src (its clen bytes) into exactly usize bytes with
- * verify on and off; checks the return codes and that both modes agree.
+ * Decode block @b from @src (its clen bytes), on its own (outside any
+ * index: an lz4 span is refused), into exactly usize bytes with verify on
+ * and off; checks the return codes and that both modes agree.
  * Return: the verified bytes (caller frees), or NULL if the block is bad.
  */
 uint8_t *fz_decode_both(const struct bfs_codec *codec, const struct bfs_blk *b, const uint8_t *src);

@@ -66,13 +66,15 @@ uint8_t *fz_decode_both(const struct bfs_codec *codec, const struct bfs_blk *b, 
 {
 	uint8_t *dst = malloc(b->usize ? b->usize : 1), *dst2 = malloc(b->usize ? b->usize : 1);
 	const char *why = NULL, *why2 = NULL;
+	struct bfs_blk one = *b;
+	struct bfs_index idx = { .blk = &one, .n = 1, .cap = 1 }; /* @b on its own */
 	int rc, rc2;
 
 	FZ_CHECK(dst && dst2);
-	rc = codec->decode(b, src, dst, true, &why);
+	rc = codec->decode(&idx, 0, src, dst, b->usize, true, &why);
 	FZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EILSEQ || rc == -ENOMEM);
 	FZ_CHECK(rc == 0 || why != NULL);
-	rc2 = codec->decode(b, src, dst2, false, &why2);
+	rc2 = codec->decode(&idx, 0, src, dst2, b->usize, false, &why2);
 	FZ_CHECK(rc2 == 0 || rc2 == -EBADMSG || rc2 == -ENOMEM);
 	FZ_CHECK(rc2 == 0 || why2 != NULL);
 	/* verify only adds checks: what passes with it passes without, alike */

@@ -41,7 +41,7 @@ static uint8_t *decode_span(const struct bfs_index *idx, size_t k, const uint8_t
 
 	FZ_CHECK(src && dst);
 	memcpy(src, file + b->coff, b->clen);
-	rc = bfs_codec_decode(&bfs_codec_gzip, idx, k, src, dst, verify, &why);
+	rc = bfs_codec_gzip.decode(idx, k, src, dst, idx->blk[k].usize, verify, &why);
 	free(src);
 	FZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EILSEQ || rc == -ENOMEM);
 	FZ_CHECK(rc == 0 || why != NULL);
@@ -79,8 +79,7 @@ static void check_spans(const struct bfs_index *idx, const uint8_t *file, const 
 
 			FZ_CHECK(src && half);
 			memcpy(src, file + b->coff, b->clen);
-			FZ_CHECK(bfs_codec_decode_prefix(&bfs_codec_gzip, idx, k, src, half, n,
-							 true, &why) == 0);
+			FZ_CHECK(bfs_codec_gzip.decode(idx, k, src, half, n, true, &why) == 0);
 			FZ_CHECK(memcmp(half, on, n) == 0);
 			free(src);
 			free(half);

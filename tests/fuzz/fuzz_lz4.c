@@ -148,9 +148,9 @@ static uint8_t *decode_k(const struct bfs_index *idx, size_t k, const uint8_t *f
 	FZ_CHECK(src && dst);
 	memcpy(src, file + b->coff, b->clen);
 	if (n == b->usize)
-		rc = bfs_codec_decode(&bfs_codec_lz4, idx, k, src, dst, verify, &why);
+		rc = bfs_codec_lz4.decode(idx, k, src, dst, idx->blk[k].usize, verify, &why);
 	else
-		rc = bfs_codec_decode_prefix(&bfs_codec_lz4, idx, k, src, dst, n, verify, &why);
+		rc = bfs_codec_lz4.decode(idx, k, src, dst, n, verify, &why);
 	free(src);
 	FZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EILSEQ || rc == -ENOMEM);
 	FZ_CHECK(rc == 0 || why != NULL);
@@ -162,7 +162,7 @@ static uint8_t *decode_k(const struct bfs_index *idx, size_t k, const uint8_t *f
 }
 
 /*
- * Every block and span as the read path decodes them (decode_indexed),
+ * Every block and span as the read path decodes them (decode),
  * whole with verify on and off and its first half: the run of good ones
  * from the start equals @ref at its offset; all good and nothing broken,
  * the lengths agree when @ref is complete.

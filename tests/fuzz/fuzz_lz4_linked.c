@@ -62,7 +62,8 @@ static void check_spans(const struct bfs_index *idx, const uint8_t *file, const 
 			FZ_CHECK(dst && src);
 			memcpy(src, file + b->coff,
 			       b->clen); /* exactly clen: ASan sees reads past it */
-			rc = bfs_codec_decode(&bfs_codec_lz4, idx, k, src, dst, verify, &why);
+			rc = bfs_codec_lz4.decode(idx, k, src, dst, idx->blk[k].usize, verify,
+						  &why);
 			FZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EILSEQ || rc == -ENOMEM);
 			FZ_CHECK(rc == 0 || why != NULL);
 			/*

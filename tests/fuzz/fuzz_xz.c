@@ -82,7 +82,7 @@ static int decode(const struct bfs_index *idx, size_t k, const uint8_t *file, bo
 
 	FZ_CHECK(src && dst);
 	memcpy(src, file + b->coff, b->clen);
-	rc = bfs_codec_decode(&bfs_codec_xz, idx, k, src, dst, verify, &why);
+	rc = bfs_codec_xz.decode(idx, k, src, dst, idx->blk[k].usize, verify, &why);
 	free(src);
 	FZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EILSEQ || rc == -ENOMEM || rc == -EAGAIN);
 	FZ_CHECK(rc == 0 || why != NULL);

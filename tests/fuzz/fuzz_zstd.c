@@ -142,7 +142,7 @@ static void check_blocks(struct bfs_index *idx, const uint8_t *file, size_t size
 		out = malloc(b->usize);
 		FZ_CHECK(src && out);
 		memcpy(src, file + b->coff, b->clen);
-		rc = bfs_codec_decode(&bfs_codec_zstd, idx, k, src, out, true, &why);
+		rc = bfs_codec_zstd.decode(idx, k, src, out, idx->blk[k].usize, true, &why);
 		FZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EILSEQ || rc == -ENOMEM ||
 			 ((b->flags & BFS_BLK_CHAIN) && rc == -EAGAIN));
 		FZ_CHECK(rc == 0 || why != NULL);
@@ -152,12 +152,12 @@ static void check_blocks(struct bfs_index *idx, const uint8_t *file, size_t size
 			uint32_t n = b->usize / 2;
 
 			FZ_CHECK(again != NULL);
-			FZ_CHECK(bfs_codec_decode(&bfs_codec_zstd, idx, k, src, again, false,
-						  &why) == 0);
+			FZ_CHECK(bfs_codec_zstd.decode(idx, k, src, again, idx->blk[k].usize, false,
+						       &why) == 0);
 			FZ_CHECK(memcmp(out, again, b->usize) == 0);
 			if (n > 0) {
-				FZ_CHECK(bfs_codec_decode_prefix(&bfs_codec_zstd, idx, k, src,
-								 again, n, true, &why) == 0);
+				FZ_CHECK(bfs_codec_zstd.decode(idx, k, src, again, n, true, &why) ==
+					 0);
 				FZ_CHECK(memcmp(out, again, n) == 0);
 			}
 			free(again);

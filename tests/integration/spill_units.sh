@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Spilled units (-o spill_size, read.c): an xz file of 1 MiB blocks
+# Spilled units (-o spill_size, unit.c): an xz file of 1 MiB blocks
 # (xz -T2 --block-size), a zstd file of three 8 MiB frames and a bzip2
 # file (900 kB blocks) are read at seeded random 4 KiB offsets with
 # O_DIRECT (each read reaches the daemon) and cache_size=1M (the block

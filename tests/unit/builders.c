@@ -270,3 +270,20 @@ void tb_bgzf_free(struct tb_bgzf *b)
 	free(b->m);
 	memset(b, 0, sizeof(*b));
 }
+
+/* ---- one block outside any index ---- */
+
+int tb_decode_prefix(const struct bfs_codec *c, const struct bfs_blk *b, const uint8_t *src,
+		     uint8_t *dst, uint32_t n, bool verify, const char **why)
+{
+	struct bfs_blk one = *b;
+	struct bfs_index idx = { .blk = &one, .n = 1, .cap = 1 };
+
+	return c->decode(&idx, 0, src, dst, n, verify, why);
+}
+
+int tb_decode(const struct bfs_codec *c, const struct bfs_blk *b, const uint8_t *src, uint8_t *dst,
+	      bool verify, const char **why)
+{
+	return tb_decode_prefix(c, b, src, dst, b->usize, verify, why);
+}

@@ -17,6 +17,8 @@
 
 #include <lz4frame.h>
 
+#include "blockfs/codec.h"
+
 /* ---- bytes ---- */
 
 /* A growable byte string: a backing file under construction. */
@@ -90,5 +92,17 @@ void tb_bgzf_data(struct tb_bgzf *b, const uint8_t *data, size_t len, bool eof);
  */
 uint8_t *tb_bgzf_gzi(const struct tb_bgzf *b, size_t *len);
 void tb_bgzf_free(struct tb_bgzf *b);
+
+/* ---- one block outside any index ---- */
+
+/*
+ * @c's decode() of block @b on its own, as block 0 of an index of one
+ * entry (enough for a block that decodes from its own bytes): the whole
+ * block, or its first @n bytes. Returns what decode() returns.
+ */
+int tb_decode(const struct bfs_codec *c, const struct bfs_blk *b, const uint8_t *src, uint8_t *dst,
+	      bool verify, const char **why);
+int tb_decode_prefix(const struct bfs_codec *c, const struct bfs_blk *b, const uint8_t *src,
+		     uint8_t *dst, uint32_t n, bool verify, const char **why);
 
 #endif

@@ -150,7 +150,7 @@ static int decode_blk(const struct bfs_index *idx, size_t k, const uint8_t *file
 {
 	const struct bfs_blk *blk = &idx->blk[k];
 
-	return bfs_codec_bgzf.decode(blk, file + blk->coff, out + blk->uoff, verify, why);
+	return tb_decode(&bfs_codec_bgzf, blk, file + blk->coff, out + blk->uoff, verify, why);
 }
 
 /* Decode every block with verify on and compare with @want. */
@@ -681,13 +681,13 @@ static void test_decode_flipped_crc(void **state)
 	build(&b, 2 * CHUNK, true);
 	b.buf[b.m[1].coff + b.m[1].clen - 8] ^= 0x01; /* CRC32 of member 1 */
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
-	assert_int_equal(bfs_codec_bgzf.decode(&idx.blk[1], b.buf + idx.blk[1].coff, out, true,
-					       &why),
+	assert_int_equal(tb_decode(&bfs_codec_bgzf, &idx.blk[1], b.buf + idx.blk[1].coff, out, true,
+				   &why),
 			 -EILSEQ);
 	assert_string_equal(why, "CRC32 mismatch");
 	/* without verify the data is trusted: the deflate stream itself is fine */
-	assert_int_equal(bfs_codec_bgzf.decode(&idx.blk[1], b.buf + idx.blk[1].coff, out, false,
-					       &why),
+	assert_int_equal(tb_decode(&bfs_codec_bgzf, &idx.blk[1], b.buf + idx.blk[1].coff, out,
+				   false, &why),
 			 0);
 	bfs_index_destroy(&idx);
 	tb_bgzf_free(&b);
@@ -707,7 +707,7 @@ static void test_decode_flipped_deflate_byte(void **state)
 	for (size_t at = HDR_LEN; at < b.m[0].clen - 8; at += 97) {
 		b.buf[at] ^= 0x20;
 		why = NULL;
-		rc = bfs_codec_bgzf.decode(&idx.blk[0], b.buf, out, true, &why);
+		rc = tb_decode(&bfs_codec_bgzf, &idx.blk[0], b.buf, out, true, &why);
 		assert_true(rc == -EBADMSG || rc == -EILSEQ);
 		assert_non_null(why);
 		b.buf[at] ^= 0x20;
@@ -729,9 +729,9 @@ static void test_decode_wrong_clen(void **state)
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	blk = idx.blk[0];
 	blk.clen -= 1; /* BSIZE + 1 no longer fits */
-	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
+	assert_int_equal(tb_decode(&bfs_codec_bgzf, &blk, b.buf, out, false, &why), -EBADMSG);
 	blk.clen += 2; /* one stray byte after the member */
-	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
+	assert_int_equal(tb_decode(&bfs_codec_bgzf, &blk, b.buf, out, false, &why), -EBADMSG);
 	bfs_index_destroy(&idx);
 	tb_bgzf_free(&b);
 }
@@ -749,9 +749,9 @@ static void test_decode_wrong_usize(void **state)
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	blk = idx.blk[0];
 	blk.usize = CHUNK - 1;
-	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
+	assert_int_equal(tb_decode(&bfs_codec_bgzf, &blk, b.buf, out, false, &why), -EBADMSG);
 	blk.usize = CHUNK + 1;
-	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
+	assert_int_equal(tb_decode(&bfs_codec_bgzf, &blk, b.buf, out, false, &why), -EBADMSG);
 	bfs_index_destroy(&idx);
 	tb_bgzf_free(&b);
 }
@@ -769,10 +769,10 @@ static void test_decode_isize_lies(void **state)
 	isize = b.buf + b.m[0].clen - 4;
 	bfs_put_le32(isize, 999); /* the stream holds 1000 */
 	blk = (struct bfs_blk){ .clen = b.m[0].clen, .usize = 999 };
-	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
+	assert_int_equal(tb_decode(&bfs_codec_bgzf, &blk, b.buf, out, false, &why), -EBADMSG);
 	bfs_put_le32(isize, 1001); /* the stream holds 1000 */
 	blk.usize = 1001;
-	assert_int_equal(bfs_codec_bgzf.decode(&blk, b.buf, out, false, &why), -EBADMSG);
+	assert_int_equal(tb_decode(&bfs_codec_bgzf, &blk, b.buf, out, false, &why), -EBADMSG);
 	tb_bgzf_free(&b);
 }
 
@@ -792,7 +792,8 @@ static void *decode_thread(void *arg)
 		for (size_t k = 0; k < j->idx->n; k++) {
 			const struct bfs_blk *blk = &j->idx->blk[k];
 
-			if (bfs_codec_bgzf.decode(blk, j->file + blk->coff, out, true, &why) != 0 ||
+			if (tb_decode(&bfs_codec_bgzf, blk, j->file + blk->coff, out, true, &why) !=
+				    0 ||
 			    memcmp(out, j->want + blk->uoff, blk->usize) != 0)
 				j->failures++;
 		}

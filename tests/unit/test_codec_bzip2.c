@@ -67,7 +67,7 @@ static int decode(const struct bfs_index *idx, const struct tb_buf *f, size_t k,
 	assert_non_null(src);
 	assert_non_null(dst);
 	memcpy(src, f->p + b->coff, b->clen);
-	rc = bfs_codec_bzip2.decode(b, src, dst, true, &why);
+	rc = tb_decode(&bfs_codec_bzip2, b, src, dst, true, &why);
 	free(src);
 	if (rc == 0) {
 		*out = dst;
@@ -480,11 +480,11 @@ static void test_truncated(void **state)
 
 /* ---- decode ---- */
 
-/* decode() and decode_prefix() of @b, which must say why when they fail. */
+/* decode() of @b whole and of its prefix, which must say why when they fail. */
 static int dec(const struct bfs_blk *b, const uint8_t *src, uint8_t *dst, bool verify)
 {
 	const char *why = NULL;
-	int rc = bfs_codec_bzip2.decode(b, src, dst, verify, &why);
+	int rc = tb_decode(&bfs_codec_bzip2, b, src, dst, verify, &why);
 
 	assert_true(rc == 0 || why != NULL);
 	return rc;
@@ -493,7 +493,7 @@ static int dec(const struct bfs_blk *b, const uint8_t *src, uint8_t *dst, bool v
 static int dec_prefix(const struct bfs_blk *b, const uint8_t *src, uint8_t *dst, uint32_t n)
 {
 	const char *why = NULL;
-	int rc = bfs_codec_bzip2.decode_prefix(b, src, dst, n, true, &why);
+	int rc = tb_decode_prefix(&bfs_codec_bzip2, b, src, dst, n, true, &why);
 
 	assert_true(rc == 0 || why != NULL);
 	return rc;

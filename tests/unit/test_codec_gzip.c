@@ -163,9 +163,9 @@ static int decode_n(const struct bfs_index *idx, const uint8_t *file, size_t k, 
 	assert_non_null(dst);
 	memcpy(src, file + b->coff, b->clen);
 	if (n < b->usize)
-		rc = bfs_codec_decode_prefix(&bfs_codec_gzip, idx, k, src, dst, n, verify, &why);
+		rc = bfs_codec_gzip.decode(idx, k, src, dst, n, verify, &why);
 	else
-		rc = bfs_codec_decode(&bfs_codec_gzip, idx, k, src, dst, verify, &why);
+		rc = bfs_codec_gzip.decode(idx, k, src, dst, idx->blk[k].usize, verify, &why);
 	free(src);
 	if (rc != 0) {
 		assert_non_null(why);
@@ -685,8 +685,8 @@ static void *decode_all(void *arg)
 			const char *why;
 
 			if (!dst ||
-			    bfs_codec_decode(&bfs_codec_gzip, p->idx, k, p->f->p + b->coff, dst,
-					     true, &why) != 0 ||
+			    bfs_codec_gzip.decode(p->idx, k, p->f->p + b->coff, dst,
+						  p->idx->blk[k].usize, true, &why) != 0 ||
 			    memcmp(dst, p->d + b->uoff, b->usize) != 0)
 				p->bad++;
 			free(dst);

@@ -99,7 +99,8 @@ static void assert_blocks_decode_to(struct fx *f, size_t nblk, const uint8_t *wa
 		/* exactly usize bytes, so that ASan sees any write past them */
 		dst = malloc(b->usize);
 		assert_non_null(dst);
-		assert_int_equal(bfs_codec_lz4.decode(b, f->file.p + b->coff, dst, true, &why), 0);
+		assert_int_equal(tb_decode(&bfs_codec_lz4, b, f->file.p + b->coff, dst, true, &why),
+				 0);
 		memcpy(out + at, dst, b->usize);
 		free(dst);
 		at += b->usize;
@@ -637,10 +638,11 @@ static void test_verify_catches_flipped_checksum(void **state)
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[0];
 	f->file.p[b->coff + b->clen - 1] ^= 0x01;
-	assert_int_equal(bfs_codec_lz4.decode(b, f->file.p + b->coff, out, true, &why), -EILSEQ);
+	assert_int_equal(tb_decode(&bfs_codec_lz4, b, f->file.p + b->coff, out, true, &why),
+			 -EILSEQ);
 	assert_string_equal(why, "block checksum mismatch");
 	/* without verify the data itself is fine */
-	assert_int_equal(bfs_codec_lz4.decode(b, f->file.p + b->coff, out, false, &why), 0);
+	assert_int_equal(tb_decode(&bfs_codec_lz4, b, f->file.p + b->coff, out, false, &why), 0);
 	assert_memory_equal(out, f->in, 10 * KIB);
 	free(out);
 }
@@ -658,11 +660,12 @@ static void test_verify_catches_flipped_data_byte(void **state)
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[0];
 	f->file.p[b->coff + 4 + 100] ^= 0x20;
-	assert_int_equal(bfs_codec_lz4.decode(b, f->file.p + b->coff, out, true, &why), -EILSEQ);
+	assert_int_equal(tb_decode(&bfs_codec_lz4, b, f->file.p + b->coff, out, true, &why),
+			 -EILSEQ);
 	free(out);
 }
 
-/* decode_prefix: the first n bytes, exactly what a whole decode gives there. */
+/* decode() of a prefix: the first n bytes, exactly what a whole decode gives there. */
 static void test_decode_prefix_matches_decode(void **state)
 {
 	struct fx *f = *state;
@@ -682,8 +685,8 @@ static void test_decode_prefix_matches_decode(void **state)
 		uint8_t *out = malloc(ns[i]);
 
 		assert_non_null(out);
-		assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, ns[i],
-							     true, &why),
+		assert_int_equal(tb_decode_prefix(&bfs_codec_lz4, b, f->file.p + b->coff, out,
+						  ns[i], true, &why),
 				 0);
 		assert_memory_equal(out, f->in, ns[i]);
 		free(out);
@@ -712,18 +715,18 @@ static void test_decode_prefix_stored_and_checked(void **state)
 	assert_int_equal(scan(f), 0);
 	b = &f->idx.blk[0];
 	assert_true(bfs_le32(f->file.p + b->coff) & 0x80000000u);
-	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, sizeof(out), true,
-						     &why),
+	assert_int_equal(tb_decode_prefix(&bfs_codec_lz4, b, f->file.p + b->coff, out, sizeof(out),
+					  true, &why),
 			 0);
 	assert_memory_equal(out, in, sizeof(out));
 	/* a byte flipped far past the prefix still fails the checksum */
 	f->file.p[b->coff + b->clen - 100] ^= 0x10;
-	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, sizeof(out), true,
-						     &why),
+	assert_int_equal(tb_decode_prefix(&bfs_codec_lz4, b, f->file.p + b->coff, out, sizeof(out),
+					  true, &why),
 			 -EILSEQ);
-	/* a prefix as long as the block is a whole decode's job */
-	assert_int_equal(bfs_codec_lz4.decode_prefix(b, f->file.p + b->coff, out, b->usize, false,
-						     &why),
+	/* a prefix longer than the block is refused, before writing a byte */
+	assert_int_equal(tb_decode_prefix(&bfs_codec_lz4, b, f->file.p + b->coff, out, b->usize + 1,
+					  false, &why),
 			 -EBADMSG);
 }
 
@@ -741,15 +744,18 @@ static void test_decode_rejects_header_unlike_index(void **state)
 	assert_int_equal(scan(f), 0);
 	b = f->idx.blk[0];
 	b.clen -= 1; /* the file changed since the scan */
-	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p + b.coff, out, false, &why), -EBADMSG);
+	assert_int_equal(tb_decode(&bfs_codec_lz4, &b, f->file.p + b.coff, out, false, &why),
+			 -EBADMSG);
 	assert_string_equal(why, "block header does not match the index");
 	b = f->idx.blk[0];
 	b.usize -= 1;
-	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p + b.coff, out, false, &why), -EBADMSG);
+	assert_int_equal(tb_decode(&bfs_codec_lz4, &b, f->file.p + b.coff, out, false, &why),
+			 -EBADMSG);
 	assert_string_equal(why, "block decodes to a different length");
 	b = f->idx.blk[0];
 	b.usize += 1;
-	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p + b.coff, out, false, &why), -EBADMSG);
+	assert_int_equal(tb_decode(&bfs_codec_lz4, &b, f->file.p + b.coff, out, false, &why),
+			 -EBADMSG);
 	assert_string_equal(why, "block decodes to a different length");
 	free(out);
 }
@@ -901,7 +907,7 @@ static void test_decode_block_that_bends_end_rules(void **state)
 	assert_int_equal(bfs_codec_lz4.measure(&b, f->file.p, &usize, &why), 0);
 	assert_int_equal(usize, 14);
 	b.usize = usize;
-	assert_int_equal(bfs_codec_lz4.decode(&b, f->file.p, (uint8_t *)tight, true, &why), 0);
+	assert_int_equal(tb_decode(&bfs_codec_lz4, &b, f->file.p, (uint8_t *)tight, true, &why), 0);
 	assert_memory_equal(tight, want, 14);
 
 	/* and the frame decoder does accept it */
@@ -1097,8 +1103,9 @@ static void test_linked_blocks_later_frame_is_served(void **state)
 		const struct bfs_blk *b = &f->idx.blk[k];
 		const char *why = NULL;
 
-		assert_int_equal(bfs_codec_decode(&bfs_codec_lz4, &f->idx, k, f->file.p + b->coff,
-						  out + b->uoff, true, &why),
+		assert_int_equal(bfs_codec_lz4.decode(&f->idx, k, f->file.p + b->coff,
+						      out + b->uoff, f->idx.blk[k].usize, true,
+						      &why),
 				 0);
 	}
 	assert_memory_equal(out, f->in, 100 * KIB);
@@ -1236,7 +1243,8 @@ static void assert_poisoned(struct fx *f, size_t k, const char *why)
 			continue;
 		}
 		assert_int_equal(b->flags & (BFS_BLK_BAD | BFS_BLK_GUESS), 0);
-		assert_int_equal(bfs_codec_lz4.decode(b, f->file.p + b->coff, out, true, &w), 0);
+		assert_int_equal(tb_decode(&bfs_codec_lz4, b, f->file.p + b->coff, out, true, &w),
+				 0);
 		assert_memory_equal(out, f->in + b->uoff, b->usize);
 	}
 	free(out);
@@ -1522,7 +1530,7 @@ static void decode_expect(struct fx *f, size_t k, int want)
 	const char *why = NULL;
 
 	assert_non_null(dst);
-	assert_int_equal(bfs_codec_lz4.decode(b, f->file.p + b->coff, dst, true, &why), want);
+	assert_int_equal(tb_decode(&bfs_codec_lz4, b, f->file.p + b->coff, dst, true, &why), want);
 	if (want)
 		assert_non_null(why);
 	free(dst);

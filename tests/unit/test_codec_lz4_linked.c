@@ -106,7 +106,7 @@ static uint8_t *decode_blk(const struct bfs_index *idx, size_t k, const uint8_t 
 
 	assert_true(src && dst);
 	memcpy(src, file + b->coff, b->clen);
-	*rc = bfs_codec_decode(&bfs_codec_lz4, idx, k, src, dst, verify, &why);
+	*rc = bfs_codec_lz4.decode(idx, k, src, dst, idx->blk[k].usize, verify, &why);
 	free(src);
 	if (*rc == 0)
 		return dst;
@@ -124,9 +124,7 @@ static void assert_prefix(struct fx *f, size_t k, uint32_t n)
 
 	assert_true(src && dst);
 	memcpy(src, f->file.p + b->coff, b->clen);
-	assert_int_equal(bfs_codec_decode_prefix(&bfs_codec_lz4, &f->idx, k, src, dst, n, true,
-						 &why),
-			 0);
+	assert_int_equal(bfs_codec_lz4.decode(&f->idx, k, src, dst, n, true, &why), 0);
 	assert_memory_equal(dst, f->in + b->uoff, n);
 	free(src);
 	free(dst);
@@ -553,13 +551,13 @@ static void test_lying_index_fails_the_span(void **state)
 	assert_int_equal(rc, 0);
 	assert_memory_equal(out, f->in + 3 * SPAN_TARGET, n - 3 * SPAN_TARGET);
 	free(out);
-	/* a span is no block: decode without the index refuses it */
+	/* a span is no block: decode outside its index (no checkpoint) refuses it */
 	{
 		const char *why = NULL;
 		uint8_t *dst = malloc(b->usize);
 
 		assert_non_null(dst);
-		assert_int_equal(bfs_codec_lz4.decode(b, f->file.p + b->coff, dst, true, &why),
+		assert_int_equal(tb_decode(&bfs_codec_lz4, b, f->file.p + b->coff, dst, true, &why),
 				 -EBADMSG);
 		free(dst);
 	}

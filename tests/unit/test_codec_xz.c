@@ -5,7 +5,7 @@
  * check type), the forward walk that damage at the end falls back to
  * (footer, index, truncation, garbage, odd padding), damaged block
  * headers and data, a lying index, and chained spans of a big block:
- * resume(), decode_indexed() in order, -EAGAIN, the pool of parked
+ * resume(), decode() in order, -EAGAIN, the pool of parked
  * decoders, prefixes, the check of the last span, damage inside a chain.
  * Files are made in memory with liblzma.
  */
@@ -224,9 +224,9 @@ static int dec(struct idx_fix *f, size_t k, uint8_t *dst, uint32_t n, bool verif
 	assert_non_null(src);
 	memcpy(src, f->io.mem + b->coff, b->clen);
 	if (n == b->usize)
-		rc = bfs_codec_decode(C, &f->idx, k, src, dst, verify, &why);
+		rc = C->decode(&f->idx, k, src, dst, f->idx.blk[k].usize, verify, &why);
 	else
-		rc = bfs_codec_decode_prefix(C, &f->idx, k, src, dst, n, verify, &why);
+		rc = C->decode(&f->idx, k, src, dst, n, verify, &why);
 	free(src);
 	if (rc < 0)
 		assert_non_null(why);

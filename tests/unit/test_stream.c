@@ -327,6 +327,57 @@ static void test_random_reads_decode_prefix_first(void **state)
 	fx_free(x);
 }
 
+/*
+ * A read of a run of blocks with a bad one in the middle fails, and the
+ * good blocks of the run are each decoded once and cached: those before
+ * the bad one by the run's decode, those after it by decoding on from
+ * there, none again.
+ */
+static void test_bad_block_fails_alone(void **state)
+{
+	struct fx *x = fx_new(1 << 20, 0, 0, false);
+	struct bfs_file *f = x->f[0];
+	struct bfs_counters *c = f->ctr;
+	const struct bfs_blk *b = &f->idx.blk[5];
+	struct bfs_readv rv;
+	uint8_t byte;
+	ssize_t n;
+
+	(void)state;
+	assert_null(f->head);
+	assert_int_equal(pread(f->fd, &byte, 1, (off_t)(b->coff + b->clen / 2)), 1);
+	byte ^= 0x40;
+	assert_int_equal(pwrite(f->fd, &byte, 1, (off_t)(b->coff + b->clen / 2)), 1);
+	/* blocks 4, 5 and 6: fewer than a run decoded on the workers, in order */
+	n = bfs_file_readv(f, 4 * 65536, 3 * 65536, &rv, 0);
+	assert_true(n < 0);
+	bfs_readv_release(&rv);
+	assert_int_equal(atomic_load(&c->decoded), 2);
+	assert_int_equal(atomic_load(&c->cached), 2 * 65536);
+	/* the good ones are hits; the bad one fails again */
+	n = bfs_file_readv(f, 4 * 65536, 65536, &rv, 0);
+	assert_readv(x, 0, &rv, n, 4 * 65536, 65536);
+	bfs_readv_release(&rv);
+	n = bfs_file_readv(f, 6 * 65536, 65536, &rv, 0);
+	assert_readv(x, 0, &rv, n, 6 * 65536, 65536);
+	bfs_readv_release(&rv);
+	assert_int_equal(atomic_load(&c->decoded), 2);
+	n = bfs_file_readv(f, 5 * 65536 + 100, 100, &rv, 0);
+	assert_true(n < 0);
+	bfs_readv_release(&rv);
+	/* blocks 8 to 15, a run for the workers (none: in order, here): block 10 bad */
+	b = &f->idx.blk[10];
+	assert_int_equal(pread(f->fd, &byte, 1, (off_t)(b->coff + b->clen / 2)), 1);
+	byte ^= 0x40;
+	assert_int_equal(pwrite(f->fd, &byte, 1, (off_t)(b->coff + b->clen / 2)), 1);
+	n = bfs_file_readv(f, 8 * 65536, 8 * 65536, &rv, 0);
+	assert_true(n < 0);
+	bfs_readv_release(&rv);
+	assert_int_equal(atomic_load(&c->decoded), 2 + 7);
+	assert_int_equal(atomic_load(&c->cached), 9 * 65536);
+	fx_free(x);
+}
+
 static void test_readers_share_bounded_maps(void **state)
 {
 	/* four files through two live mappings, pre-faulted by the workers */
@@ -404,6 +455,7 @@ int main(void)
 		cmocka_unit_test(test_readers_with_pushes),
 		cmocka_unit_test(test_willneed_pushes_every_page),
 		cmocka_unit_test(test_random_reads_decode_prefix_first),
+		cmocka_unit_test(test_bad_block_fails_alone),
 		cmocka_unit_test(test_readers_share_bounded_maps),
 		cmocka_unit_test(test_map_bound_spares_held),
 		cmocka_unit_test(test_readers_without_cache),
