@@ -155,7 +155,7 @@ static struct bfs_block *block_new(struct bfs_cache *c, uint64_t fid, size_t blk
 	return b;
 }
 
-static bool make_room(struct bfs_cache *c, uint64_t len);
+static bool make_room(struct bfs_cache *c, uint64_t len, bool ahead_too);
 static void room_signal(struct bfs_cache *c);
 
 void bfs_block_put(struct bfs_block *b)
@@ -175,7 +175,7 @@ void bfs_block_put(struct bfs_block *b)
 	 * at the next miss, which may never come.
 	 */
 	if (was == 2 && c && atomic_load(&c->bytes) > c->limit) {
-		make_room(c, 0);
+		make_room(c, 0, false);
 		room_signal(c);
 	}
 	if (was != 1)
@@ -334,14 +334,17 @@ uint64_t bfs_cache_limit(const struct bfs_cache *c)
 	return c->limit;
 }
 
-/* The least recent unused block near the tail of @s; lock held. */
-static struct bfs_block *victim(struct shard *s)
+/*
+ * The least recent unused block near the tail of @s, one decoded ahead
+ * and not yet used only if @ahead_too; lock held.
+ */
+static struct bfs_block *victim(struct shard *s, bool ahead_too)
 {
 	int looked = 0;
 
 	for (struct bfs_block *b = s->lru_tail; b && looked < VICTIM_LOOK; b = b->lprev, looked++)
-		if (atomic_load(&b->refs) == 1) /* only the cache holds it */
-			return b;
+		if (atomic_load(&b->refs) == 1 && (ahead_too || !b->prefetched))
+			return b; /* only the cache holds it */
 	return NULL;
 }
 
@@ -349,9 +352,12 @@ static struct bfs_block *victim(struct shard *s)
  * Evict unused blocks, globally least recent first, until @len more bytes
  * fit. A block is unused when the cache holds its only reference;
  * references are taken only under the shard lock, so that cannot change
- * while we hold it. Return: whether @len now fits.
+ * while we hold it. Blocks decoded ahead and not yet used go only if
+ * @ahead_too: keeping the bound after a reader left (@len 0) must not
+ * throw away what a sequential reader is about to read.
+ * Return: whether @len now fits.
  */
-static bool make_room(struct bfs_cache *c, uint64_t len)
+static bool make_room(struct bfs_cache *c, uint64_t len, bool ahead_too)
 {
 	spare_trim(c, len);
 	while (atomic_load(&c->bytes) + len > c->limit) {
@@ -363,7 +369,7 @@ static bool make_room(struct bfs_cache *c, uint64_t len)
 			struct shard *s = &c->shard[i];
 
 			bfs_mutex_lock(&s->lock);
-			b = victim(s);
+			b = victim(s, ahead_too);
 			if (b && b->used < oldest) {
 				oldest = b->used;
 				pick = s;
@@ -373,7 +379,7 @@ static bool make_room(struct bfs_cache *c, uint64_t len)
 		if (!pick)
 			return false; /* everything is held or loading */
 		bfs_mutex_lock(&pick->lock);
-		b = victim(pick); /* may have changed meanwhile: still a fair pick */
+		b = victim(pick, ahead_too); /* may have changed meanwhile: still a fair pick */
 		if (b)
 			unhash(c, pick, b);
 		bfs_mutex_unlock(&pick->lock);
@@ -456,7 +462,7 @@ static void room_wait(struct bfs_cache *c, uint64_t len)
 		bfs_mutex_lock(&c->room_lock);
 		gen = c->room_gen;
 		bfs_mutex_unlock(&c->room_lock);
-		if (make_room(c, len) || atomic_load(&c->loading) == 0)
+		if (make_room(c, len, true) || atomic_load(&c->loading) == 0)
 			return;
 		if (!handed) {
 			bfs_handoff(); /* the FUSE loop's lock is taken after any other */
@@ -495,7 +501,7 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 		nb = block_new(c, fid, blkno, len, acct);
 		if (!nb)
 			return -ENOMEM;
-		if (!make_room(c, len))
+		if (!make_room(c, len, true))
 			room_wait(c, len);
 	}
 	if (!b) {
@@ -562,7 +568,7 @@ int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t 
 	nb = block_new(c, fid, blkno, len, acct);
 	if (!nb)
 		return 0;
-	if (!make_room(c, len)) {
+	if (!make_room(c, len, true)) {
 		bfs_block_put(nb); /* back among the spares if it was one */
 		return 0;
 	}
@@ -607,7 +613,7 @@ void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
 	if (drop)
 		bfs_block_put(b); /* the cache's reference */
 	else if (atomic_load(&c->bytes) > c->limit)
-		make_room(c, 0); /* blocks others left while this one loaded */
+		make_room(c, 0, false); /* blocks others left while this one loaded */
 	room_signal(c);
 }
 
