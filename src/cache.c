@@ -11,6 +11,14 @@
  * being loaded are in the table, so later callers find and wait for them,
  * but never in the LRU, so nothing can evict them.
  *
+ * The bound: a miss evicts what it needs, and when everything is held or
+ * loading it is added over the bound; the bound is kept again as soon as
+ * a reader leaves a block or a load ends (bfs_block_put(),
+ * bfs_cache_done()), not at the next miss, which may never come (a file
+ * of six 24 MiB blocks, all decoded). A miss that finds no room while
+ * other blocks load waits for them (room_wait()) instead of decoding
+ * beside them, each load a block past the bound.
+ *
  * Spares: a freed block of BFS_CACHE_SPARE_MIN bytes or more (a zstd
  * frame of pzstd's, an xz block of xz -T's) is kept whole, header and
  * data, for the next block of about its size, while the cache's blocks
