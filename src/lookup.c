@@ -4,7 +4,8 @@
  * the name rules (names.c) against the directory's snapshot (snap.c), or
  * against the directory itself when there is none, then the backing
  * object found in the inode table (inode.c) or added to it, with its
- * attributes as shown (version.c).
+ * attributes as shown (version.c). Decoded sizes already known are asked
+ * of, and handed on through, facts.c.
  */
 #include "config.h"
 
@@ -19,6 +20,7 @@
 #include "blockfs/file.h"
 #include "blockfs/names.h"
 #include "blockfs/stats.h"
+#include "facts.h"
 #include "fs_i.h"
 #include "inode.h"
 #include "lookup.h"
@@ -138,17 +140,12 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 		close(fd); /* known meanwhile, or not a file after all: as below */
 		fd = -1;
 	}
-	if (!in && fd < 0 && decoded && sc && bfs_snap_size(sc, backing, stamp, &size)) {
+	if (!in && fd < 0 && decoded && bfs_facts_listed_size(sc, backing, stamp, &size)) {
 		/* its size is known (a memo): no open until someone reads it */
 		rc = bfs_inode_get(fs, -1, false, st, codec, &in);
 		if (rc < 0)
 			return rc;
-		bfs_mutex_lock(bfs_ilock(fs, in));
-		if (in->stamp != stamp && !in->file) {
-			in->stamp = stamp;
-			in->memo = size;
-		}
-		bfs_mutex_unlock(bfs_ilock(fs, in));
+		bfs_facts_keep_size(fs, in, stamp, size);
 	} else if (fd >= 0) {
 		rc = bfs_inode_get(fs, fd, true, st, codec, &in); /* opened first, above */
 		if (rc < 0)
@@ -181,18 +178,9 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 		bfs_inode_forget(fs, in, 1);
 		return rc;
 	}
-	if (sc && decoded) {
-		/*
-		 * The size of the version the stamp names (not one open readers
-		 * hold on to); none for a misnamed file, whose lookups must build
-		 * its version, which refuses its opens.
-		 */
-		bfs_mutex_lock(bfs_ilock(fs, in));
-		size = in->stamp == stamp && !(in->file && in->file->found) ? in->memo : UINT64_MAX;
-		bfs_mutex_unlock(bfs_ilock(fs, in));
-		if (size != UINT64_MAX)
-			bfs_snap_note_size(sc, backing, stamp, size);
-	}
+	if (decoded)
+		bfs_facts_share_size(fs, in, sc, backing,
+				     stamp); /* for the next lookup, and mount */
 	*out = in;
 	return 0;
 }

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What is known about a backing file (facts.c): one place to ask for the
+ * decoded size of a view under a backing change stamp, whichever holder
+ * has it, and to hand it on to the others. Private to the mount's modules.
+ */
+#ifndef BLOCKFS_FACTS_H
+#define BLOCKFS_FACTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "blockfs/common.h"
+
+struct bfs_fs;
+struct bfs_inode;
+struct bfs_snap_ctx;
+
+/*
+ * The decoded size of the file @in shows under backing stamp @stamp, as
+ * the inode remembers it (its memo, which its version sets when built):
+ * true and *@size, or false when the memo is of another stamp or its
+ * version refuses its opens (a misnamed file). No syscall.
+ */
+BFS_MUST_CHECK bool bfs_facts_inode_size(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp,
+					 uint64_t *size);
+/*
+ * The decoded size of entry @name of @sc's snapshot under @stamp, as a
+ * lookup noted it there or the directory's memo (index cache) gave it:
+ * true and *@size, else false. No syscall.
+ */
+BFS_MUST_CHECK bool bfs_facts_listed_size(struct bfs_snap_ctx *sc, const char *name, uint64_t stamp,
+					  uint64_t *size);
+/*
+ * @in, which has no version under @stamp, shows @size bytes under it: its
+ * memo says so from now on (nothing when it has a version, or a memo of
+ * that stamp already).
+ */
+void bfs_facts_keep_size(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp, uint64_t size);
+/*
+ * Hand what @in knows under @stamp (bfs_facts_inode_size()) on to entry
+ * @name of @sc's snapshot, and so to the directory's memo; nothing when
+ * it knows nothing.
+ */
+void bfs_facts_share_size(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_snap_ctx *sc,
+			  const char *name, uint64_t stamp);
+
+#endif

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests of what is known about a backing file (facts.c), on a
+ * temporary directory, with only the parts of a mount it uses (as
+ * test_inode.c): a size kept in an inode's memo answers under its stamp
+ * only, a version that holds the inode is not overwritten, and a size
+ * shared with the directory's snapshot answers the next lookup there.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blockfs/codec.h"
+#include "blockfs/stats.h"
+#include "facts.h"
+#include "fs_i.h"
+
+struct fx {
+	char dir[64];
+	struct bfs_opts opts;
+	struct bfs_fs *fs;
+};
+
+static void touch(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "text\n", 5), 5);
+	close(fd);
+}
+
+static int setup(void **state)
+{
+	struct fx *x = calloc(1, sizeof(*x));
+	struct bfs_fs *fs;
+	struct stat st;
+
+	if (!x)
+		return -1;
+	snprintf(x->dir, sizeof(x->dir), "/dev/shm/bfs-facts.XXXXXX");
+	if (!mkdtemp(x->dir)) {
+		snprintf(x->dir, sizeof(x->dir), "/tmp/bfs-facts.XXXXXX");
+		if (!mkdtemp(x->dir))
+			return -1;
+	}
+	fs = x->fs = calloc(1, sizeof(*x->fs));
+	if (!fs)
+		return -1;
+	fs->opts = &x->opts;
+	fs->env.mount = bfs_counters_new(NULL);
+	fs->root_fd = open(x->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (!fs->env.mount || fs->root_fd < 0 || fstat(fs->root_fd, &st) < 0)
+		return -1;
+	bfs_fdc_init(&fs->fdc, 64);
+	bfs_hints_init(&fs->hints);
+	bfs_version_walks_init(&fs->walks);
+	if (bfs_inode_table_init(&fs->itab) < 0 || bfs_snap_cache_init(&fs->snaps) < 0)
+		return -1;
+	fs->root.rpath = strdup(".");
+	bfs_fdc_ent_init(&fs->root.fde);
+	fs->root.fde.fd = fs->root_fd;
+	fs->root.dev = st.st_dev;
+	fs->root.ino = st.st_ino;
+	fs->root.type = S_IFDIR;
+	fs->root.nlookup = 1;
+	*state = x;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *x = *state;
+	struct bfs_fs *fs = x->fs;
+	int dfd = open(x->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	bfs_inode_table_free(fs);
+	assert_int_equal(fs->fdc.n, 0);
+	bfs_snap_cache_free(fs);
+	bfs_version_walks_destroy(&fs->walks);
+	bfs_fdc_destroy(&fs->fdc);
+	bfs_hints_destroy(&fs->hints);
+	bfs_counters_put(fs->env.mount);
+	free(fs->root.rpath);
+	close(fs->root_fd);
+	free(fs);
+	if (dfd >= 0) {
+		unlinkat(dfd, "a.lz4", 0);
+		close(dfd);
+	}
+	rmdir(x->dir);
+	free(x);
+	return 0;
+}
+
+/* Past the time a just-changed directory counts as racy (snap.c). */
+static void settle(void)
+{
+	nanosleep(&(struct timespec){ .tv_nsec = 80 * 1000 * 1000 }, NULL);
+}
+
+static void test_inode_size(void **state)
+{
+	struct fx *x = *state;
+	struct bfs_fs *fs = x->fs;
+	struct bfs_inode *in;
+	uint64_t stamp, size = 0;
+	struct stat st;
+
+	touch(fs->root_fd, "a.lz4");
+	assert_int_equal(fstatat(fs->root_fd, "a.lz4", &st, 0), 0);
+	stamp = bfs_backing_stamp(&st);
+	assert_int_equal(bfs_inode_get(fs, -1, false, &st, &bfs_codec_lz4, &in), 0);
+	assert_false(bfs_facts_inode_size(fs, in, stamp, &size)); /* nothing known yet */
+	bfs_facts_keep_size(fs, in, stamp, 4096);
+	assert_true(bfs_facts_inode_size(fs, in, stamp, &size));
+	assert_int_equal(size, 4096);
+	/* the same stamp again: the first answer stays */
+	bfs_facts_keep_size(fs, in, stamp, 1);
+	assert_true(bfs_facts_inode_size(fs, in, stamp, &size));
+	assert_int_equal(size, 4096);
+	/* another stamp (the file changed): unknown until kept */
+	assert_false(bfs_facts_inode_size(fs, in, stamp ^ 1, &size));
+	bfs_facts_keep_size(fs, in, stamp ^ 1, 7);
+	assert_true(bfs_facts_inode_size(fs, in, stamp ^ 1, &size));
+	assert_int_equal(size, 7);
+	assert_false(bfs_facts_inode_size(fs, in, stamp, &size));
+	assert_int_equal(fs->fdc.n, 0); /* no descriptor was opened */
+	bfs_inode_forget(fs, in, 1);
+}
+
+static void test_shared_with_snapshot(void **state)
+{
+	struct fx *x = *state;
+	struct bfs_fs *fs = x->fs;
+	struct bfs_snap_ctx sc = { .fs = fs, .dirfd = fs->root_fd };
+	struct bfs_inode *in;
+	uint64_t stamp, size = 0;
+	struct stat st;
+
+	touch(fs->root_fd, "a.lz4");
+	settle();
+	assert_int_equal(fstatat(fs->root_fd, "a.lz4", &st, 0), 0);
+	stamp = bfs_backing_stamp(&st);
+	assert_int_equal(bfs_snap_get(fs, fs->root_fd, &sc.snap), 0);
+	assert_false(bfs_facts_listed_size(&sc, "a.lz4", stamp, &size));
+	assert_false(bfs_facts_listed_size(NULL, "a.lz4", stamp, &size)); /* no snapshot */
+	assert_int_equal(bfs_inode_get(fs, -1, false, &st, &bfs_codec_lz4, &in), 0);
+	bfs_facts_share_size(fs, in, &sc, "a.lz4", stamp); /* knows nothing: shares nothing */
+	assert_false(bfs_facts_listed_size(&sc, "a.lz4", stamp, &size));
+	bfs_facts_keep_size(fs, in, stamp, 12345);
+	bfs_facts_share_size(fs, in, &sc, "a.lz4", stamp);
+	bfs_facts_share_size(fs, in, NULL, "a.lz4", stamp); /* no snapshot: nothing */
+	assert_true(bfs_facts_listed_size(&sc, "a.lz4", stamp, &size));
+	assert_int_equal(size, 12345);
+	assert_false(bfs_facts_listed_size(&sc, "a.lz4", stamp ^ 1, &size));
+	assert_false(bfs_facts_listed_size(&sc, "b.lz4", stamp, &size)); /* not listed */
+	bfs_inode_forget(fs, in, 1);
+	bfs_snap_put(sc.snap);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_inode_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shared_with_snapshot, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
