@@ -243,11 +243,15 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 	uint64_t need = off + size - b->uoff; /* the prefix of the last block it takes */
 	bool again = false;
 	struct bfs_block *hit;
+	unsigned int fresh = 0;
 	int rc;
 
 	for (size_t k = k0; k <= k1; k++)
 		again |= touch(f, k);
+	if (!again)
+		fresh = atomic_fetch_add_explicit(&f->rand_new, 1, memory_order_relaxed);
 	if (again) {
+		atomic_fetch_add_explicit(&f->rand_back, 1, memory_order_relaxed);
 		rv->again_from = f->idx.blk[k0].uoff;
 		rv->again_to = b->uoff + b->usize;
 	}
@@ -256,6 +260,18 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 	if (again || k0 != k1 || !f->codec->prefix || (b->flags & (BFS_BLK_BAD | BFS_BLK_CHAIN)) ||
 	    need >= b->usize)
 		return 0;
+	/*
+	 * A partial decode saves half a block on average when the block is
+	 * not read again, and costs a whole decode more when it is. Once a
+	 * third of the random reads come back to blocks read before, a block
+	 * is decoded whole at its first read too, and pushed as a block come
+	 * back to is (doc/design.md, the read path, step 4).
+	 */
+	if (fresh < 2 * atomic_load_explicit(&f->rand_back, memory_order_relaxed)) {
+		rv->again_from = b->uoff;
+		rv->again_to = b->uoff + b->usize;
+		return 0;
+	}
 	rc = bfs_cache_lookup(f->env->cache, f->id, k1, &hit);
 	if (rc == 0) {
 		bfs_block_put(hit);

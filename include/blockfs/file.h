@@ -122,6 +122,8 @@ struct bfs_file {
 	atomic_size_t last_bad;	  /* last block logged as bad: one line per block */
 	/* a bit per block a random reader read, after a word with the count of words (read.c) */
 	_Atomic(atomic_uint_fast64_t *) touched;
+	/* random reads that came to blocks untouched before, and back to touched ones (read.c) */
+	atomic_uint rand_new, rand_back;
 	uint8_t *head; /* a very small file's backing bytes, read once, or NULL */
 	char *name;    /* for log lines */
 	/*
