@@ -9,7 +9,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "blockfs/codec.h"
@@ -25,35 +24,6 @@ static const struct bfs_codec *const codecs[] = {
 static bool offered(const struct bfs_codec_conf *conf, const struct bfs_codec *c)
 {
 	return c != &bfs_codec_gzip || (conf ? conf : bfs_codec_config(NULL))->gzip;
-}
-
-/* Parked decoders of every codec (codec.h), and their budget. */
-static atomic_size_t parked;
-static atomic_size_t park_budget = BFS_PARK_BUDGET;
-
-void bfs_codec_park_charge(size_t bytes)
-{
-	atomic_fetch_add(&parked, bytes);
-}
-
-void bfs_codec_park_release(size_t bytes)
-{
-	atomic_fetch_sub(&parked, bytes);
-}
-
-bool bfs_codec_park_over(size_t more)
-{
-	return atomic_load(&parked) + more > atomic_load(&park_budget);
-}
-
-size_t bfs_codec_parked_bytes(void)
-{
-	return atomic_load(&parked);
-}
-
-size_t bfs_codec_park_set_budget(size_t bytes)
-{
-	return atomic_exchange(&park_budget, bytes);
 }
 
 const struct bfs_codec *bfs_codec_probe(const struct bfs_codec_conf *conf, const uint8_t *head,

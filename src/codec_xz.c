@@ -43,7 +43,7 @@
  * for a read; the index cache keeps the result for the next mount
  * (xz_cache_load()). Readers then park decoders at span starts in a
  * small pool per file (struct xz_pool, idx->priv), within the mount's
- * budget of parked decoders, which zstd's count against too (codec.h,
+ * budget of parked decoders, which zstd's count against too (park.h,
  * BFS_PARK_BUDGET): a span continues the decoder parked at its start and
  * parks it at the next one. A reader far
  * from any parked decoder starts again at the block's header.
@@ -80,6 +80,7 @@
 #include <string.h>
 
 #include "blockfs/codec.h"
+#include "blockfs/park.h"
 #include "blockfs/spill.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
@@ -315,7 +316,7 @@ static void pool_free(void *p)
 
 	for (size_t i = 0; i < POOL_SLOTS; i++) {
 		if (pool->slot[i])
-			bfs_codec_park_release(pool->slot[i]->mem);
+			bfs_park_release(pool->slot[i]->mem);
 		dec_free(pool->slot[i]);
 	}
 	pthread_mutex_destroy(&pool->lock);
@@ -360,7 +361,7 @@ static struct dec *pool_take(struct xz_pool *pool, size_t k)
 		if (pool->slot[i] && pool->slot[i]->at == k) {
 			d = pool->slot[i];
 			pool->slot[i] = NULL;
-			bfs_codec_park_release(d->mem);
+			bfs_park_release(d->mem);
 			break;
 		}
 	}
@@ -400,15 +401,15 @@ static void pool_park(struct xz_pool *pool, struct dec *d, size_t k)
 			if (oldest == POOL_SLOTS || pool->slot[i]->tick < pool->slot[oldest]->tick)
 				oldest = i;
 		}
-		if (!d || (free_slot < POOL_SLOTS &&
-			   (!bfs_codec_park_over((size_t)d->mem) || used == 0))) {
+		if (!d ||
+		    (free_slot < POOL_SLOTS && (!bfs_park_over((size_t)d->mem) || used == 0))) {
 			if (d) {
 				pool->slot[free_slot] = d;
-				bfs_codec_park_charge((size_t)d->mem);
+				bfs_park_charge((size_t)d->mem);
 			}
 			break;
 		}
-		bfs_codec_park_release((size_t)pool->slot[oldest]->mem);
+		bfs_park_release((size_t)pool->slot[oldest]->mem);
 		gone[ngone++] = pool->slot[oldest];
 		pool->slot[oldest] = NULL;
 	}

@@ -77,7 +77,7 @@
  *
  * Decoders between spans are parked in a pool (struct park): at most
  * PARK_PER_FILE per file, and within the mount's budget of parked
- * decoders, which xz's count against too (codec.h, BFS_PARK_BUDGET): least
+ * decoders, which xz's count against too (park.h, BFS_PARK_BUDGET): least
  * recently parked go first; the one being parked always stays. A parked decoder is its
  * window plus libzstd's buffers: ZSTD_sizeof_DCtx(), about the window
  * plus 256 KiB (see doc in man 5 blockfs).
@@ -105,6 +105,7 @@
 #include <zstd_errors.h>
 
 #include "blockfs/codec.h"
+#include "blockfs/park.h"
 #include "blockfs/index.h"
 #include "blockfs/io.h"
 #include "blockfs/spill.h"
@@ -752,7 +753,7 @@ static void lru_unlink(struct parked *p)
 	p->prev->next = p->next;
 	p->next->prev = p->prev;
 	park_bytes -= p->bytes;
-	bfs_codec_park_release(p->bytes);
+	bfs_park_release(p->bytes);
 }
 
 /* Take @p out of the pool (its slot and the list). Under park_lock. */
@@ -826,8 +827,8 @@ static void park(struct chains *c, struct parked *p)
 	lru.next->prev = p;
 	lru.next = p;
 	park_bytes += p->bytes;
-	bfs_codec_park_charge(p->bytes);
-	while (bfs_codec_park_over(0) && lru.prev != p) {
+	bfs_park_charge(p->bytes);
+	while (bfs_park_over(0) && lru.prev != p) {
 		q = lru.prev;
 		unpark_locked(q);
 		q->next = gone;

@@ -46,7 +46,7 @@ LAYERS = [
     ("bytes", ["cache.c", "mmap.c", "io.c"]),
     ("spill", ["spill.c"]),
     ("leaves", ["workq.c", "gate.c", "stats.c", "vocab.c", "opts.c", "log.c", "handoff.c",
-                "xxh32.c"]),
+                "xxh32.c", "park.c"]),
 ]
 
 # Vtables whose calls are edges to an interface: (header, struct, the

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "blockfs/codec.h"
+#include "blockfs/park.h"
 #include "blockfs/index.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
@@ -633,29 +634,29 @@ static void test_park_budget(void **state)
 	bfs_codec_xz_limits(T_DIRECT, T_SPAN);
 	make_xz(&b, d, len, 0, LZMA_CHECK_CRC64, 0);
 	assert_int_equal(scan(&f, &b), 0);
-	assert_int_equal(bfs_codec_parked_bytes(), 0);
-	old = bfs_codec_park_set_budget(0);
+	assert_int_equal(bfs_parked_bytes(), 0);
+	old = bfs_park_set_budget(0);
 	read_span(&f, 5, d); /* parks one at 6 */
-	one = bfs_codec_parked_bytes();
+	one = bfs_parked_bytes();
 	assert_true(one > 0);
 	assert_int_equal(C->resume(&f.idx, 6), 6);
 	read_span(&f, 2, d); /* from the start, parks at 3: 6's goes */
 	assert_int_equal(C->resume(&f.idx, 6), 3);
-	assert_int_equal(bfs_codec_parked_bytes(), one);
-	bfs_codec_park_set_budget(2 * one);
+	assert_int_equal(bfs_parked_bytes(), one);
+	bfs_park_set_budget(2 * one);
 	read_span(&f, 7, d); /* on from 3, parks at 8 */
 	read_span(&f, 1, d); /* from the start, parks at 2: both stay */
 	assert_int_equal(C->resume(&f.idx, 9), 8);
 	assert_int_equal(C->resume(&f.idx, 3), 2);
-	assert_int_equal(bfs_codec_parked_bytes(), 2 * one);
+	assert_int_equal(bfs_parked_bytes(), 2 * one);
 	read_span(&f, 11, d); /* takes 8's, parks at 12 */
 	read_span(&f, 0, d);  /* a third: parks at 1, the oldest (2's) goes */
 	assert_int_equal(C->resume(&f.idx, 3), 1);
 	assert_int_equal(C->resume(&f.idx, 13), 12);
-	assert_int_equal(bfs_codec_parked_bytes(), 2 * one);
+	assert_int_equal(bfs_parked_bytes(), 2 * one);
 	done(&f);
-	assert_int_equal(bfs_codec_parked_bytes(), 0);
-	assert_int_equal(bfs_codec_park_set_budget(old), 2 * one);
+	assert_int_equal(bfs_parked_bytes(), 0);
+	assert_int_equal(bfs_park_set_budget(old), 2 * one);
 	free(b.p);
 	free(d);
 	bfs_codec_xz_limits(0, 0);

@@ -30,6 +30,7 @@
 
 #include "blockfs/cache.h"
 #include "blockfs/codec.h"
+#include "blockfs/park.h"
 #include "blockfs/file.h"
 #include "blockfs/index.h"
 #include "blockfs/index_cache.h"
@@ -546,37 +547,37 @@ static void test_park_budget(void **state)
 	scan(&f, &a);
 	scan(&f, &b);
 	assert_int_equal(count_flag(&a, BFS_BLK_CHAIN), 34);
-	assert_int_equal(bfs_codec_parked_bytes(), 0);
+	assert_int_equal(bfs_parked_bytes(), 0);
 	/* budget 0: each park keeps the decoder being parked and drops the other file's */
-	old = bfs_codec_park_set_budget(0);
+	old = bfs_park_set_budget(0);
 	assert_int_equal(decode_k(&a, &f, 0, out, true), 0);
-	one = bfs_codec_parked_bytes();
+	one = bfs_parked_bytes();
 	assert_true(one > 0);
 	assert_int_equal(bfs_zstd_parked_bytes(), one);
 	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 1);
 	assert_int_equal(decode_k(&b, &f, 0, out, true), 0);
 	assert_int_equal(bfs_codec_zstd.resume(&b, 1), 1);
 	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 0); /* a's went */
-	assert_int_equal(bfs_codec_parked_bytes(), one);
+	assert_int_equal(bfs_parked_bytes(), one);
 	/* room for two: both stay */
-	bfs_codec_park_set_budget(2 * one);
+	bfs_park_set_budget(2 * one);
 	assert_int_equal(decode_k(&a, &f, 0, out, true), 0);
 	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 1);
 	assert_int_equal(bfs_codec_zstd.resume(&b, 1), 1);
-	assert_int_equal(bfs_codec_parked_bytes(), 2 * one);
+	assert_int_equal(bfs_parked_bytes(), 2 * one);
 	/* a third over the budget: the least recently parked (b's) goes */
 	assert_int_equal(decode_k(&a, &f, 1, out, true), 0); /* takes a's at 1, parks it at 2 */
 	assert_int_equal(decode_k(&a, &f, 0, out, true), 0); /* a second in a: 1 */
 	assert_int_equal(bfs_codec_zstd.resume(&a, 1), 1);
 	assert_int_equal(bfs_codec_zstd.resume(&a, 3), 2);
 	assert_int_equal(bfs_codec_zstd.resume(&b, 1), 0);
-	assert_true(bfs_codec_parked_bytes() <= 2 * one);
+	assert_true(bfs_parked_bytes() <= 2 * one);
 	/* freeing an index gives its decoders' bytes back */
 	bfs_index_destroy(&a);
-	assert_int_equal(bfs_codec_parked_bytes(), 0);
+	assert_int_equal(bfs_parked_bytes(), 0);
 	bfs_index_destroy(&b);
-	assert_int_equal(bfs_codec_parked_bytes(), 0);
-	assert_int_equal(bfs_codec_park_set_budget(old), 2 * one);
+	assert_int_equal(bfs_parked_bytes(), 0);
+	assert_int_equal(bfs_park_set_budget(old), 2 * one);
 	free(f.p);
 	free(out);
 	free(d);
