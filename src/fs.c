@@ -58,18 +58,11 @@ int bfs_fs_init(struct bfs_fs *fs, const char *source, const struct bfs_opts *op
 	fs->env.mount = bfs_counters_new(NULL);
 	if (!fs->env.mount || bfs_cache_new(&fs->env.cache, opts->cache_size) < 0)
 		goto out_close;
-	fs->root.rpath = strdup(".");
 	if (bfs_inode_table_init(&fs->itab) < 0 || bfs_snap_cache_init(&fs->snaps) < 0 ||
-	    !fs->root.rpath) {
+	    bfs_inode_root_init(fs, &st) < 0) {
 		errno = ENOMEM;
 		goto out_close;
 	}
-	bfs_fdc_ent_init(&fs->root.fde);
-	fs->root.fde.fd = fs->root_fd;
-	fs->root.dev = st.st_dev;
-	fs->root.ino = st.st_ino;
-	fs->root.type = S_IFDIR;
-	fs->root.nlookup = 1;
 	/*
 	 * Mappings exist whatever the mount's read path: a file or directory
 	 * hint may choose mmap on a pread mount.

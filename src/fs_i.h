@@ -25,6 +25,11 @@
  * FUSE reply; the exceptions for I/O are named.
  *
  *   fs->itab.lock       the inode table, counts and every nlookup (inode.c)
+ *   fs->handles.kopen_lock
+ *                       the ring of handles READs share under -o kernel_open
+ *                       (handle.c); takes the file's inode lock to set its
+ *                       shared handle (bfs_stream_take() then takes the
+ *                       version's fd_lock, a leaf)
  *   inode lock          bfs_ilock(): one of BFS_ILOCKS stripes, chosen by
  *                       the inode's address (a mutex per inode would be 40
  *                       bytes of every file the kernel remembers). Its

@@ -77,6 +77,20 @@ int bfs_inode_table_init(struct bfs_itable *t)
 	return 0;
 }
 
+int bfs_inode_root_init(struct bfs_fs *fs, const struct stat *st)
+{
+	fs->root.rpath = strdup(".");
+	if (!fs->root.rpath)
+		return -ENOMEM;
+	bfs_fdc_ent_init(&fs->root.fde);
+	fs->root.fde.fd = fs->root_fd;
+	fs->root.dev = st->st_dev;
+	fs->root.ino = st->st_ino;
+	fs->root.type = S_IFDIR;
+	fs->root.nlookup = 1;
+	return 0;
+}
+
 void bfs_inode_table_free(struct bfs_fs *fs)
 {
 	if (!fs->itab.table)

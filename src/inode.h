@@ -76,6 +76,12 @@ struct bfs_itable {
  */
 BFS_MUST_CHECK int bfs_inode_table_init(struct bfs_itable *t);
 /*
+ * Fill in @fs's root inode, the directory fs->root_fd opens, which @st
+ * describes: path ".", looked up once. 0 or -ENOMEM; fs->root.rpath is
+ * the caller's to free, when the mount ends.
+ */
+BFS_MUST_CHECK int bfs_inode_root_init(struct bfs_fs *fs, const struct stat *st);
+/*
  * Free every inode, the table and its locks (the mount is ending: nobody
  * looks up; nothing if it was never set up).
  */

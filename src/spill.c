@@ -274,6 +274,36 @@ static bool disk_room(int dfd, uint64_t size)
 #define FILES_MAX   1024
 
 /*
+ * Do @bytes more (and, with @file, one more descriptor) fit the budget?
+ * Under lock.
+ */
+static bool fits_locked(uint64_t bytes, bool file)
+{
+	return used + bytes <= limit && (!file || files < FILES_MAX);
+}
+
+/*
+ * Make room for @bytes more (and, with @file, one more descriptor) by
+ * dropping the sealed spills least recently read, at most as many as
+ * @shut has room left for (*@nshut of CLOSE_BATCH used): their
+ * descriptors go there, to be closed after the lock. Return: whether
+ * they fit now; *@more: whether dropping more could make them fit.
+ * Under lock.
+ */
+static bool room_locked(uint64_t bytes, bool file, int *shut, size_t *nshut, bool *more)
+{
+	while (!fits_locked(bytes, file) && lru.prev != &lru && *nshut < CLOSE_BATCH) {
+		int fd = gone_locked(lru.prev);
+
+		atomic_fetch_add_explicit(&n_dropped, 1, memory_order_relaxed);
+		if (fd >= 0)
+			shut[(*nshut)++] = fd;
+	}
+	*more = !fits_locked(bytes, file) && lru.prev != &lru;
+	return fits_locked(bytes, file);
+}
+
+/*
  * Reserve @size bytes of the budget, making room by dropping the sealed
  * spills least recently read. Return: true with *@dfd a duplicate of the
  * directory (or -1 when that failed: the caller fails then) and the room
@@ -282,7 +312,7 @@ static bool disk_room(int dfd, uint64_t size)
  */
 static bool reserve(uint64_t size, int *dfd)
 {
-	int fd, shut[CLOSE_BATCH];
+	int shut[CLOSE_BATCH];
 	size_t nshut;
 	bool room = false, more = true;
 
@@ -295,15 +325,7 @@ static bool reserve(uint64_t size, int *dfd)
 			return false;
 		}
 		/* the least recently read go first; their files are closed after the lock */
-		while ((used + size > limit || files >= FILES_MAX) && lru.prev != &lru &&
-		       nshut < CLOSE_BATCH) {
-			fd = gone_locked(lru.prev);
-			atomic_fetch_add_explicit(&n_dropped, 1, memory_order_relaxed);
-			if (fd >= 0)
-				shut[nshut++] = fd;
-		}
-		more = (used + size > limit || files >= FILES_MAX) && lru.prev != &lru;
-		room = used + size <= limit && files < FILES_MAX;
+		room = room_locked(size, true, shut, &nshut, &more);
 		if (room) {
 			used += size;
 			files++;
@@ -329,25 +351,19 @@ static void unreserve(uint64_t size)
 	atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
 }
 
-struct bfs_spill *bfs_spill_begin(uint64_t size)
+/*
+ * A new WRITING spill of @size bytes in the file @fd, made for the room
+ * reserve() took (a pieces spill: @size 0, its descriptor counted alone).
+ * @fd is owned from here. Return: the spill; NULL when @fd is a -errno
+ * (making the file failed) or memory is short, the file closed and the
+ * room given back then.
+ */
+static struct bfs_spill *spill_new(int fd, uint64_t size)
 {
-	struct bfs_spill *s;
-	int dfd, fd;
+	struct bfs_spill *s = fd >= 0 ? calloc(1, sizeof(*s)) : NULL;
 
-	atomic_fetch_add_explicit(&n_proofs, 1, memory_order_relaxed);
-	if (!reserve(size, &dfd))
-		return NULL;
-	s = calloc(1, sizeof(*s));
-	fd = dfd < 0 ? -EBADF : !disk_room(dfd, size) ? -ENOSPC : make_file(dfd);
-	close_fd(dfd);
-	for (size_t i = 0; s && i < NBUF; i++)
-		if (!(s->buf[i] = malloc(BFS_SPILL_BUF)))
-			fd = fd >= 0 ? (close(fd), -ENOMEM) : fd;
-	if (!s || fd < 0) {
+	if (!s) {
 		close_fd(fd);
-		for (size_t i = 0; s && i < NBUF; i++)
-			free(s->buf[i]);
-		free(s);
 		unreserve(size);
 		return NULL;
 	}
@@ -357,6 +373,29 @@ struct bfs_spill *bfs_spill_begin(uint64_t size)
 	s->prev = s->next = s;
 	bfs_mutex_init(&s->qlock);
 	pthread_cond_init(&s->qcond, NULL);
+	return s;
+}
+
+struct bfs_spill *bfs_spill_begin(uint64_t size)
+{
+	struct bfs_spill *s;
+	int dfd, fd;
+
+	atomic_fetch_add_explicit(&n_proofs, 1, memory_order_relaxed);
+	if (!reserve(size, &dfd))
+		return NULL;
+	fd = dfd < 0 ? -EBADF : !disk_room(dfd, size) ? -ENOSPC : make_file(dfd);
+	close_fd(dfd);
+	if (!(s = spill_new(fd, size)))
+		return NULL;
+	for (size_t i = 0; i < NBUF; i++) {
+		if (!(s->buf[i] = malloc(BFS_SPILL_BUF))) {
+			/* gives the room back, as unreserve() does */
+			bfs_spill_drop(s);
+			atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+			return NULL;
+		}
+	}
 	s->threaded = pthread_create(&s->writer, NULL, writer_main, s) == 0;
 	return s;
 }
@@ -469,21 +508,10 @@ struct bfs_spill *bfs_spill_put(const void *p, uint64_t size)
 
 	if (!reserve(size, &dfd))
 		return NULL;
-	s = calloc(1, sizeof(*s));
 	fd = dfd < 0 ? -EBADF : !disk_room(dfd, size) ? -ENOSPC : make_file(dfd);
 	close_fd(dfd);
-	if (!s || fd < 0) {
-		close_fd(fd);
-		free(s);
-		unreserve(size);
+	if (!(s = spill_new(fd, size)))
 		return NULL;
-	}
-	s->fd = fd;
-	s->size = size;
-	s->state = WRITING;
-	s->prev = s->next = s;
-	bfs_mutex_init(&s->qlock);
-	pthread_cond_init(&s->qcond, NULL);
 	/* no writer thread and no buffers: the caller's bytes are written here */
 	while (s->written < size) {
 		size_t left =
@@ -622,11 +650,11 @@ void bfs_spill_stats(struct bfs_spill_stats *st)
  */
 
 /*
- * Room for @len more bytes of @s under lock, dropping the least recently
- * read sealed spills as bfs_spill_begin() does; their descriptors go into
- * @shut (*@nshut of CLOSE_BATCH) to be closed after the lock. Return: true
- * with @s's offset for the bytes in *@off; false when there is none yet
- * (*@more: dropping more would make it).
+ * Room for @len more bytes of @s under lock, made by room_locked() (the
+ * descriptor is @s's already); the descriptors of the spills it drops go
+ * into @shut (*@nshut of CLOSE_BATCH) to be closed after the lock. Return:
+ * true with @s's offset for the bytes in *@off; false when there is none
+ * yet (*@more: dropping more would make it).
  */
 static bool piece_room_locked(struct bfs_spill *s, uint64_t len, uint64_t *off, int *shut,
 			      size_t *nshut, bool *more)
@@ -635,15 +663,7 @@ static bool piece_room_locked(struct bfs_spill *s, uint64_t len, uint64_t *off, 
 		*more = false; /* bigger than the whole budget: drop nothing for it */
 		return false;
 	}
-	while (used + len > limit && lru.prev != &lru && *nshut < CLOSE_BATCH) {
-		int fd = gone_locked(lru.prev);
-
-		atomic_fetch_add_explicit(&n_dropped, 1, memory_order_relaxed);
-		if (fd >= 0)
-			shut[(*nshut)++] = fd;
-	}
-	*more = used + len > limit && lru.prev != &lru;
-	if (used + len > limit)
+	if (!room_locked(len, false, shut, nshut, more))
 		return false;
 	used += len;
 	*off = s->size;
@@ -668,18 +688,9 @@ struct bfs_spill *bfs_spill_begin_pieces(void)
 		return NULL; /* spilling is off, or as many spills as descriptors allow */
 	fd = make_file(dfd);
 	close(dfd);
-	s = fd >= 0 ? calloc(1, sizeof(*s)) : NULL;
-	if (!s) {
-		close_fd(fd);
-		unreserve(0);
+	if (!(s = spill_new(fd, 0)))
 		return NULL;
-	}
-	s->fd = fd;
 	s->pieces = true;
-	s->state = WRITING;
-	s->prev = s->next = s;
-	bfs_mutex_init(&s->qlock);
-	pthread_cond_init(&s->qcond, NULL);
 	return s;
 }
 

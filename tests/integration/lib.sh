@@ -296,7 +296,52 @@ EOF
 	cp "$want/big.txt" "$want/big.vcf"
 }
 
+# bfs_dirs: the usual directories under $T, made: $S the source, $M the
+# mountpoint, $W plain files to compare with, $C an index cache (mode 0700)
+bfs_dirs() {
+	S=$T/src M=$T/mnt W=$T/work C=$T/cache
+	mkdir -p "$S" "$M" "$W" "$C"
+	chmod 700 "$C"
+}
+
+# bfs_words OUT BYTES SEED K WORD...: BYTES bytes of seeded text into OUT,
+# lines of K random WORDs (a WORD may be a newline) and a random number:
+# reproducible, and compresses as text does
+bfs_words() {
+	python3 - "$@" <<'EOF'
+import random, sys
+out, size, seed, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+r = random.Random(seed); w = [a.encode() for a in sys.argv[5:]]
+text = bytearray()
+while len(text) < size: text += b" ".join(r.choices(w, k=k)) + b"%d\n" % r.randrange(1 << 30)
+open(out, "wb").write(text[:size])
+EOF
+}
+
+# bfs_fixture TOOL FILE REF: a fixture's check; the test bails out
+# (exit 1) unless "TOOL -dc FILE" gives REF's bytes
+bfs_fixture() {
+	cmp -s <("$1" -dc "$2") "$3" && return 0
+	echo "Bail out! fixture $2 does not round-trip ($1 -dc)"
+	exit 1
+}
+
+# bfs_flip FILE OFFSET: damage FILE in place, its byte at OFFSET made 0x55
+bfs_flip() {
+	printf '\x55' | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
+}
+
 # For a test of one source $S mounted at $M, its log in $T/daemon.log:
+# root_stat KEY: the mount's counter KEY (user.blockfs.stats of $M)
+root_stat() {
+	t getfattr --only-values -n user.blockfs.stats "$M" | awk -v k="$1" '$1 == k { print $2 }'
+}
+
+# file_stat KEY FILE: FILE's counter KEY
+file_stat() {
+	xattr stats "$2" | awk -v k="$1" '$1 == k { print $2 }'
+}
+
 # xattr NAME FILE: user.blockfs.NAME of FILE under $M (empty if none)
 xattr() {
 	t getfattr --only-values -n "user.blockfs.$1" "$M/$2" 2>/dev/null

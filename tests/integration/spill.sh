@@ -26,40 +26,21 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
 bfs_begin spill zstd xz bzip2 getfattr python3
-S=$T/src M=$T/mnt W=$T/work C=$T/cache
-mkdir -p "$S" "$M" "$W" "$C"
-chmod 700 "$C"
+bfs_dirs
 
 # 80 MiB of text: more than zstd's one-block frames (32 MiB) and xz's (64 MiB),
 # so both are served as open spans, proven whole before a byte is served
-python3 -c '
-import sys, random
-r = random.Random(7); w = [b"spill", b"proof", b"frame", b"span", b"budget", b"\n"]
-out = bytearray()
-while len(out) < (80 << 20): out += b" ".join(r.choices(w, k=64)) + b"%d\n" % r.randrange(1 << 30)
-sys.stdout.buffer.write(out[:80 << 20])' >"$W/big"
+SIZE=$((80 << 20))
+bfs_words "$W/big" "$SIZE" 7 64 spill proof frame span budget $'\n'
 zstd -q -c "$W/big" >"$S/z.zst"
 xz -0 -T1 -c "$W/big" >"$S/x.xz"
-SIZE=$((80 << 20))
-if ! cmp <(zstd -dc "$S/z.zst") "$W/big" || ! cmp <(xz -dc "$S/x.xz") "$W/big"; then
-	echo "Bail out! fixtures do not round-trip"
-	exit 1
-fi
+bfs_fixture zstd "$S/z.zst" "$W/big"
+bfs_fixture xz "$S/x.xz" "$W/big"
 # a byte flipped in the middle of each: without their checksums, megabytes of wrong bytes
 for f in z.zst x.xz; do
 	cp "$S/$f" "$S/flip-$f"
-	printf '\x55' | dd of="$S/flip-$f" bs=1 seek=$(($(stat -c %s "$S/$f") / 2)) \
-		conv=notrunc 2>/dev/null
+	bfs_flip "$S/flip-$f" $(($(stat -c %s "$S/$f") / 2))
 done
-
-# root KEY: the mount's counter KEY
-root() {
-	t getfattr --only-values -n user.blockfs.stats "$M" | awk -v k="$1" '$1 == k { print $2 }'
-}
-# stat_of KEY FILE: FILE's counter KEY
-stat_of() {
-	xattr stats "$2" | awk -v k="$1" '$1 == k { print $2 }'
-}
 
 # direct.py FILE REF N SEED: N seeded random reads with O_DIRECT (the page
 # cache kept out: each reaches the daemon), 4 KiB aligned, 4 KiB to 3 MiB
@@ -88,15 +69,15 @@ exact() {
 
 # --- the default: both spilled, each decoded once -----------------------------------
 mount_o "index_cache=$C"
-check_eq "spill_limit: the default 1G" $((1 << 30)) "$(root spill_limit)"
+check_eq "spill_limit: the default 1G" $((1 << 30)) "$(root_stat spill_limit)"
 check_eq "z, x: sizes from the first stat" "$SIZE $SIZE" "$(t stat -c %s "$M/z" "$M/x" | xargs)"
-check_eq "nothing proven before a read" "0 0" "$(root spill_proofs) $(root spill_bytes)"
+check_eq "nothing proven before a read" "0 0" "$(root_stat spill_proofs) $(root_stat spill_bytes)"
 exact z 1
 exact x 2
-check_eq "one proof per file, both spilled" "2 2" "$(root spill_proofs) $(root spill_sealed)"
-check_eq "spill_bytes: both files" $((2 * SIZE)) "$(root spill_bytes)"
-d=$(($(stat_of blocks_decompressed z) + $(stat_of blocks_decompressed x)))
-check_eq "every block the reads needed came from the spill" "$d" "$(root spill_reads)"
+check_eq "one proof per file, both spilled" "2 2" "$(root_stat spill_proofs) $(root_stat spill_sealed)"
+check_eq "spill_bytes: both files" $((2 * SIZE)) "$(root_stat spill_bytes)"
+d=$(($(file_stat blocks_decompressed z) + $(file_stat blocks_decompressed x)))
+check_eq "every block the reads needed came from the spill" "$d" "$(root_stat spill_reads)"
 check "... and there were some" test "$d" -ge 80
 # the spill files: unlinked, the daemon's only, in the index_cache directory
 check_eq "no name in the index_cache directory" "" "$(find "$C" -name '*spill*')"
@@ -109,7 +90,7 @@ for fd in /proc/"$BFS_PID"/fd/*; do
 done
 check_eq "two unlinked spill files in $C, mode 0600" "2 2" "$n $priv"
 # readers at once, and again later: still one proof each
-r0=$(root spill_reads)
+r0=$(root_stat spill_reads)
 pids=()
 for i in 1 2 3 4; do
 	f=z; ((i % 2)) && f=x
@@ -120,24 +101,24 @@ bad=0
 for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
 check_eq "four readers at once: all exact" 0 "$bad"
 ((bad == 0)) || cat "$T"/r?.err
-check "... served from the spill" test "$(root spill_reads)" -gt "$r0"
+check "... served from the spill" test "$(root_stat spill_reads)" -gt "$r0"
 exact z 3
 check_eq "still one proof per file, nothing dropped or failed" "2 0 0" \
-	"$(root spill_proofs) $(root spill_dropped) $(root spill_failed)"
+	"$(root_stat spill_proofs) $(root_stat spill_dropped) $(root_stat spill_failed)"
 is "daemon alive" daemon_alive
 umount_o
 
 # --- a budget that holds one file: the least recently read is dropped -------------
 mount_o "index_cache=$C,spill_size=100M"
 exact z 4
-check_eq "100M: z spilled" "1 1 $SIZE" "$(root spill_proofs) $(root spill_sealed) $(root spill_bytes)"
+check_eq "100M: z spilled" "1 1 $SIZE" "$(root_stat spill_proofs) $(root_stat spill_sealed) $(root_stat spill_bytes)"
 exact x 5
 check_eq "100M: x spilled, z dropped for it" "2 2 1 $SIZE" \
-	"$(root spill_proofs) $(root spill_sealed) $(root spill_dropped) $(root spill_bytes)"
-r0=$(root spill_reads)
+	"$(root_stat spill_proofs) $(root_stat spill_sealed) $(root_stat spill_dropped) $(root_stat spill_bytes)"
+r0=$(root_stat spill_reads)
 exact z 6
 check_eq "100M: z again: decoded, not proven again, no spill read" "2 $r0" \
-	"$(root spill_proofs) $(root spill_reads)"
+	"$(root_stat spill_proofs) $(root_stat spill_reads)"
 umount_o
 
 # --- a budget smaller than a file: decoded as without a spill ---------------------
@@ -145,16 +126,16 @@ mount_o "index_cache=$C,spill_size=32M"
 exact z 7
 exact x 8
 check_eq "32M: proven, nothing spilled or read from a spill" "2 0 0 0" \
-	"$(root spill_proofs) $(root spill_sealed) $(root spill_reads) $(root spill_bytes)"
+	"$(root_stat spill_proofs) $(root_stat spill_sealed) $(root_stat spill_reads) $(root_stat spill_bytes)"
 umount_o
 
 # --- spill_size=0: off -------------------------------------------------------------
 mount_o "index_cache=$C,spill_size=0"
-check_eq "spill_size=0: spill_limit 0" 0 "$(root spill_limit)"
+check_eq "spill_size=0: spill_limit 0" 0 "$(root_stat spill_limit)"
 exact z 9
 exact x 10
 check_eq "spill_size=0: nothing spilled" "0 0 0" \
-	"$(root spill_sealed) $(root spill_reads) $(root spill_failed)"
+	"$(root_stat spill_sealed) $(root_stat spill_reads) $(root_stat spill_failed)"
 umount_o
 
 # --- a spill directory short of room: no spill, or writes that fail (ENOSPC) ----------
@@ -166,7 +147,7 @@ if mount -t tmpfs -o size=8m,mode=0700 blockfs-spill-test "$F" 2>/dev/null; then
 	exact z 11
 	exact x 12
 	check_eq "8 MiB directory: no room for either spill, none kept" "2 0 0" \
-		"$(root spill_failed) $(root spill_sealed) $(root spill_bytes)"
+		"$(root_stat spill_failed) $(root_stat spill_sealed) $(root_stat spill_bytes)"
 	is "8 MiB directory: daemon alive" daemon_alive
 	umount_o
 	# room for one spill when each begins: the two proofs at once write more than fits
@@ -178,9 +159,9 @@ if mount -t tmpfs -o size=8m,mode=0700 blockfs-spill-test "$F" 2>/dev/null; then
 	wait "$p"
 	exact z 13
 	exact x 14
-	diag "100 MiB directory: spill_failed $(root spill_failed), spill_sealed $(root spill_sealed)"
+	diag "100 MiB directory: spill_failed $(root_stat spill_failed), spill_sealed $(root_stat spill_sealed)"
 	check "100 MiB directory, two spills at once: not both kept" \
-		test "$(root spill_failed)" -ge 1 -a "$(root spill_sealed)" -le 1
+		test "$(root_stat spill_failed)" -ge 1 -a "$(root_stat spill_sealed)" -le 1
 	check "... what failed gave its room back" \
 		test "$(df --output=used -k "$F" | tail -1)" -le $((SIZE / 1024 + 1024))
 	is "100 MiB directory: daemon alive" daemon_alive
@@ -196,8 +177,8 @@ mount_o "index_cache=$C"
 BFS_WRAP=
 exact z 16
 exact x 17
-check "4 MiB file size limit: both spills failed" test "$(root spill_failed)" -ge 2
-check_eq "... none kept" 0 "$(root spill_sealed)"
+check "4 MiB file size limit: both spills failed" test "$(root_stat spill_failed)" -ge 2
+check_eq "... none kept" 0 "$(root_stat spill_sealed)"
 is "4 MiB file size limit: daemon alive (SIGXFSZ ignored)" daemon_alive
 umount_o
 
@@ -210,10 +191,10 @@ for f in flip-z flip-x; do
 		dd if="$M/$f" of=/dev/null bs=1M skip=40 count=1 iflag=direct status=none
 done
 check_eq "damage: both proofs failed, nothing spilled" "2 0 0" \
-	"$(root spill_proofs) $(root spill_sealed) $(root spill_bytes)"
+	"$(root_stat spill_proofs) $(root_stat spill_sealed) $(root_stat spill_bytes)"
 exact z 15
 check_eq "beside them a good file spills as before" "3 1" \
-	"$(root spill_proofs) $(root spill_sealed)"
+	"$(root_stat spill_proofs) $(root_stat spill_sealed)"
 is "damage: daemon alive" daemon_alive
 umount_o
 
@@ -238,8 +219,7 @@ fi
 zstd -q -c <"$W/mid" >"$S/pipe.zst"
 walked+=(pipe)
 cp "$S/b.bz2" "$S/flip-b.bz2"		# damage in its middle: the blocks before it still spill
-printf '\x55' | dd of="$S/flip-b.bz2" bs=1 seek=$(($(stat -c %s "$S/b.bz2") / 2)) \
-	conv=notrunc 2>/dev/null
+bfs_flip "$S/flip-b.bz2" $(($(stat -c %s "$S/b.bz2") / 2))
 MID=$((40 << 20))
 
 # whole NAME SEED: NAME reads as the text whole and at 20 random places
@@ -255,20 +235,20 @@ check_eq "walked files: sizes from the first stat" "$(printf '%s ' "${walked[@]/
 	"$(cd "$M" && t stat -c %s "${walked[@]}" | xargs)"
 n=${#walked[@]}
 check_eq "one walk's spill per file, sealed once the walk is over" "$n $n" \
-	"$(root spill_proofs) $(root spill_sealed)"
-check_eq "spill_bytes: every file whole" $((n * MID)) "$(root spill_bytes)"
+	"$(root_stat spill_proofs) $(root_stat spill_sealed)"
+check_eq "spill_bytes: every file whole" $((n * MID)) "$(root_stat spill_bytes)"
 i=20
 for f in "${walked[@]}"; do
-	r0=$(root spill_reads)
+	r0=$(root_stat spill_reads)
 	whole "$f" $((i++))
-	check_eq "$f: no block decoded again" 0 "$(stat_of blocks_decompressed "$f")"
-	check "$f: served from the spill" test "$(root spill_reads)" -gt "$r0"
+	check_eq "$f: no block decoded again" 0 "$(file_stat blocks_decompressed "$f")"
+	check "$f: served from the spill" test "$(root_stat spill_reads)" -gt "$r0"
 done
-check_eq "nothing dropped or failed" "0 0" "$(root spill_dropped) $(root spill_failed)"
+check_eq "nothing dropped or failed" "0 0" "$(root_stat spill_dropped) $(root_stat spill_failed)"
 check_fails "flip-b: reading to the damage fails with EIO" "Input/output error" cat "$M/flip-b"
 check "flip-b: the blocks before the damage read exact" \
 	cmp <(t head -c $((8 << 20)) "$M/flip-b") <(head -c $((8 << 20)) "$W/mid")
-check_eq "flip-b: ... from the spill" 0 "$(stat_of blocks_decompressed flip-b)"
+check_eq "flip-b: ... from the spill" 0 "$(file_stat blocks_decompressed flip-b)"
 is "walks: daemon alive" daemon_alive
 umount_o
 
@@ -277,9 +257,9 @@ mkdir -p "$T/c-walk2"
 mount_o "index_cache=$T/c-walk2,spill_size=12M"
 whole b 30
 check "12M: b partly from the spill, partly decoded" \
-	test "$(root spill_reads)" -gt 0 -a "$(stat_of blocks_decompressed b)" -gt 0
-check "12M: within the budget" test "$(root spill_bytes)" -le $((12 << 20))
-check "12M: the pieces past it refused" test "$(root spill_failed)" -ge 1
+	test "$(root_stat spill_reads)" -gt 0 -a "$(file_stat blocks_decompressed b)" -gt 0
+check "12M: within the budget" test "$(root_stat spill_bytes)" -le $((12 << 20))
+check "12M: the pieces past it refused" test "$(root_stat spill_failed)" -ge 1
 whole pipe 31
 is "12M: daemon alive" daemon_alive
 umount_o
@@ -291,8 +271,8 @@ for f in "${walked[@]}"; do
 	whole "$f" $((i++))
 done
 check_eq "spill_size=0: nothing spilled" "0 0 0" \
-	"$(root spill_sealed) $(root spill_reads) $(root spill_failed)"
-check "spill_size=0: b decoded" test "$(stat_of blocks_decompressed b)" -gt 0
+	"$(root_stat spill_sealed) $(root_stat spill_reads) $(root_stat spill_failed)"
+check "spill_size=0: b decoded" test "$(file_stat blocks_decompressed b)" -gt 0
 umount_o
 
 bfs_end

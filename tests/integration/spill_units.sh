@@ -20,16 +20,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
 bfs_begin spill_units zstd xz bzip2 getfattr python3
-S=$T/src M=$T/mnt W=$T/work C=$T/cache
-mkdir -p "$S" "$M" "$W" "$C"
-chmod 700 "$C"
+bfs_dirs
 
-python3 -c '
-import sys, random
-r = random.Random(11); w = [b"unit", b"spill", b"block", b"frame", b"pread", b"\n"]
-out = bytearray()
-while len(out) < (24 << 20): out += b" ".join(r.choices(w, k=48)) + b"%d\n" % r.randrange(1 << 30)
-sys.stdout.buffer.write(out[:24 << 20])' >"$W/z.ref"
+bfs_words "$W/z.ref" $((24 << 20)) 11 48 unit spill block frame pread $'\n'
 head -c $((6 << 20)) "$W/z.ref" >"$W/x.ref"
 cp "$W/x.ref" "$W/b.ref"
 xz -0 -T2 --block-size=1MiB -c "$W/x.ref" >"$S/x.xz"
@@ -39,34 +32,26 @@ for i in 0 1 2; do
 	zstd -q -c "$W/part$i"
 done >"$S/z.zst"
 bzip2 -9 -c "$W/b.ref" >"$S/b.bz2"
-if ! cmp <(xz -dc "$S/x.xz") "$W/x.ref" || ! cmp <(zstd -dc "$S/z.zst") "$W/z.ref" ||
-	! cmp <(bzip2 -dc "$S/b.bz2") "$W/b.ref"; then
-	echo "Bail out! fixtures do not round-trip"
-	exit 1
-fi
+bfs_fixture xz "$S/x.xz" "$W/x.ref"
+bfs_fixture zstd "$S/z.zst" "$W/z.ref"
+bfs_fixture bzip2 "$S/b.bz2" "$W/b.ref"
 # a byte flipped inside the 4th xz block and inside the 2nd zstd frame
 cp "$S/x.xz" "$S/fx.xz"
 cp "$S/z.zst" "$S/fz.zst"
 cp "$W/x.ref" "$W/fx.ref"
 cp "$W/z.ref" "$W/fz.ref"
 xsz=$(stat -c %s "$S/x.xz") zsz=$(stat -c %s "$S/z.zst")
-printf '\x55' | dd of="$S/fx.xz" bs=1 seek=$((xsz * 7 / 12)) conv=notrunc 2>/dev/null
-printf '\x55' | dd of="$S/fz.zst" bs=1 seek=$((zsz / 2)) conv=notrunc 2>/dev/null
+bfs_flip "$S/fx.xz" $((xsz * 7 / 12))
+bfs_flip "$S/fz.zst" $((zsz / 2))
 
-root() {
-	t getfattr --only-values -n user.blockfs.stats "$M" | awk -v k="$1" '$1 == k { print $2 }'
-}
-stat_of() {
-	xattr stats "$2" | awk -v k="$1" '$1 == k { print $2 }'
-}
 # units N: spill_units once it reaches N (a push's spill may end after the reads), within 10 s
 units() {
 	local i
 	for ((i = 0; i < 100; i++)); do
-		(($(root spill_units) >= $1)) && break
+		(($(root_stat spill_units) >= $1)) && break
 		sleep 0.1
 	done
-	root spill_units
+	root_stat spill_units
 }
 
 # rand.py FILE REF N SEED [LO HI]: N seeded 4 KiB reads with O_DIRECT at
@@ -95,44 +80,44 @@ PY
 
 # --- spilled at the first touch, read from the spill after it --------------------
 mount_o "index_cache=$C,cache_size=1M"
-check_eq "nothing spilled before a read" "0 0" "$(root spill_units) $(root spill_bytes)"
+check_eq "nothing spilled before a read" "0 0" "$(root_stat spill_units) $(root_stat spill_bytes)"
 check "x: 60 random 4 KiB reads equal xz -dc" python3 "$T/rand.py" "$M/x" "$W/x.ref" 60 1
-check_eq "x: each of its 6 blocks decoded once" 6 "$(stat_of blocks_decompressed x)"
-check_eq "x: ... and spilled" "6 $((6 << 20))" "$(units 6) $(root spill_bytes)"
-r0=$(($(root spill_reads) + $(root cache_hits)))
+check_eq "x: each of its 6 blocks decoded once" 6 "$(file_stat blocks_decompressed x)"
+check_eq "x: ... and spilled" "6 $((6 << 20))" "$(units 6) $(root_stat spill_bytes)"
+r0=$(($(root_stat spill_reads) + $(root_stat cache_hits)))
 check "x: 60 more reads equal xz -dc" python3 "$T/rand.py" "$M/x" "$W/x.ref" 60 2
-check_eq "x: no block decoded again" 6 "$(stat_of blocks_decompressed x)"
+check_eq "x: no block decoded again" 6 "$(file_stat blocks_decompressed x)"
 check "x: the 60 reads were preads of the spill (or hits of the one cached block)" \
-	test "$(($(root spill_reads) + $(root cache_hits) - r0))" -ge 60
+	test "$(($(root_stat spill_reads) + $(root_stat cache_hits) - r0))" -ge 60
 check "z: 40 random 4 KiB reads equal zstd -dc" python3 "$T/rand.py" "$M/z" "$W/z.ref" 40 3
 check_eq "z: each of its 3 frames decoded once, spilled" "3 9" \
-	"$(stat_of blocks_decompressed z) $(units 9)"
-r0=$(($(root spill_reads) + $(root cache_hits)))
+	"$(file_stat blocks_decompressed z) $(units 9)"
+r0=$(($(root_stat spill_reads) + $(root_stat cache_hits)))
 check "z: 40 more reads equal zstd -dc" python3 "$T/rand.py" "$M/z" "$W/z.ref" 40 4
-check_eq "z: no frame decoded again" 3 "$(stat_of blocks_decompressed z)"
+check_eq "z: no frame decoded again" 3 "$(file_stat blocks_decompressed z)"
 check "z: the 40 reads were preads of the spill" \
-	test "$(($(root spill_reads) + $(root cache_hits) - r0))" -ge 40
+	test "$(($(root_stat spill_reads) + $(root_stat cache_hits) - r0))" -ge 40
 check "b: 40 random 4 KiB reads equal bzip2 -dc" python3 "$T/rand.py" "$M/b" "$W/b.ref" 40 5
-d=$(stat_of blocks_decompressed b)
+d=$(file_stat blocks_decompressed b)
 check_eq "b: its blocks spilled as they were decoded" $((9 + d)) "$(units $((9 + d)))"
 check "b: 40 more reads equal bzip2 -dc" python3 "$T/rand.py" "$M/b" "$W/b.ref" 40 6
 check "b: at most the blocks not touched before decoded" \
-	test "$(stat_of blocks_decompressed b)" -le $((d + 2))
+	test "$(file_stat blocks_decompressed b)" -le $((d + 2))
 check_eq "no spill failed or dropped, no proof" "0 0 0" \
-	"$(root spill_failed) $(root spill_dropped) $(root spill_proofs)"
+	"$(root_stat spill_failed) $(root_stat spill_dropped) $(root_stat spill_proofs)"
 check "cat x, z, b equal X -dc" cmp <(t cat "$M/x" "$M/z" "$M/b") <(cat "$W/x.ref" "$W/z.ref" "$W/b.ref")
 is "daemon alive" daemon_alive
 umount_o
 
 # --- damage: the unit fails with EIO and is not spilled; the others are -------------
 mount_o "index_cache=$C,cache_size=1M"
-u0=$(root spill_units)
+u0=$(root_stat spill_units)
 # fx: its 4th block [3 MiB, 4 MiB) holds the flipped byte; fz: its 2nd frame [8 MiB, 16 MiB)
 check_eq "fx: a read in the damaged block fails with EIO" "EIO $(((3 << 20) + 4096))" \
 	"$(python3 "$T/rand.py" "$M/fx" "$W/fx.ref" 1 1 $(((3 << 20) + 4096)) $(((3 << 20) + 8192)))"
 check_eq "fz: a read in the damaged frame fails with EIO" "EIO $(((8 << 20) + 4096))" \
 	"$(python3 "$T/rand.py" "$M/fz" "$W/fz.ref" 1 1 $(((8 << 20) + 4096)) $(((8 << 20) + 8192)))"
-check_eq "... and neither unit was spilled" "$u0" "$(root spill_units)"
+check_eq "... and neither unit was spilled" "$u0" "$(root_stat spill_units)"
 check_fails "fx: again, EIO" "Input/output error" \
 	dd if="$M/fx" of=/dev/null bs=4096 skip=$(((3 << 20) / 4096 + 9)) count=1 iflag=direct status=none
 check "fx: the blocks before it read exact" python3 "$T/rand.py" "$M/fx" "$W/fx.ref" 20 7 0 $((3 << 20))
@@ -149,7 +134,7 @@ check "spill_size=0: x reads exact" python3 "$T/rand.py" "$M/x" "$W/x.ref" 40 11
 check "spill_size=0: z reads exact" python3 "$T/rand.py" "$M/z" "$W/z.ref" 20 12
 check "spill_size=0: b reads exact" python3 "$T/rand.py" "$M/b" "$W/b.ref" 20 13
 check_eq "spill_size=0: nothing spilled" "0 0 0" \
-	"$(root spill_units) $(root spill_reads) $(root spill_bytes)"
+	"$(root_stat spill_units) $(root_stat spill_reads) $(root_stat spill_bytes)"
 umount_o
 
 bfs_end

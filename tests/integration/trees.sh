@@ -278,7 +278,6 @@ umount_ok "big tree"
 
 # --- max_inodes: the kernel is asked to forget the oldest directories -----------------
 MAXI=10000
-root_stat() { t getfattr --only-values -n user.blockfs.stats "$M" | awk -v k="$1" '$1 == k { print $2 }'; }
 mount_or_die readpath=pread,max_inodes=$MAXI
 n=$(t ls -lR "$M" | grep -c '\.txt$')
 check_eq "max_inodes=$MAXI: ls -lR lists all $NFILES files" "$NFILES" "$n"

@@ -2,7 +2,8 @@
 /*
  * The unit tests' builders (builders.h): LZ4 frames through liblz4's
  * frame API, BGZF members through zlib's raw deflate with the header and
- * trailer written here, and bgzip's .gzi for them.
+ * trailer written here, bgzip's .gzi for them, and the parts of a mount
+ * the inode and snapshot tests share.
  */
 #include "config.h"
 
@@ -12,12 +13,18 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "blockfs/common.h"
+#include "blockfs/stats.h"
 #include "builders.h"
+#include "fs_i.h"
 
 /* ---- bytes ---- */
 
@@ -286,4 +293,54 @@ int tb_decode(const struct bfs_codec *c, const struct bfs_blk *b, const uint8_t 
 	      bool verify, const char **why)
 {
 	return tb_decode_prefix(c, b, src, dst, b->usize, verify, why);
+}
+
+/* ---- a mount in part ---- */
+
+/* Remove @name under @at, all in it too; quietly. */
+static void rm_tree(int at, const char *name)
+{
+	int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *d;
+
+	if (!dp) {
+		unlinkat(at, name, 0);
+		return;
+	}
+	while ((d = readdir(dp)))
+		if (strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0)
+			rm_tree(dirfd(dp), d->d_name);
+	closedir(dp);
+	unlinkat(at, name, AT_REMOVEDIR);
+}
+
+struct bfs_fs *tb_mount_new(char dir[TB_DIR_MAX], const char *tag, const struct bfs_opts *opts,
+			    size_t max_fds)
+{
+	struct bfs_fs *fs;
+
+	snprintf(dir, TB_DIR_MAX, "/dev/shm/bfs-%s.XXXXXX", tag);
+	if (!mkdtemp(dir)) {
+		snprintf(dir, TB_DIR_MAX, "/tmp/bfs-%s.XXXXXX", tag);
+		assert_non_null(mkdtemp(dir));
+	}
+	fs = calloc(1, sizeof(*fs));
+	assert_non_null(fs);
+	fs->opts = opts;
+	fs->env.mount = bfs_counters_new(NULL);
+	assert_non_null(fs->env.mount);
+	bfs_fdc_init(&fs->fdc, max_fds);
+	assert_int_equal(bfs_snap_cache_init(&fs->snaps), 0);
+	return fs;
+}
+
+void tb_mount_free(struct bfs_fs *fs, const char *dir)
+{
+	bfs_snap_cache_free(fs);
+	assert_null(fs->snaps.chains);
+	bfs_fdc_destroy(&fs->fdc);
+	bfs_counters_put(fs->env.mount);
+	free(fs);
+	rm_tree(AT_FDCWD, dir);
 }

@@ -2,8 +2,8 @@
 /*
  * Builders for the unit tests: LZ4 frames and BGZF files made in memory
  * with the formats' own libraries (liblz4's frame API; zlib's raw deflate
- * framed by hand-written BGZF headers and trailers), and the .gzi bgzip
- * writes for them. Linked into the tests that list them in
+ * framed by hand-written BGZF headers and trailers), the .gzi bgzip
+ * writes for them, and a mount in part on a temporary directory. Linked into the tests that list them in
  * tests/meson.build (unit_builders). A builder that cannot build fails
  * the running test through cmocka's asserts: callers check nothing.
  * Include it after <cmocka.h>.
@@ -104,5 +104,25 @@ int tb_decode(const struct bfs_codec *c, const struct bfs_blk *b, const uint8_t 
 	      bool verify, const char **why);
 int tb_decode_prefix(const struct bfs_codec *c, const struct bfs_blk *b, const uint8_t *src,
 		     uint8_t *dst, uint32_t n, bool verify, const char **why);
+
+/* ---- a mount in part (fs_i.h), on a temporary directory ---- */
+
+struct bfs_fs;
+struct bfs_opts;
+
+#define TB_DIR_MAX 64
+
+/*
+ * A new empty directory, /dev/shm/bfs-@tag.XXXXXX where it can be made
+ * (memory: some tests make tens of thousands of files), else in /tmp, its
+ * name into @dir; and the parts of a mount every such test uses, options
+ * @opts, the counters, a descriptor cache of at most @max_fds and the
+ * snapshot cache. The caller adds what else it uses, and takes it down
+ * before tb_mount_free().
+ */
+struct bfs_fs *tb_mount_new(char dir[TB_DIR_MAX], const char *tag, const struct bfs_opts *opts,
+			    size_t max_fds);
+/* Free tb_mount_new()'s parts and @fs; remove @dir with all in it. */
+void tb_mount_free(struct bfs_fs *fs, const char *dir);
 
 #endif

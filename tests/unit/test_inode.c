@@ -18,7 +18,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,10 +30,11 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/stats.h"
+#include "builders.h"
 #include "fs_i.h"
 
 struct fx {
-	char dir[64];
+	char dir[TB_DIR_MAX];
 	struct bfs_opts opts;
 	struct bfs_fs *fs;
 };
@@ -57,32 +57,16 @@ static int setup_fds(void **state, size_t max_fds)
 
 	if (!x)
 		return -1;
-	snprintf(x->dir, sizeof(x->dir), "/dev/shm/bfs-inode.XXXXXX");
-	if (!mkdtemp(x->dir)) {
-		snprintf(x->dir, sizeof(x->dir), "/tmp/bfs-inode.XXXXXX");
-		if (!mkdtemp(x->dir))
-			return -1;
-	}
-	fs = x->fs = calloc(1, sizeof(*x->fs));
-	if (!fs)
-		return -1;
-	fs->opts = &x->opts;
-	fs->env.mount = bfs_counters_new(NULL);
+	fs = x->fs = tb_mount_new(x->dir, "inode", &x->opts, max_fds);
 	fs->root_fd = open(x->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (!fs->env.mount || fs->root_fd < 0 || fstat(fs->root_fd, &st) < 0)
+	if (fs->root_fd < 0 || fstat(fs->root_fd, &st) < 0)
 		return -1;
-	bfs_fdc_init(&fs->fdc, max_fds);
 	bfs_hints_init(&fs->hints);
 	bfs_version_walks_init(&fs->walks);
-	if (bfs_inode_table_init(&fs->itab) < 0 || bfs_snap_cache_init(&fs->snaps) < 0)
+	if (bfs_inode_table_init(&fs->itab) < 0)
 		return -1;
-	fs->root.rpath = strdup(".");
-	bfs_fdc_ent_init(&fs->root.fde);
-	fs->root.fde.fd = fs->root_fd;
-	fs->root.dev = st.st_dev;
-	fs->root.ino = st.st_ino;
-	fs->root.type = S_IFDIR;
-	fs->root.nlookup = 1;
+	if (bfs_inode_root_init(fs, &st) < 0)
+		return -1;
 	*state = x;
 	return 0;
 }
@@ -97,23 +81,6 @@ static int setup_few_fds(void **state)
 	return setup_fds(state, 8);
 }
 
-static void rm_tree(int at, const char *name)
-{
-	int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *d;
-
-	if (!dp) {
-		unlinkat(at, name, 0);
-		return;
-	}
-	while ((d = readdir(dp)))
-		if (strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0)
-			rm_tree(dirfd(dp), d->d_name);
-	closedir(dp);
-	unlinkat(at, name, AT_REMOVEDIR);
-}
-
 static int teardown(void **state)
 {
 	struct fx *x = *state;
@@ -122,15 +89,11 @@ static int teardown(void **state)
 	bfs_inode_table_free(fs);
 	assert_null(fs->itab.table);
 	assert_int_equal(fs->fdc.n, 0); /* every inode's descriptor closed */
-	bfs_snap_cache_free(fs);
 	bfs_version_walks_destroy(&fs->walks);
-	bfs_fdc_destroy(&fs->fdc);
 	bfs_hints_destroy(&fs->hints);
-	bfs_counters_put(fs->env.mount);
 	free(fs->root.rpath);
 	close(fs->root_fd);
-	free(fs);
-	rm_tree(AT_FDCWD, x->dir);
+	tb_mount_free(fs, x->dir);
 	free(x);
 	return 0;
 }

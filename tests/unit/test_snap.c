@@ -29,10 +29,11 @@
 #include "blockfs/names.h"
 #include "blockfs/stats.h"
 #include "blockfs/workq.h"
+#include "builders.h"
 #include "fs_i.h"
 
 struct fx {
-	char dir[64];
+	char dir[TB_DIR_MAX];
 	int dirfd;
 	struct bfs_opts opts;
 	struct bfs_fs *fs;
@@ -58,41 +59,13 @@ static int setup(void **state)
 
 	if (!x)
 		return -1;
-	/* memory, where it can: the budget's test makes 40,000 files */
-	snprintf(x->dir, sizeof(x->dir), "/dev/shm/bfs-snap.XXXXXX");
-	if (!mkdtemp(x->dir)) {
-		snprintf(x->dir, sizeof(x->dir), "/tmp/bfs-snap.XXXXXX");
-		if (!mkdtemp(x->dir))
-			return -1;
-	}
+	/* in memory, where it can: the budget's test makes 40,000 files */
+	x->fs = tb_mount_new(x->dir, "snap", &x->opts, 64);
 	x->dirfd = open(x->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	x->fs = calloc(1, sizeof(*x->fs));
-	if (x->dirfd < 0 || !x->fs)
-		return -1;
-	x->fs->opts = &x->opts;
-	x->fs->env.mount = bfs_counters_new(NULL);
-	bfs_fdc_init(&x->fs->fdc, 64);
-	if (!x->fs->env.mount || bfs_snap_cache_init(&x->fs->snaps) < 0)
+	if (x->dirfd < 0)
 		return -1;
 	*state = x;
 	return 0;
-}
-
-static void rm_tree(int at, const char *name)
-{
-	int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *d;
-
-	if (!dp) {
-		unlinkat(at, name, 0);
-		return;
-	}
-	while ((d = readdir(dp)))
-		if (strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0)
-			rm_tree(dirfd(dp), d->d_name);
-	closedir(dp);
-	unlinkat(at, name, AT_REMOVEDIR);
 }
 
 static int teardown(void **state)
@@ -100,13 +73,8 @@ static int teardown(void **state)
 	struct fx *x = *state;
 
 	bfs_workq_free(x->fs->env.workq);
-	bfs_snap_cache_free(x->fs);
-	assert_null(x->fs->snaps.chains);
-	bfs_fdc_destroy(&x->fs->fdc);
-	bfs_counters_put(x->fs->env.mount);
-	free(x->fs);
 	close(x->dirfd);
-	rm_tree(AT_FDCWD, x->dir);
+	tb_mount_free(x->fs, x->dir);
 	free(x);
 	return 0;
 }
