@@ -81,6 +81,7 @@ struct bfs_icache {
 	pthread_mutex_t trim_lock; /* one trim at a time */
 	atomic_bool counted;	   /* used was counted from the directory */
 	atomic_uint_fast64_t used; /* bytes of entries, as this mount knows them */
+	atomic_bool again;	   /* a save passed the bound while a trim was under way */
 };
 
 void bfs_icache_key_of(const struct stat *st, struct bfs_icache_key *key)
@@ -614,7 +615,9 @@ out:
 /*
  * An entry of @len bytes replaced one of @old bytes (0: none): count it,
  * and trim when the bound is passed. The first save of a mount counts
- * the directory. A thread that finds another trimming leaves it the work.
+ * the directory. A thread that finds another trimming leaves it the work,
+ * and says so first (c->again): the trimmer may have listed the directory
+ * before this entry was written, so it counts again once it is done.
  */
 static void account(struct bfs_icache *c, uint64_t len, uint64_t old)
 {
@@ -625,12 +628,17 @@ static void account(struct bfs_icache *c, uint64_t len, uint64_t old)
 	} while (!atomic_compare_exchange_weak(&c->used, &used, now));
 	if (atomic_load(&c->counted) && now <= c->limit)
 		return;
-	if (pthread_mutex_trylock(&c->trim_lock) != 0)
-		return;
-	if (count_and_trim(c) < 0)
-		bfs_dbg("%s: cannot count the entries: their bound waits for the next save",
-			c->dir);
-	pthread_mutex_unlock(&c->trim_lock);
+	/* set before the try: a trimmer that holds the lock then sees it after its unlock */
+	atomic_store(&c->again, true);
+	while (pthread_mutex_trylock(&c->trim_lock) == 0) {
+		atomic_store(&c->again, false);
+		if (count_and_trim(c) < 0)
+			bfs_dbg("%s: cannot count the entries: their bound waits for the next save",
+				c->dir);
+		pthread_mutex_unlock(&c->trim_lock);
+		if (!atomic_load(&c->again))
+			break;
+	}
 }
 
 /* Saving failed for a reason of the directory's: say so once, save no more. */
