@@ -38,7 +38,7 @@ LAYERS = [
     ("read", ["read.c"]),
     ("decode", ["decode.c", "unit.c"]),
     ("file", ["file.c"]),
-    ("index cache", ["index_cache.c"]),
+    ("index cache", ["index_cache.c", "dirmemo.c"]),
     ("registry", ["codec.c", "names.c"]),
     ("codecs", ["codec_lz4.c", "codec_lz4_linked.c", "codec_bgzf.c", "codec_gzip.c",
                 "codec_zstd.c", "codec_xz.c", "codec_bzip2.c"]),

@@ -224,6 +224,8 @@ struct bfs_dirmemo_ent {
 	unsigned int flags; /* BFS_DIRMEMO_* */
 };
 
+/* Bytes of a memo of @n entries; 0 when @n is more than a memo may hold (dirmemo.c). */
+size_t bfs_dirmemo_len(uint64_t n);
 /* The memo of @key->n entries @e. Return: 0 and a malloc'd *@out, or -ENOMEM. */
 BFS_MUST_CHECK int bfs_dirmemo_encode(const struct bfs_dirmemo_key *key,
 				      const struct bfs_dirmemo_ent *e, uint8_t **out, size_t *len);
