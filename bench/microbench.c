@@ -35,6 +35,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/io.h"
 
 #define MAX_REPS 64
@@ -253,11 +254,11 @@ static void load(struct bench *b, const char *path)
 		die("scan", -rc);
 	/* sizes the file does not state, on this thread alone (a mount spreads them on its workers) */
 	t0 = now_ns();
-	rc = bfs_index_measure(&b->idx, &io, b->codec, NULL);
+	rc = bfs_measure(&b->idx, &io, b->codec, NULL);
 	b->size_ns = now_ns() - t0;
 	if (rc < 0)
 		die("measure", -rc);
-	rc = bfs_index_settle(&b->idx, &io, b->codec, UINT64_MAX);
+	rc = bfs_settle(&b->idx, &io, b->codec, UINT64_MAX);
 	if (rc < 0 || b->idx.broken)
 		die("settle", rc < 0 ? -rc : EBADMSG);
 

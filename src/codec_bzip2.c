@@ -808,7 +808,7 @@ static int bz2_scan(struct bfs_io *io, struct bfs_io *side, struct bfs_index *id
 		rc = walk_file(&w);
 	if (idx->block_size == 0)
 		idx->block_size = 9 * LEVEL_UNIT;
-	/* bfs_index_measure() seals the spill: the blocks added are proven, damage or not */
+	/* bfs_measure() seals the spill: the blocks added are proven, damage or not */
 	free(w.buf);
 	free(w.synth);
 	free(w.sink.p);

@@ -33,8 +33,8 @@
  * block's decoded size is a guess (the block max; the lz4 CLI fills every
  * block but the last); the last block of each frame is measured during
  * the scan. A frame whose content size agrees with its guesses makes them
- * claims (checked lazily, in order, by bfs_index_settle()); any other
- * guess is measured by bfs_index_measure() right after the scan, so that
+ * claims (checked lazily, in order, by bfs_settle()); any other
+ * guess is measured by bfs_measure() right after the scan, so that
  * the size shown is exact from the first stat(2). Writers that flush
  * (python-lz4, lz4_flex, lz4-java, Go's lz4) leave short blocks in the
  * middle of a frame, and nothing short of parsing a block tells a short
@@ -616,7 +616,7 @@ static int measure_at(struct walk *w, uint64_t coff, uint32_t dlen, uint32_t bma
  * what its blocks hold if every guess is right. Each guess is the block
  * max, which no block exceeds, so when the sums agree every guess is
  * right, as far as the header can be believed: the guesses become claims,
- * checked in order before they place later blocks (bfs_index_settle()),
+ * checked in order before they place later blocks (bfs_settle()),
  * and nothing is measured now. When they disagree some block is short
  * (a writer that flushed): every guess is measured after the scan and
  * the frame's total checked then.
@@ -635,7 +635,7 @@ static int sum_guesses(struct bfs_index *idx, size_t first, uint64_t sum, uint64
  * Walk the blocks of one frame whose header ends at @pos. A compressed
  * block is held back until the next header says whether it was the last
  * (then it is measured) or not (then its size is guessed: the block max,
- * what the lz4 CLI writes; bfs_index_measure() or the content size make
+ * what the lz4 CLI writes; bfs_measure() or the content size make
  * it exact before the file's size is shown).
  * Return: 0 and *@next after the frame, 1 when the index was marked
  * broken, or -errno.
@@ -758,7 +758,7 @@ broken:
  * the next frame's magic. As in walk_blocks(), a block is held back until
  * the next word says whether it was the frame's last (then it is
  * measured) or not (then it is guessed full: lz4 -l fills every block
- * but the last; bfs_index_measure() makes the guesses exact).
+ * but the last; bfs_measure() makes the guesses exact).
  * Return: 0 and *@next at the next frame or the end, 1 when the index
  * was marked broken, or -errno.
  */

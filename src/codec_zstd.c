@@ -33,7 +33,7 @@
  *    A frame holding at most FRAME_USIZE_MAX bytes is one block: its FCS
  *    when the header has one (a claim, as an LZ4 content size is), its
  *    exact size when its blocks are all raw or RLE, else a guess that
- *    bfs_index_measure() makes exact by decoding it (measure(); its
+ *    bfs_measure() makes exact by decoding it (measure(); its
  *    output kept in the spill, measure_out(), so that reads of the frame
  *    do not decode it again).
  *

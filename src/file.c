@@ -24,6 +24,7 @@
 #include "blockfs/index_cache.h"
 #include "blockfs/log.h"
 #include "blockfs/mmap.h"
+#include "blockfs/settle.h"
 #include "blockfs/spill.h"
 #include "blockfs/stats.h"
 #include "blockfs/vocab.h"
@@ -211,7 +212,7 @@ static int file_new(struct bfs_file **out, int fd, uint8_t *whole, const struct 
 
 			rc = codec->scan(walk, sidep, &f->idx);
 			if (rc == 0)
-				rc = bfs_index_measure(&f->idx, io, codec, env->workq);
+				rc = bfs_measure(&f->idx, io, codec, env->workq);
 			if (rc == 0)
 				(void)bfs_icache_save(env->icache, fd, &f->st, codec, &f->idx,
 						      atomic_load(&walk->nread));

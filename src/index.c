@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Block index: append during scan, binary search during reads, and the
- * in-order settling of guessed sizes (see the contract in index.h).
+ * Block index: append during scan, binary search during reads, the walk's
+ * kept bytes (see the contract in index.h). A data structure: it calls
+ * nothing above it; making guessed sizes exact is settle.c's.
  */
 #include "config.h"
 
@@ -12,12 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blockfs/codec.h"
-#include "blockfs/handoff.h"
 #include "blockfs/index.h"
-#include "blockfs/io.h"
 #include "blockfs/spill.h"
-#include "blockfs/workq.h"
 
 /* Every block costs at least a 4-byte header in any format we read. */
 #define MIN_BLOCK_BYTES 4
@@ -87,8 +84,7 @@ void bfs_index_keep(struct bfs_index *idx, size_t k, uint64_t off)
 	idx->kept_off[k] = off;
 }
 
-/* An entry of kept_off for every block (none kept), so that threads may each set their own. */
-static bool keep_all(struct bfs_index *idx)
+bool bfs_index_keep_all(struct bfs_index *idx)
 {
 	if (idx->n == 0)
 		return false;
@@ -252,89 +248,6 @@ int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno)
  * it stay readable (blockfs(8): a bad block fails only its own reads). (A block both flushed short and
  * corrupt would misplace what follows; only a seek table rules that out.)
  */
-static void poison_guess(struct bfs_index *idx, size_t k, const char *why)
-{
-	struct bfs_blk *b = &idx->blk[k];
-
-	b->flags = (b->flags & ~BFS_BLK_GUESS) | BFS_BLK_BAD;
-	snprintf(idx->why, sizeof(idx->why), "block %zu: %s", k, why);
-}
-
-int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io, const struct bfs_codec *codec,
-		     uint64_t uoff)
-{
-	size_t k = atomic_load_explicit(&idx->nexact, memory_order_acquire);
-	uint8_t *buf = NULL;
-	size_t bufcap = 0;
-	int rc = 0;
-
-	if (k > 0 && uoff < idx->blk[k - 1].uoff + idx->blk[k - 1].usize)
-		return 0; /* published entries never change */
-	if (pthread_mutex_trylock(&idx->settle_lock) != 0) {
-		bfs_handoff(); /* another thread is measuring blocks */
-		bfs_mutex_lock(&idx->settle_lock);
-	}
-	for (k = atomic_load(&idx->nexact); k < idx->n; k++) {
-		struct bfs_blk *b = &idx->blk[k];
-		const char *why = "corrupt block";
-		uint32_t exact;
-
-		if (uoff < b->uoff)
-			break; /* the block holding uoff is exact now */
-		if (b->flags & BFS_BLK_GUESS) {
-			if (bufcap < b->clen) {
-				free(buf);
-				bufcap = b->clen;
-				buf = malloc(bufcap);
-				if (!buf) {
-					rc = -ENOMEM;
-					break;
-				}
-			}
-			rc = bfs_io_read(io, buf, b->clen, b->coff);
-			if (rc < 0)
-				break;
-			if (codec->measure(b, buf, &exact, &why) < 0) {
-				poison_guess(idx, k, why);
-				atomic_store_explicit(&idx->nexact, k + 1, memory_order_release);
-				continue;
-			}
-			if (exact != b->usize) {
-				uint32_t claim = b->usize;
-
-				/* Only later, unpublished entries move. */
-				for (size_t j = k + 1; j < idx->n; j++)
-					idx->blk[j].uoff = idx->blk[j].uoff - b->usize + exact;
-				b->usize = exact;
-				if (exact > idx->max_usize)
-					idx->max_usize = exact;
-				/*
-				 * The file stated another size: its index is damaged
-				 * or forged here. Later blocks now sit where the data
-				 * puts them; this one fails, as a corrupt block would,
-				 * and so does the last, because the size shown, which
-				 * the kernel knows, stays: damaged, not resized.
-				 */
-				if (b->flags & BFS_BLK_CLAIMED) {
-					snprintf(idx->why, sizeof(idx->why),
-						 "block %zu: decodes to %" PRIu32
-						 " bytes, the index says %" PRIu32,
-						 k, exact, claim);
-					b->flags |= BFS_BLK_BAD;
-					idx->blk[idx->n - 1].flags |= BFS_BLK_BAD;
-				} else {
-					idx->usize = idx->usize - claim + exact;
-				}
-			}
-			b->flags &= ~(BFS_BLK_GUESS | BFS_BLK_CLAIMED);
-		}
-		atomic_store_explicit(&idx->nexact, k + 1, memory_order_release);
-	}
-	bfs_mutex_unlock(&idx->settle_lock);
-	free(buf);
-	return rc;
-}
-
 int bfs_index_expect_sum(struct bfs_index *idx, size_t first, size_t last, uint64_t total)
 {
 	struct bfs_sum *ns = realloc(idx->sums, (idx->nsums + 1) * sizeof(*ns));
@@ -343,199 +256,5 @@ int bfs_index_expect_sum(struct bfs_index *idx, size_t first, size_t last, uint6
 		return -ENOMEM;
 	idx->sums = ns;
 	idx->sums[idx->nsums++] = (struct bfs_sum){ .first = first, .last = last, .total = total };
-	return 0;
-}
-
-/* --- measuring after the scan --------------------------------------------- */
-
-/* Compressed bytes one measuring item reads at once, at most. */
-#define MEASURE_SPAN (1u << 20)
-
-struct measure {
-	struct bfs_index *idx;
-	struct bfs_io *io;
-	const struct bfs_codec *codec;
-	size_t *todo; /* blocks to measure, ascending */
-	size_t ntodo;
-	size_t *item; /* item i measures todo[item[i] .. item[i + 1]) */
-	size_t nitems;
-	atomic_int err;		  /* first -errno from the I/O, or 0 */
-	bool keep;		  /* output into the walk's spill (codec->measure_out) */
-	pthread_mutex_t why_lock; /* protects idx->why */
-};
-
-/* Measure block @k from its compressed bytes at @src; poison it on failure. */
-static void measure_one(struct measure *m, size_t k, const uint8_t *src)
-{
-	struct bfs_blk *b = &m->idx->blk[k];
-	const char *why = "corrupt block";
-	uint32_t exact;
-	uint8_t *out = NULL;
-	uint64_t off;
-	int rc = m->keep ? m->codec->measure_out(b, src, &exact, &out, &why) :
-			   m->codec->measure(b, src, &exact, &why);
-
-	/* kept_off has an entry for every block already: each item writes its own */
-	if (rc == 0 && out && bfs_index_keep_bytes(m->idx, out, exact, &off) == 0)
-		m->idx->kept_off[k] = off;
-	free(out);
-	if (rc < 0) {
-		bfs_mutex_lock(&m->why_lock);
-		poison_guess(m->idx, k, why);
-		bfs_mutex_unlock(&m->why_lock);
-		return;
-	}
-	b->usize = exact;
-	b->flags &= ~BFS_BLK_GUESS;
-}
-
-/*
- * One item: its blocks, each of which it alone writes, read with one
- * pread when they lie together (the usual case: they follow each other).
- */
-static void measure_item(void *arg, size_t i)
-{
-	struct measure *m = arg;
-	const struct bfs_blk *blk = m->idx->blk;
-	size_t t0 = m->item[i], t1 = m->item[i + 1];
-	const struct bfs_blk *a = &blk[m->todo[t0]], *z = &blk[m->todo[t1 - 1]];
-	uint64_t need = 0, span = z->coff + z->clen - a->coff;
-	bool spanned;
-	uint8_t *buf;
-	int rc = 0;
-
-	for (size_t t = t0; t < t1; t++)
-		need += blk[m->todo[t]].clen;
-	spanned = z->coff >= a->coff && span <= 2 * need;
-	buf = spanned ? malloc(span) : NULL;
-	if (spanned) {
-		if (!buf)
-			rc = -ENOMEM;
-		else
-			rc = bfs_io_read(m->io, buf, span, a->coff);
-		for (size_t t = t0; rc == 0 && t < t1; t++)
-			measure_one(m, m->todo[t], buf + (blk[m->todo[t]].coff - a->coff));
-	} else {
-		for (size_t t = t0; rc == 0 && t < t1; t++) {
-			const struct bfs_blk *b = &blk[m->todo[t]];
-			uint8_t *nb = realloc(buf, b->clen);
-
-			if (!nb) {
-				rc = -ENOMEM;
-				break;
-			}
-			buf = nb;
-			rc = bfs_io_read(m->io, buf, b->clen, b->coff);
-			if (rc == 0)
-				measure_one(m, m->todo[t], buf);
-		}
-	}
-	free(buf);
-	if (rc < 0) {
-		int zero = 0;
-
-		atomic_compare_exchange_strong(&m->err, &zero, rc);
-	}
-}
-
-/* Split the blocks to measure into items of at most MEASURE_SPAN compressed bytes. */
-static int plan_items(struct measure *m)
-{
-	const struct bfs_blk *blk = m->idx->blk;
-	uint64_t bytes = 0;
-
-	m->item = malloc((m->ntodo + 1) * sizeof(*m->item));
-	if (!m->item)
-		return -ENOMEM;
-	for (size_t t = 0; t < m->ntodo; t++) {
-		if (t == 0 || bytes + blk[m->todo[t]].clen > MEASURE_SPAN) {
-			m->item[m->nitems++] = t;
-			bytes = 0;
-		}
-		bytes += blk[m->todo[t]].clen;
-	}
-	m->item[m->nitems] = m->ntodo;
-	return 0;
-}
-
-/*
- * The blocks have their sizes: place them, and end the file after the
- * first run whose total differs from what the file states for it (what
- * lz4 -d does too: it writes the frame, then fails).
- */
-static void place_blocks(struct bfs_index *idx)
-{
-	uint64_t at = 0;
-	size_t s = 0, k;
-
-	idx->max_usize = 0;
-	for (k = 0; k < idx->n; k++) {
-		struct bfs_blk *b = &idx->blk[k];
-
-		b->uoff = at;
-		at += b->usize;
-		if (b->usize > idx->max_usize)
-			idx->max_usize = b->usize;
-		for (; s < idx->nsums && idx->sums[s].last == k; s++) {
-			const struct bfs_sum *sum = &idx->sums[s];
-			uint64_t got = at - idx->blk[sum->first].uoff;
-
-			if (got == sum->total)
-				continue;
-			idx->n = k + 1;
-			idx->usize = at;
-			bfs_index_mark_broken(idx, b->coff + b->clen,
-					      "frame ending at block %zu "
-					      "holds %" PRIu64 " bytes, its header says %" PRIu64,
-					      k, got, sum->total);
-			return;
-		}
-	}
-	idx->usize = at;
-}
-
-int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io, const struct bfs_codec *codec,
-		      struct bfs_workq *wq)
-{
-	struct measure m = { .idx = idx, .io = io, .codec = codec };
-	size_t k;
-	int rc = 0;
-
-	for (k = 0; k < idx->n; k++)
-		if ((idx->blk[k].flags & (BFS_BLK_GUESS | BFS_BLK_CLAIMED)) == BFS_BLK_GUESS)
-			m.ntodo++;
-	if (m.ntodo) {
-		m.todo = malloc(m.ntodo * sizeof(*m.todo));
-		if (!m.todo)
-			return -ENOMEM;
-		m.ntodo = 0;
-		for (k = 0; k < idx->n; k++)
-			if ((idx->blk[k].flags & (BFS_BLK_GUESS | BFS_BLK_CLAIMED)) ==
-			    BFS_BLK_GUESS)
-				m.todo[m.ntodo++] = k;
-		rc = plan_items(&m);
-		m.keep = codec->measure_out && io->size >= BFS_KEPT_MIN &&
-			 bfs_index_keep_begin(idx) && keep_all(idx);
-		if (rc == 0) {
-			atomic_init(&m.err, 0);
-			bfs_mutex_init(&m.why_lock);
-			bfs_workq_for(wq, m.nitems, measure_item, &m);
-			pthread_mutex_destroy(&m.why_lock);
-			rc = atomic_load(&m.err);
-		}
-		free(m.item);
-		free(m.todo);
-		if (rc < 0)
-			return rc;
-	}
-	if (m.ntodo || idx->nsums)
-		place_blocks(idx);
-	free(idx->sums);
-	idx->sums = NULL;
-	idx->nsums = 0;
-	for (k = 0; k < idx->n && !(idx->blk[k].flags & BFS_BLK_GUESS); k++)
-		;
-	atomic_store(&idx->nexact, k);
-	bfs_index_keep_seal(idx);
 	return 0;
 }

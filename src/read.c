@@ -20,6 +20,7 @@
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
 #include "blockfs/log.h"
+#include "blockfs/settle.h"
 #include "blockfs/stats.h"
 #include "file_i.h"
 #include "read_i.h"
@@ -317,9 +318,9 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 	}
 	if (size == 0 || off >= atomic_load(&idx->usize))
 		return 0;
-	rc = bfs_index_settle(idx, &f->io, f->codec, off + size - 1);
+	rc = bfs_settle(idx, &f->io, f->codec, off + size - 1);
 	if (rc < 0 && bfs_read_revive(f, rc) == 0)
-		rc = bfs_index_settle(idx, &f->io, f->codec, off + size - 1);
+		rc = bfs_settle(idx, &f->io, f->codec, off + size - 1);
 	if (rc < 0) {
 		/* one line per version: the blocks' own lines follow on later reads */
 		if (atomic_exchange(&f->last_bad, BFS_SETTLE_FAILED) != BFS_SETTLE_FAILED)

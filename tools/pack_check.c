@@ -30,6 +30,7 @@
 #include "blockfs/codec.h"
 #include "blockfs/file.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
 #include "blockfs/log.h"
@@ -104,7 +105,7 @@ static int walk_and_decode(const char *path, struct bfs_io *io, const struct bfs
 		return bad(path, "uses a feature blockfs cannot serve block by block");
 	if (rc < 0)
 		return bad(path, "read error: %s", strerror(-rc));
-	rc = bfs_index_settle(idx, io, c, UINT64_MAX);
+	rc = bfs_settle(idx, io, c, UINT64_MAX);
 	if (rc < 0)
 		return bad(path, "read error: %s", strerror(-rc));
 	digest_init(d);
@@ -815,7 +816,7 @@ static bool walked_current(struct bfs_io *io, const struct bfs_codec *c, uint32_
 	bfs_index_init(&idx, io->size);
 	rc = c->scan(io, NULL, &idx);
 	if (rc == 0)
-		rc = bfs_index_settle(&idx, io, c, UINT64_MAX);
+		rc = bfs_settle(&idx, io, c, UINT64_MAX);
 	ok = rc == 0 && !idx.broken && atomic_load(&idx.usize) == usize &&
 	     cut_at(idx.n, index_usize, &idx, block);
 	bfs_index_destroy(&idx);
@@ -983,7 +984,7 @@ static int index_lz4(const char *path, int fd, struct bfs_io *io, const struct p
 	bfs_index_init(&idx, io->size);
 	rc = bfs_codec_lz4.scan(io, NULL, &idx);
 	if (rc == 0)
-		rc = bfs_index_settle(&idx, io, &bfs_codec_lz4, UINT64_MAX);
+		rc = bfs_settle(&idx, io, &bfs_codec_lz4, UINT64_MAX);
 	if (rc < 0) {
 		rc = bad(path, rc == -ENOTSUP ? "cannot be read block by block" : "read error: %s",
 			 strerror(-rc));
@@ -1126,7 +1127,7 @@ static int index_cached(const char *path, int fd, struct bfs_io *io, const struc
 	idx.conf = o->codecs;
 	rc = c->scan(io, NULL, &idx);
 	if (rc == 0)
-		rc = bfs_index_measure(&idx, io, c, NULL);
+		rc = bfs_measure(&idx, io, c, NULL);
 	reads = atomic_load(&io->nread);
 	if (rc < 0) {
 		rc = bad(path, "read error: %s", strerror(-rc));

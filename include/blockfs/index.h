@@ -9,15 +9,15 @@
  * then records a guess and sets BFS_BLK_GUESS. Two kinds of guess:
  *
  *  - a size nothing in the file states (an LZ4 block, when the frame has
- *    no content size that proves it): bfs_index_measure() measures every
+ *    no content size that proves it): bfs_measure() measures every
  *    such block right after the scan, before the file's size is shown, so
  *    that st_size is exact from the first stat(2);
  *  - a size the file states but its blocks do not prove (BFS_BLK_CLAIMED:
  *    a seek table, a BGZF ISIZE, an LZ4 content size): trusted for the
- *    file's size, and checked by bfs_index_settle(), in order, before any
+ *    file's size, and checked by bfs_settle(), in order, before any
  *    read relies on where the blocks after it start.
  *
- * usize, the size readers see, is fixed once bfs_index_measure() returns.
+ * usize, the size readers see, is fixed once bfs_measure() returns.
  * A claim that turns out false makes the file damaged, never resized.
  * Blocks [0, nexact) are exact and never change again, so readers search
  * them without a lock.
@@ -90,7 +90,7 @@ struct bfs_index {
 	atomic_size_t nexact;	/* blocks [0, nexact) have exact sizes */
 	struct bfs_sum *sums;	/* totals to check once measured; scan-time only */
 	size_t nsums;
-	pthread_mutex_t settle_lock; /* serialises bfs_index_settle() */
+	pthread_mutex_t settle_lock; /* serialises bfs_settle() */
 	uint8_t source;		     /* enum bfs_index_source; set by scan (0: a walk) */
 	/*
 	 * The codec settings of whoever builds the index (a mount's, codec.h),
@@ -156,7 +156,7 @@ void bfs_index_mark_broken(struct bfs_index *idx, uint64_t coff, const char *fmt
  * For an index whose sizes a file states but its blocks do not prove (a
  * seek table, BGZF ISIZEs, a .gzi): every block but the last whose size
  * differs from the one most of them share (more than half, else every
- * block's) becomes BFS_BLK_GUESS | BFS_BLK_CLAIMED, so bfs_index_settle()
+ * block's) becomes BFS_BLK_GUESS | BFS_BLK_CLAIMED, so bfs_settle()
  * measures it before any read relies on where the blocks after it start,
  * and poisons it if it measures otherwise. bgzip, lz4 and blockfs-pack
  * fill every block but the last, so their files get no guess and open as
@@ -173,28 +173,12 @@ void bfs_index_guess_irregular(struct bfs_index *idx, bool aux_is_max);
 /**
  * bfs_index_expect_sum() - blocks [@first, @last] must decode to @total bytes.
  * For guessed blocks whose run the file states a total for (an LZ4 frame's
- * content size): bfs_index_measure() checks it, and a run that holds
+ * content size): bfs_measure() checks it, and a run that holds
  * another total ends the file there as damage.
  * Return: 0 or -ENOMEM.
  */
 BFS_MUST_CHECK int bfs_index_expect_sum(struct bfs_index *idx, size_t first, size_t last,
 					uint64_t total);
-
-/**
- * bfs_index_measure() - make every guess the file does not vouch for exact.
- * Measures, with @codec's measure(), every BFS_BLK_GUESS block that is not
- * BFS_BLK_CLAIMED, in parallel on @wq (NULL: in the caller), one backing
- * read per run of neighbouring blocks; then places the blocks and checks
- * the totals of bfs_index_expect_sum(). A block that fails to measure
- * keeps its guess and becomes BFS_BLK_BAD (as bfs_index_settle() does).
- * With codec->measure_out and spilling on, what it decodes is kept in the
- * walk's spill (kept, above), which it then seals.
- * After it usize is final. Call once, after the scan, before anyone reads.
- * Return: 0, or -errno from the I/O or memory (the index is then unusable).
- * Context: any thread but a @wq worker; does I/O and waits for @wq.
- */
-BFS_MUST_CHECK int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io,
-				     const struct bfs_codec *codec, struct bfs_workq *wq);
 
 /*
  * The walk's spill (kept, above), for a scan that decodes every block to
@@ -204,13 +188,15 @@ BFS_MUST_CHECK int bfs_index_measure(struct bfs_index *idx, struct bfs_io *io,
  * (any thread, any order, the block not yet added), and the scan's thread
  * records with bfs_index_keep() where the bytes of block k went once k is
  * added. Bytes written for a span the walk does not take are never
- * recorded, so never read. bfs_index_measure() keeps what it decodes too
+ * recorded, so never read. bfs_measure() keeps what it decodes too
  * (codec->measure_out), then seals the spill (readable from then on) or
  * drops it (nothing recorded); bfs_index_keep_seal() is its end, for a
  * caller that does not measure. Nothing kept is a failure: a block
  * without bytes kept is decoded when read.
  */
 bool bfs_index_keep_begin(struct bfs_index *idx);
+/* An entry of kept_off for every block (none kept), so that threads may each set their own. */
+bool bfs_index_keep_all(struct bfs_index *idx);
 /* Return: 0 with *@off, where the bytes went; -errno (keep nothing for them). */
 BFS_MUST_CHECK int bfs_index_keep_bytes(const struct bfs_index *idx, const void *p, size_t len,
 					uint64_t *off);
@@ -228,26 +214,9 @@ bool bfs_index_kept_read(const struct bfs_index *idx, size_t k, void *dst, uint3
 
 /**
  * bfs_index_find() - the block holding decompressed byte @uoff.
- * Searches exact blocks only: call bfs_index_settle() first.
+ * Searches exact blocks only: call bfs_settle() first.
  * Return: 0 and *@blkno, or -ENXIO when @uoff is at or past the exact end.
  */
 BFS_MUST_CHECK int bfs_index_find(const struct bfs_index *idx, uint64_t uoff, size_t *blkno);
-
-/**
- * bfs_index_settle() - make sizes exact up to the block holding @uoff.
- * Reads and measures guessed blocks in order with @codec's measure(). A
- * guessed block that fails to measure keeps its guess and becomes
- * BFS_BLK_BAD (reads of it fail; idx->why says why); settling goes on. A
- * BFS_BLK_CLAIMED block that measures other than its claim takes the
- * measured size, so later blocks stay where the data puts them, and
- * becomes BFS_BLK_BAD; usize does not change, and the last block becomes
- * BFS_BLK_BAD too, so the end of the damaged file reads as an error, not
- * as bytes from another place. (An unclaimed guess, which only a caller
- * that skipped bfs_index_measure() leaves, moves usize instead.)
- * Return: 0, or -errno from the I/O (nothing is changed for that block).
- * Context: any thread; takes settle_lock, does I/O.
- */
-BFS_MUST_CHECK int bfs_index_settle(struct bfs_index *idx, struct bfs_io *io,
-				    const struct bfs_codec *codec, uint64_t uoff);
 
 #endif

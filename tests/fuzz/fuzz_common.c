@@ -13,6 +13,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/io.h"
 #include "fuzz.h"
 
@@ -112,12 +113,12 @@ void fz_check_blocks(const struct bfs_codec *codec, struct bfs_index *idx, const
 	bfs_io_init_mem(&io, file, size);
 	if (codec->measure) {
 		/* as bfs_file_open() does: measure what the file does not state ... */
-		int rc = bfs_index_measure(idx, &io, codec, NULL);
+		int rc = bfs_measure(idx, &io, codec, NULL);
 
 		FZ_CHECK(rc == 0 || rc == -ENOMEM);
 		fz_check_index(idx, size);
 		/* ... then settle the claims, as reads do */
-		rc = bfs_index_settle(idx, &io, codec, UINT64_MAX);
+		rc = bfs_settle(idx, &io, codec, UINT64_MAX);
 
 		/* every block lies inside the file: a memory read cannot fail */
 		FZ_CHECK(rc == 0 || rc == -ENOMEM);

@@ -28,6 +28,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
 #include "fuzz.h"
@@ -175,7 +176,7 @@ static void check_indexed(struct bfs_index *idx, const uint8_t *file, size_t siz
 	int rc;
 
 	bfs_io_init_mem(&io, file, size);
-	rc = bfs_index_settle(idx, &io, &bfs_codec_lz4, UINT64_MAX);
+	rc = bfs_settle(idx, &io, &bfs_codec_lz4, UINT64_MAX);
 	FZ_CHECK(rc == 0 || rc == -ENOMEM);
 	fz_check_index(idx, size);
 	for (size_t k = 0; k < atomic_load(&idx->nexact); k++) {

@@ -25,6 +25,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/io.h"
 #include "fuzz.h"
 
@@ -175,9 +176,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		FZ_CHECK(on != NULL);
 		fz_check_index(&idx, size);
-		rc = bfs_index_measure(&idx, &io, &bfs_codec_xz, NULL);
+		rc = bfs_measure(&idx, &io, &bfs_codec_xz, NULL);
 		FZ_CHECK(rc == 0 || rc == -ENOMEM);
-		rc = bfs_index_settle(&idx, &io, &bfs_codec_xz, UINT64_MAX);
+		rc = bfs_settle(&idx, &io, &bfs_codec_xz, UINT64_MAX);
 		FZ_CHECK(rc == 0 || rc == -ENOMEM);
 		fz_check_index(&idx, size);
 		FZ_CHECK(atomic_load(&idx.nexact) == idx.n);

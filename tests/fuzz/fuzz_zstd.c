@@ -25,6 +25,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
 #include "fuzz.h"
@@ -121,10 +122,10 @@ static void check_blocks(struct bfs_index *idx, const uint8_t *file, size_t size
 	int rc;
 
 	bfs_io_init_mem(&io, file, size);
-	rc = bfs_index_measure(idx, &io, &bfs_codec_zstd, NULL);
+	rc = bfs_measure(idx, &io, &bfs_codec_zstd, NULL);
 	FZ_CHECK(rc == 0 || rc == -ENOMEM);
 	fz_check_index(idx, size);
-	rc = bfs_index_settle(idx, &io, &bfs_codec_zstd, UINT64_MAX);
+	rc = bfs_settle(idx, &io, &bfs_codec_zstd, UINT64_MAX);
 	FZ_CHECK(rc == 0 || rc == -ENOMEM);
 	fz_check_index(idx, size);
 	check_chains(idx);

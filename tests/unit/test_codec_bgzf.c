@@ -23,6 +23,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/io.h"
 #include "builders.h"
 
@@ -958,7 +959,7 @@ static void test_hostile_isize_lie_measured_in_place(void **state)
 	assert_int_equal(idx.blk[2].flags, 0);
 	assert_int_equal(atomic_load(&idx.nexact), 1);
 	bfs_io_init_mem(&io, b.buf, b.len);
-	assert_int_equal(bfs_index_settle(&idx, &io, &bfs_codec_bgzf, UINT64_MAX), 0);
+	assert_int_equal(bfs_settle(&idx, &io, &bfs_codec_bgzf, UINT64_MAX), 0);
 	assert_int_equal(atomic_load(&idx.nexact), idx.n);
 	assert_true(idx.blk[1].flags & BFS_BLK_BAD);
 	assert_int_equal(idx.blk[1].usize, CHUNK);
@@ -998,7 +999,7 @@ static void test_gzi_lying_offset_measured_in_place(void **state)
 	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
 	assert_int_equal(idx.blk[2].flags, BFS_BLK_GUESS | BFS_BLK_CLAIMED);
 	bfs_io_init_mem(&io, b.buf, b.len);
-	assert_int_equal(bfs_index_settle(&idx, &io, &bfs_codec_bgzf, UINT64_MAX), 0);
+	assert_int_equal(bfs_settle(&idx, &io, &bfs_codec_bgzf, UINT64_MAX), 0);
 	assert_true(idx.blk[1].flags & BFS_BLK_BAD);
 	assert_true(idx.blk[2].flags & BFS_BLK_BAD);
 	assert_int_equal(idx.usize, len);
@@ -1036,7 +1037,7 @@ static void test_irregular_members_measured(void **state)
 	assert_int_equal(scan(b.buf, b.len, NULL, 0, &idx), 0);
 	assert_int_equal(atomic_load(&idx.nexact), 0);
 	bfs_io_init_mem(&io, b.buf, b.len);
-	assert_int_equal(bfs_index_settle(&idx, &io, &bfs_codec_bgzf, UINT64_MAX), 0);
+	assert_int_equal(bfs_settle(&idx, &io, &bfs_codec_bgzf, UINT64_MAX), 0);
 	assert_walked(&idx, &b);
 	assert_decodes_to(&idx, b.buf, d, len);
 	free(d);

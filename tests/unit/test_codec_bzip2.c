@@ -24,6 +24,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
 #include "blockfs/spill.h"
@@ -53,7 +54,7 @@ static void scan(const struct tb_buf *f, struct bfs_index *idx)
 	bfs_io_init_mem(&io, f->p, f->len);
 	bfs_index_init(idx, f->len);
 	assert_int_equal(bfs_codec_bzip2.scan(&io, NULL, idx), 0);
-	assert_int_equal(bfs_index_measure(idx, &io, &bfs_codec_bzip2, NULL), 0);
+	assert_int_equal(bfs_measure(idx, &io, &bfs_codec_bzip2, NULL), 0);
 }
 
 /* Decode block @k of @idx from an exact copy of its bytes. Return: decode's. */

@@ -21,6 +21,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/io.h"
 #include "blockfs/seektable.h"
 #include "blockfs/xxh32.h"
@@ -76,7 +77,7 @@ static int scan(struct fx *f)
 
 static void settle_all(struct fx *f)
 {
-	assert_int_equal(bfs_index_settle(&f->idx, &f->io, &bfs_codec_lz4, UINT64_MAX), 0);
+	assert_int_equal(bfs_settle(&f->idx, &f->io, &bfs_codec_lz4, UINT64_MAX), 0);
 	assert_int_equal(atomic_load(&f->idx.nexact), f->idx.n);
 }
 
@@ -527,7 +528,7 @@ static void test_short_middle_blocks_settle(void **state)
 	assert_int_equal(f->idx.usize, 24 * 64 * KIB + (n - 24 * (10 * KIB + 3)));
 
 	/* settling up to byte 25 000 fixes blocks 0..2 only */
-	assert_int_equal(bfs_index_settle(&f->idx, &f->io, &bfs_codec_lz4, 25000), 0);
+	assert_int_equal(bfs_settle(&f->idx, &f->io, &bfs_codec_lz4, 25000), 0);
 	assert_int_equal(atomic_load(&f->idx.nexact), 3);
 	assert_int_equal(f->idx.blk[2].usize, 10 * KIB + 3);
 	assert_int_equal(f->idx.blk[3].flags, BFS_BLK_GUESS);
@@ -541,7 +542,7 @@ static void test_short_middle_blocks_settle(void **state)
 /* What bfs_file_open() does after the scan: the size is exact from here on. */
 static void measure(struct fx *f)
 {
-	assert_int_equal(bfs_index_measure(&f->idx, &f->io, &bfs_codec_lz4, NULL), 0);
+	assert_int_equal(bfs_measure(&f->idx, &f->io, &bfs_codec_lz4, NULL), 0);
 }
 
 /* A flushing writer without a content size: measured right after the scan. */

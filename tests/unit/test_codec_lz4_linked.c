@@ -24,6 +24,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
 #include "blockfs/xxh32.h"
@@ -79,9 +80,9 @@ static int scan(struct fx *f)
 	f->have_idx = true;
 	rc = bfs_codec_lz4.scan(&f->io, NULL, &f->idx);
 	if (rc == 0)
-		rc = bfs_index_measure(&f->idx, &f->io, &bfs_codec_lz4, NULL);
+		rc = bfs_measure(&f->idx, &f->io, &bfs_codec_lz4, NULL);
 	if (rc == 0)
-		rc = bfs_index_settle(&f->idx, &f->io, &bfs_codec_lz4, UINT64_MAX);
+		rc = bfs_settle(&f->idx, &f->io, &bfs_codec_lz4, UINT64_MAX);
 	return rc;
 }
 
@@ -612,7 +613,7 @@ static void test_cache_round_trip(void **state)
 	assert_int_equal(bfs_icache_decode(e, elen, &key, &bfs_codec_lz4, &back, &why), 0);
 	assert_int_equal(back.n, f->idx.n);
 	assert_non_null(back.priv);
-	assert_int_equal(bfs_index_settle(&back, &f->io, &bfs_codec_lz4, UINT64_MAX), 0);
+	assert_int_equal(bfs_settle(&back, &f->io, &bfs_codec_lz4, UINT64_MAX), 0);
 	for (size_t k = 0; k < back.n; k++) {
 		uint8_t *out;
 		int rc;

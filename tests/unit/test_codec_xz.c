@@ -27,6 +27,7 @@
 #include "blockfs/codec.h"
 #include "blockfs/park.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
 #include "blockfs/spill.h"
@@ -208,9 +209,9 @@ static int scan(struct idx_fix *f, const struct buf *b)
 	bfs_index_init(&f->idx, b->len);
 	rc = C->scan(&f->io, NULL, &f->idx);
 	if (rc == 0)
-		rc = bfs_index_measure(&f->idx, &f->io, C, NULL);
+		rc = bfs_measure(&f->idx, &f->io, C, NULL);
 	if (rc == 0)
-		rc = bfs_index_settle(&f->idx, &f->io, C, UINT64_MAX);
+		rc = bfs_settle(&f->idx, &f->io, C, UINT64_MAX);
 	return rc;
 }
 

@@ -33,6 +33,7 @@
 #include "blockfs/park.h"
 #include "blockfs/file.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/io.h"
 #include "blockfs/push.h"
@@ -170,7 +171,7 @@ static int scan_rc(const struct buf *f, struct bfs_index *idx)
 	bfs_index_init(idx, f->len);
 	rc = bfs_codec_zstd.scan(&io, NULL, idx);
 	if (rc == 0)
-		assert_int_equal(bfs_index_measure(idx, &io, &bfs_codec_zstd, NULL), 0);
+		assert_int_equal(bfs_measure(idx, &io, &bfs_codec_zstd, NULL), 0);
 	return rc;
 }
 
@@ -208,7 +209,7 @@ static uint64_t check_all(struct bfs_index *idx, const struct buf *f, const uint
 	struct bfs_io io;
 
 	bfs_io_init_mem(&io, f->p, f->len);
-	assert_int_equal(bfs_index_settle(idx, &io, &bfs_codec_zstd, UINT64_MAX), 0);
+	assert_int_equal(bfs_settle(idx, &io, &bfs_codec_zstd, UINT64_MAX), 0);
 	for (size_t k = 0; k < idx->n; k++) {
 		const struct bfs_blk *b = &idx->blk[k];
 		uint8_t *out = malloc(b->usize);

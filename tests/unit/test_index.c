@@ -11,6 +11,7 @@
 
 #include "blockfs/codec.h"
 #include "blockfs/index.h"
+#include "blockfs/settle.h"
 #include "blockfs/io.h"
 #include "blockfs/workq.h"
 
@@ -162,7 +163,7 @@ static void test_settle_fixes_short_guess(void **state)
 	assert_int_equal(atomic_load(&idx.nexact), 1);
 	expect_find(&idx, 150, -ENXIO, 0); /* not exact yet: not searchable */
 
-	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 150), 0);
+	assert_int_equal(bfs_settle(&idx, &io, &fake, 150), 0);
 	assert_int_equal(atomic_load(&idx.nexact), 2);
 	assert_int_equal(idx.blk[1].usize, 300);
 	assert_int_equal(idx.blk[1].flags & BFS_BLK_GUESS, 0);
@@ -171,7 +172,7 @@ static void test_settle_fixes_short_guess(void **state)
 	assert_int_equal(idx.usize, 1410);
 	expect_find(&idx, 150, 0, 1);
 
-	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 1409), 0);
+	assert_int_equal(bfs_settle(&idx, &io, &fake, 1409), 0);
 	assert_int_equal(atomic_load(&idx.nexact), 4);
 	expect_find(&idx, 1409, 0, 3);
 	expect_find(&idx, 1410, -ENXIO, 0);
@@ -193,7 +194,7 @@ static void test_settle_poisons_corrupt_guess_in_place(void **state)
 	setup_index(&idx, sizeof(file));
 	add_guessed(&idx, guess, flags, 3);
 
-	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 2099), 0);
+	assert_int_equal(bfs_settle(&idx, &io, &fake, 2099), 0);
 	assert_false(idx.broken); /* the structure is intact */
 	assert_non_null(strstr(idx.why, "block 1: fake corruption"));
 	assert_int_equal(idx.n, 3);
@@ -221,7 +222,7 @@ static void test_settle_io_error_changes_nothing(void **state)
 	bfs_io_init_mem(&io, file, sizeof(file)); /* block 1 would need bytes 16..31 */
 	setup_index(&idx, 64);
 	add_guessed(&idx, guess, flags, 2);
-	assert_int_equal(bfs_index_settle(&idx, &io, &fake, 500), -EIO);
+	assert_int_equal(bfs_settle(&idx, &io, &fake, 500), -EIO);
 	assert_int_equal(atomic_load(&idx.nexact), 1);
 	assert_int_equal(idx.blk[1].flags, BFS_BLK_GUESS);
 	assert_false(idx.broken);
@@ -249,7 +250,7 @@ static void test_guess_irregular_doubts_the_odd_ones(void **state)
 	for (size_t k = 2; k < 6; k++)
 		assert_int_equal(idx.blk[k].flags, 0); /* the last, 40, moves nothing */
 
-	assert_int_equal(bfs_index_settle(&idx, &io, &fake, UINT64_MAX), 0);
+	assert_int_equal(bfs_settle(&idx, &io, &fake, UINT64_MAX), 0);
 	assert_int_equal(atomic_load(&idx.nexact), 6);
 	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD); /* measured 100: it lied */
 	assert_int_equal(idx.blk[1].usize, 100);
@@ -314,7 +315,7 @@ static void test_measure_makes_size_exact(void **state)
 	bfs_io_init_mem(&io, file, sizeof(file));
 	setup_index(&idx, sizeof(file));
 	add_guessed(&idx, guess, flags, 5);
-	assert_int_equal(bfs_index_measure(&idx, &io, &fake, NULL), 0);
+	assert_int_equal(bfs_measure(&idx, &io, &fake, NULL), 0);
 	assert_int_equal(idx.blk[1].usize, 300);
 	assert_int_equal(idx.blk[1].flags, 0);
 	/* a claim is the file's word: kept for settle to check, in order */
@@ -326,7 +327,7 @@ static void test_measure_makes_size_exact(void **state)
 	assert_int_equal(idx.usize, 1430);
 	assert_int_equal(idx.max_usize, 1000);
 	assert_int_equal(atomic_load(&idx.nexact), 2);
-	assert_int_equal(bfs_index_settle(&idx, &io, &fake, UINT64_MAX), 0);
+	assert_int_equal(bfs_settle(&idx, &io, &fake, UINT64_MAX), 0);
 	assert_int_equal(atomic_load(&idx.nexact), 5);
 	assert_int_equal(idx.usize, 1430);
 	bfs_index_destroy(&idx);
@@ -347,7 +348,7 @@ static void test_measure_poisons_in_place(void **state)
 	bfs_io_init_mem(&io, file, sizeof(file));
 	setup_index(&idx, sizeof(file));
 	add_guessed(&idx, guess, flags, 3);
-	assert_int_equal(bfs_index_measure(&idx, &io, &fake, NULL), 0);
+	assert_int_equal(bfs_measure(&idx, &io, &fake, NULL), 0);
 	assert_int_equal(idx.blk[1].flags, BFS_BLK_BAD);
 	assert_int_equal(idx.blk[1].usize, 100);
 	assert_int_equal(idx.blk[2].uoff, 200);
@@ -374,7 +375,7 @@ static void test_measure_checks_sums(void **state)
 	add_guessed(&idx, guess, flags, 5);
 	assert_int_equal(bfs_index_expect_sum(&idx, 0, 3, 237), 0);
 	assert_int_equal(bfs_index_expect_sum(&idx, 4, 4, 40), 0);
-	assert_int_equal(bfs_index_measure(&idx, &io, &fake, NULL), 0);
+	assert_int_equal(bfs_measure(&idx, &io, &fake, NULL), 0);
 	assert_false(idx.broken);
 	assert_int_equal(idx.n, 5);
 	assert_int_equal(idx.usize, 277);
@@ -399,7 +400,7 @@ static void test_measure_sum_mismatch_ends_file(void **state)
 	setup_index(&idx, sizeof(file));
 	add_guessed(&idx, guess, flags, 4);
 	assert_int_equal(bfs_index_expect_sum(&idx, 0, 2, 300), 0); /* holds 230 */
-	assert_int_equal(bfs_index_measure(&idx, &io, &fake, NULL), 0);
+	assert_int_equal(bfs_measure(&idx, &io, &fake, NULL), 0);
 	assert_true(idx.broken);
 	assert_non_null(strstr(idx.why, "holds 230 bytes, its header says 300"));
 	assert_int_equal(idx.n, 4); /* three blocks, then the poison */
@@ -436,7 +437,7 @@ static void test_measure_in_parallel(void **state)
 	assert_int_equal(bfs_workq_new(&wq, 3, 16, NULL), 0);
 	setup_index(&idx, sizeof(file));
 	add_guessed(&idx, guess, flags, N);
-	assert_int_equal(bfs_index_measure(&idx, &io, &fake, wq), 0);
+	assert_int_equal(bfs_measure(&idx, &io, &fake, wq), 0);
 	assert_int_equal(idx.usize, total);
 	assert_int_equal(atomic_load(&idx.nexact), N);
 	for (size_t i = 0, at = 0; i < N; at += real[i++]) {
