@@ -102,7 +102,7 @@ uint64_t bfs_backing_stamp(const struct stat *st)
 	return h ? h : 1;
 }
 
-int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags)
+int bfs_backing_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags)
 {
 	bool rd = bfs_fdc_is_rdonly(&fs->fdc, &in->fde, fd);
 
@@ -200,7 +200,7 @@ int bfs_backing_reopen_name(void *ctx, const char *rpath)
 	return fd < 0 ? -errno : fd;
 }
 
-int bfs_inode_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpath, int err)
+int bfs_backing_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpath, int err)
 {
 	struct stat st;
 	bool rd;
@@ -223,18 +223,18 @@ int bfs_inode_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpa
 	return rc;
 }
 
-int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *in)
+int bfs_backing_fd(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	struct stat st;
 	bool named;
 
-	return bfs_inode_fd_named(fs, in, &st, &named);
+	return bfs_backing_fd_named(fs, in, &st, &named);
 }
 
-int bfs_inode_fd_named(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st, bool *named)
+int bfs_backing_fd_named(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st, bool *named)
 {
 	bool rd;
-	int fd = bfs_inode_fd_cached(fs, in);
+	int fd = bfs_backing_fd_cached(fs, in);
 
 	*named = false;
 	if (fd >= 0)
@@ -246,31 +246,31 @@ int bfs_inode_fd_named(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st,
 	return bfs_fdc_adopt(&fs->fdc, &in->fde, fd, rd, true);
 }
 
-int bfs_inode_fd_cached(struct bfs_fs *fs, struct bfs_inode *in)
+int bfs_backing_fd_cached(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	if (in == &fs->root)
 		return fs->root_fd;
 	return bfs_fdc_get(&fs->fdc, &in->fde);
 }
 
-void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
+void bfs_backing_fd_put(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	if (in == &fs->root)
 		return;
 	bfs_fdc_put(&fs->fdc, &in->fde);
 }
 
-void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin)
+void bfs_backing_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin)
 {
 	(void)bfs_fdc_adopt(&fs->fdc, &in->fde, fd, rd, pin); /* a closed one is worth reviving */
 }
 
-void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in)
+void bfs_backing_fd_release(struct bfs_fs *fs, struct bfs_inode *in)
 {
 	bfs_fdc_release(&fs->fdc, &in->fde);
 }
 
-int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
+int bfs_backing_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
 	char *path;
 	int rc;
@@ -283,7 +283,7 @@ int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *s
 	/*
 	 * A stat, not an open: it may follow a link that replaced a directory
 	 * of the path, but all it tells is whether that is still this very
-	 * object; what is then read is opened beneath SOURCE (bfs_inode_fd()).
+	 * object; what is then read is opened beneath SOURCE (bfs_backing_fd()).
 	 */
 	rc = fstatat(fs->root_fd, path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 	free(path);

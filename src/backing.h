@@ -41,7 +41,7 @@ uint64_t bfs_backing_stamp(const struct stat *st);
  * duplicate when that is open for reading already, else reopened (flags
  * O_RDONLY plus @flags). -1 with errno on failure.
  */
-BFS_MUST_CHECK int bfs_inode_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags);
+BFS_MUST_CHECK int bfs_backing_rdfd(struct bfs_fs *fs, struct bfs_inode *in, int fd, int flags);
 /* The codec offered under @conf that claims the file open as @fd (consumed), or NULL. */
 const struct bfs_codec *bfs_backing_sniff_fd(const struct bfs_codec_conf *conf, int fd);
 /* Is @source on local storage or memory (else: a network, another daemon)? */
@@ -50,7 +50,7 @@ bool bfs_backing_is_local(const char *source);
  * Give @in descriptor @fd (consumed unless kept; O_PATH, or open for
  * reading if @rd), pinned if @pin; trims the cache.
  */
-void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin);
+void bfs_backing_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd, bool pin);
 /*
  * A read through @in's cached descriptor, open for reading and pinned by
  * the caller, failed with @err: when that is EIO, ENOTCONN or ESTALE (a
@@ -61,10 +61,10 @@ void bfs_inode_fd_adopt(struct bfs_fs *fs, struct bfs_inode *in, int fd, bool rd
  * Return: 0 when replaced; else @err, or -ESTALE when @rpath names
  * another object now.
  */
-BFS_MUST_CHECK int bfs_inode_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpath,
-				       int err);
+BFS_MUST_CHECK int bfs_backing_fd_revive(struct bfs_fs *fs, struct bfs_inode *in, const char *rpath,
+					 int err);
 /* @in is going: close its cached descriptor. */
-void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in);
+void bfs_backing_fd_release(struct bfs_fs *fs, struct bfs_inode *in);
 /*
  * Does the path @in was last found at still name it? 0 and *@st when it
  * does (its stat, which open then needs anyway), 1 when that cannot be
@@ -72,25 +72,25 @@ void bfs_inode_fd_release(struct bfs_fs *fs, struct bfs_inode *in);
  * object or nothing is there now. One fstatat(2), no open: the cached
  * descriptor, or one opened beneath SOURCE, is what is read.
  */
-BFS_MUST_CHECK int bfs_inode_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
+BFS_MUST_CHECK int bfs_backing_check_name(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st);
 
 /**
- * bfs_inode_fd() - @inode's O_PATH descriptor, pinned until bfs_inode_fd_put().
+ * bfs_backing_fd() - @inode's O_PATH descriptor, pinned until bfs_backing_fd_put().
  * Opens it again by path if the cache closed it.
  * Return: the descriptor, or -errno: -ESTALE when the path no longer names
  * the object (the VFS then looks the name up again), -ENOENT when it names
  * nothing. Context: never with @inode->lock held.
  */
-BFS_MUST_CHECK int bfs_inode_fd(struct bfs_fs *fs, struct bfs_inode *inode);
+BFS_MUST_CHECK int bfs_backing_fd(struct bfs_fs *fs, struct bfs_inode *inode);
 /*
  * The same; *@named says whether it was opened by path just now, and then
- * *@st is its stat: that open checked the name as bfs_inode_check_name()
+ * *@st is its stat: that open checked the name as bfs_backing_check_name()
  * does.
  */
-BFS_MUST_CHECK int bfs_inode_fd_named(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st,
-				      bool *named);
-void bfs_inode_fd_put(struct bfs_fs *fs, struct bfs_inode *inode);
-/* @inode's descriptor pinned (bfs_inode_fd_put()) if it is open now, else -1: never opens. */
-int bfs_inode_fd_cached(struct bfs_fs *fs, struct bfs_inode *inode);
+BFS_MUST_CHECK int bfs_backing_fd_named(struct bfs_fs *fs, struct bfs_inode *inode, struct stat *st,
+					bool *named);
+void bfs_backing_fd_put(struct bfs_fs *fs, struct bfs_inode *inode);
+/* @inode's descriptor pinned (bfs_backing_fd_put()) if it is open now, else -1: never opens. */
+int bfs_backing_fd_cached(struct bfs_fs *fs, struct bfs_inode *inode);
 
 #endif

@@ -139,13 +139,13 @@ int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct bfs_dir **out)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	dirfd = bfs_inode_fd(fs, dir);
+	dirfd = bfs_backing_fd(fs, dir);
 	if (dirfd < 0) {
 		free(d);
 		return dirfd;
 	}
 	rc = bfs_snap_get(fs, dirfd, &d->snap);
-	bfs_inode_fd_put(fs, dir);
+	bfs_backing_fd_put(fs, dir);
 	if (rc < 0) {
 		free(d);
 		return rc;

@@ -17,7 +17,7 @@
  *
  * Descriptors are bounded: an inode's O_PATH descriptor is an entry in a
  * least-recently-used cache (fdcache.h), opened again by path (and checked
- * to be the same object) when it was closed; see bfs_inode_fd(). File
+ * to be the same object) when it was closed; see bfs_backing_fd(). File
  * versions lease theirs (file.h).
  *
  * Every lock of the daemon, in the order they may be taken: a thread
@@ -37,7 +37,7 @@
  *                       version is built (scan, measure on the work queue,
  *                       hints applied), so that concurrent first opens scan
  *                       once. Never two at once (two inodes may share one).
- *                       bfs_inode_fd() takes it when it must reopen:
+ *                       bfs_backing_fd() takes it when it must reopen:
  *                       never call that with one held.
  *   fs->snaps.lock      the cache of directory snapshots (snap.c); a
  *                       snapshot's entries are atomics, probed without it

@@ -58,7 +58,7 @@ static void maybe_grow(struct bfs_fs *fs)
 
 static void inode_free(struct bfs_fs *fs, struct bfs_inode *in)
 {
-	bfs_inode_fd_release(fs, in);
+	bfs_backing_fd_release(fs, in);
 	bfs_file_put(in->file);
 	free(in->rpath);
 	free(in);
@@ -156,7 +156,7 @@ int bfs_inode_get(struct bfs_fs *fs, int fd, bool rd, const struct stat *st,
 	if (in) {
 		in->nlookup++;
 		if (fd >= 0)
-			bfs_inode_fd_adopt(fs, in, fd, rd, false);
+			bfs_backing_fd_adopt(fs, in, fd, rd, false);
 		bfs_mutex_unlock(&fs->itab.lock);
 		*out = in;
 		return 0;
@@ -180,7 +180,7 @@ int bfs_inode_get(struct bfs_fs *fs, int fd, bool rd, const struct stat *st,
 	fs->itab.count++;
 	maybe_grow(fs);
 	if (fd >= 0)
-		bfs_inode_fd_adopt(fs, in, fd, rd, false);
+		bfs_backing_fd_adopt(fs, in, fd, rd, false);
 	bfs_mutex_unlock(&fs->itab.lock);
 	*out = in;
 	return 0;

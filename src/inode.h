@@ -95,7 +95,7 @@ struct bfs_inode *bfs_inode_ref(struct bfs_fs *fs, const struct stat *st,
 				const struct bfs_codec *codec);
 /*
  * Find or add the inode for descriptor @fd (consumed; open for reading if
- * @rd, else O_PATH; or -1: none yet, bfs_inode_fd() opens one by path when
+ * @rd, else O_PATH; or -1: none yet, bfs_backing_fd() opens one by path when
  * needed) of backing object @st shown with @codec, with one more lookup.
  * The descriptor goes to the cache, unpinned.
  */

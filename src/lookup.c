@@ -199,7 +199,7 @@ int bfs_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name, struc
 
 	if (strlen(name) > NAME_MAX)
 		return -ENAMETOOLONG;
-	dfd = bfs_inode_fd(fs, dir);
+	dfd = bfs_backing_fd(fs, dir);
 	if (dfd < 0)
 		return dfd;
 	sc.dirfd = d.fd = dfd;
@@ -227,7 +227,7 @@ int bfs_lookup(struct bfs_fs *fs, struct bfs_inode *dir, const char *name, struc
 	if (rc == 0 && sc.snap && S_ISDIR(st->st_mode))
 		bfs_snap_ahead(&sc, backing); /* a walk lists it next, then its siblings */
 	bfs_snap_put(sc.snap);
-	bfs_inode_fd_put(fs, dir);
+	bfs_backing_fd_put(fs, dir);
 	return rc == -EAGAIN ? -ESTALE : rc;
 }
 

@@ -214,12 +214,12 @@ static void bfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct bfs_fs *fs = fs_of(req);
 	struct bfs_inode *in = inode_of(req, ino);
 	char buf[PATH_MAX + 1];
-	int fd = bfs_inode_fd(fs, in);
+	int fd = bfs_backing_fd(fs, in);
 	ssize_t n = fd < 0 ? fd : readlinkat(fd, "", buf, sizeof(buf));
 
 	if (fd >= 0) {
 		n = n < 0 ? -errno : n;
-		bfs_inode_fd_put(fs, in);
+		bfs_backing_fd_put(fs, in);
 	}
 	if (n < 0)
 		fuse_reply_err(req, bfs_kernel_errno((int)n));
@@ -478,7 +478,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	c.dirfd = bfs_inode_fd(fs, dir); /* the lookups of readdirplus need it */
+	c.dirfd = bfs_backing_fd(fs, dir); /* the lookups of readdirplus need it */
 	if (c.dirfd < 0) {
 		free(buf);
 		fuse_reply_err(req, bfs_kernel_errno(c.dirfd));
@@ -530,7 +530,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	bfs_rdplus_listed(&fs->rdplus, files);
 	atomic_store_explicit(&d->rdp_pending, plus && !bare ? files : 0, memory_order_relaxed);
 	bfs_walk_ahead_done(fs, ahead);
-	bfs_inode_fd_put(fs, dir);
+	bfs_backing_fd_put(fs, dir);
 	if (rc == 1)
 		through = bfs_snap_hold(d->snap);
 	if (rc < 0 && rem == size)

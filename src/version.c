@@ -208,7 +208,7 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	} else if (in->codec && (whole = read_kept(opath, now))) {
 		kept = true;
 	} else {
-		fd = bfs_inode_rdfd(fs, in, opath, 0);
+		fd = bfs_backing_rdfd(fs, in, opath, 0);
 		fd_st = now;
 	}
 	if (!whole && fd < 0)
@@ -222,10 +222,10 @@ static int current_locked(struct bfs_fs *fs, struct bfs_inode *in, int opath,
 	} else {
 		rc = build(fs, in, fd, fd_st, now, &f);
 	}
-	if (rc < 0 && fd_st && bfs_inode_fd_revive(fs, in, in->rpath, rc) == 0) {
+	if (rc < 0 && fd_st && bfs_backing_fd_revive(fs, in, in->rpath, rc) == 0) {
 		/* the inode's descriptor, duplicated, had died (sshfs reconnected): once more */
 		close(fd);
-		fd = bfs_inode_rdfd(fs, in, opath, 0);
+		fd = bfs_backing_rdfd(fs, in, opath, 0);
 		if (fd < 0)
 			return -errno;
 		rc = build(fs, in, fd, fd_st, now, &f);
@@ -280,7 +280,7 @@ static void shown_links(struct bfs_fs *fs, int opath, struct bfs_inode *in, stru
 	/* keep_compressed shows every name raw, the decoded ones as well: all count */
 	if (in->codec ||
 	    (!fs->opts->keep_compressed &&
-	     bfs_backing_sniff_fd(&fs->env.codecs, bfs_inode_rdfd(fs, in, opath, O_NONBLOCK))))
+	     bfs_backing_sniff_fd(&fs->env.codecs, bfs_backing_rdfd(fs, in, opath, O_NONBLOCK))))
 		st->st_nlink = 1;
 }
 
@@ -328,7 +328,7 @@ int bfs_version_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 		bfs_mutex_unlock(bfs_ilock(fs, in));
 	}
 	if ((decoded && !known) || links_need_fd(fs, in, st)) {
-		fd = bfs_inode_fd(fs, in);
+		fd = bfs_backing_fd(fs, in);
 		if (fd < 0)
 			return fd;
 	}
@@ -351,7 +351,7 @@ int bfs_version_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	if (rc == 0)
 		shown_attrs(fs, fd, in, st);
 	if (fd >= 0)
-		bfs_inode_fd_put(fs, in);
+		bfs_backing_fd_put(fs, in);
 	if (built)
 		bfs_inode_idle(fs, in);
 	if (rc == 0 && decoded)
@@ -370,7 +370,7 @@ static int file_of(struct bfs_fs *fs, struct bfs_inode *in, int fd, struct stat 
 	bool pin = fd < 0;
 	int rc;
 
-	if (pin && (fd = bfs_inode_fd(fs, in)) < 0)
+	if (pin && (fd = bfs_backing_fd(fs, in)) < 0)
 		return fd;
 	rc = fresh ? stat_fd(fd, now) : 0;
 	if (rc == 0 && !S_ISREG(now->st_mode))
@@ -381,7 +381,7 @@ static int file_of(struct bfs_fs *fs, struct bfs_inode *in, int fd, struct stat 
 		bfs_mutex_unlock(bfs_ilock(fs, in));
 	}
 	if (pin)
-		bfs_inode_fd_put(fs, in);
+		bfs_backing_fd_put(fs, in);
 	return rc;
 }
 
@@ -400,17 +400,17 @@ int bfs_version_use(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f)
 
 	if (bfs_file_use(f))
 		return 0;
-	opath = bfs_inode_fd(fs, in);
+	opath = bfs_backing_fd(fs, in);
 	if (opath < 0)
 		return opath;
-	fd = bfs_inode_rdfd(fs, in, opath, 0);
+	fd = bfs_backing_rdfd(fs, in, opath, 0);
 	if (fd < 0)
 		rc = -errno;
 	else if (fstat(fd, &st) < 0)
 		rc = -errno;
 	else if (bfs_file_stale(f, &st))
 		rc = -ESTALE; /* changed since: the retried open builds anew */
-	bfs_inode_fd_put(fs, in);
+	bfs_backing_fd_put(fs, in);
 	if (rc < 0) {
 		if (fd >= 0)
 			close(fd);
@@ -422,23 +422,23 @@ int bfs_version_use(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file *f)
 
 /*
  * The backing object's stat now, by the cached descriptor if there is one,
- * else by path (bfs_inode_check_name()): no open either way, unless the
+ * else by path (bfs_backing_check_name()): no open either way, unless the
  * path cannot tell.
  */
 static int stat_now(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 {
-	int rc, fd = bfs_inode_fd_cached(fs, in);
+	int rc, fd = bfs_backing_fd_cached(fs, in);
 
 	if (fd < 0) {
-		rc = bfs_inode_check_name(fs, in, st);
+		rc = bfs_backing_check_name(fs, in, st);
 		if (rc <= 0)
 			return rc;
-		fd = bfs_inode_fd(fs, in);
+		fd = bfs_backing_fd(fs, in);
 		if (fd < 0)
 			return fd;
 	}
 	rc = stat_fd(fd, st);
-	bfs_inode_fd_put(fs, in);
+	bfs_backing_fd_put(fs, in);
 	return rc;
 }
 
@@ -498,8 +498,8 @@ int bfs_version_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **
 	 * fails, the path's own check says why, as it did before.
 	 */
 	if (!defer)
-		fd = bfs_inode_fd_named(fs, in, &now, &named);
-	rc = named ? 0 : bfs_inode_check_name(fs, in, &now);
+		fd = bfs_backing_fd_named(fs, in, &now, &named);
+	rc = named ? 0 : bfs_backing_check_name(fs, in, &now);
 	/* rc 1: the path could not tell; the descriptor's stat decides below */
 	if (rc == 0 && defer && may_defer(fs, in, &now)) {
 		*defer = bfs_backing_stamp(&now);
@@ -508,7 +508,7 @@ int bfs_version_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **
 	if (rc >= 0)
 		rc = file_of(fs, in, fd, &now, rc > 0, out, changed);
 	if (fd >= 0)
-		bfs_inode_fd_put(fs, in);
+		bfs_backing_fd_put(fs, in);
 	if (rc < 0)
 		return rc;
 	rc = bfs_file_misnamed(*out); /* a plain text called x.gz: cat says EIO at once */

@@ -562,7 +562,7 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 	if (!ours(name)) {
 		if (!passes_through(in))
 			return -ENODATA;
-		rc = bfs_inode_fd(fs, in);
+		rc = bfs_backing_fd(fs, in);
 		if (rc < 0)
 			return rc;
 		/*
@@ -576,7 +576,7 @@ ssize_t bfs_xattr_get(struct bfs_fs *fs, struct bfs_inode *in, const char *name,
 			n = getxattr(path, name, buf, size);
 		}
 		n = n < 0 ? -errno : n;
-		bfs_inode_fd_put(fs, in);
+		bfs_backing_fd_put(fs, in);
 		return n;
 	}
 	a = find_attr(name);
@@ -654,12 +654,12 @@ ssize_t bfs_xattr_list(struct bfs_fs *fs, struct bfs_inode *in, char *buf, size_
 	}
 	ctx_release(&x);
 	if (passes_through(in)) {
-		rc = bfs_inode_fd(fs, in);
+		rc = bfs_backing_fd(fs, in);
 		if (rc < 0)
 			return rc;
 		procpath(rc, path, sizeof(path));
 		n = list_backing(path, list, len, buf, size);
-		bfs_inode_fd_put(fs, in);
+		bfs_backing_fd_put(fs, in);
 		if (n != 0)
 			return n;
 	}

@@ -222,8 +222,8 @@ static void test_growth_and_descriptor_bound(void **state)
 		assert_int_equal(bfs_lookup(fs, &fs->root, name, &again, &st), 0);
 		assert_ptr_equal(again, in[i]);
 		bfs_inode_forget(fs, again, 1);
-		assert_true(bfs_inode_fd(fs, in[i]) >= 0);
-		bfs_inode_fd_put(fs, in[i]);
+		assert_true(bfs_backing_fd(fs, in[i]) >= 0);
+		bfs_backing_fd_put(fs, in[i]);
 	}
 	for (int i = 0; i < MANY; i++)
 		bfs_inode_forget(fs, in[i], 1);
@@ -243,13 +243,13 @@ static void test_renamed_goes_stale(void **state)
 	assert_int_equal(bfs_lookup(fs, &fs->root, "old.txt", &a, &st), 0);
 	assert_int_equal(renameat(fs->root_fd, "old.txt", fs->root_fd, "new.txt"), 0);
 	/* while its descriptor is cached, it is reached */
-	assert_true(bfs_inode_fd(fs, a) >= 0);
-	bfs_inode_fd_put(fs, a);
-	assert_int_equal(bfs_inode_check_name(fs, a, &st), -ESTALE);
+	assert_true(bfs_backing_fd(fs, a) >= 0);
+	bfs_backing_fd_put(fs, a);
+	assert_int_equal(bfs_backing_check_name(fs, a, &st), -ESTALE);
 	/* once closed, its path names nothing: stale, and the VFS looks it up again */
 	bfs_fdc_shed(&fs->fdc);
 	assert_int_equal(a->fde.fd, -1);
-	assert_int_equal(bfs_inode_fd(fs, a), -ESTALE);
+	assert_int_equal(bfs_backing_fd(fs, a), -ESTALE);
 	bfs_inode_forget(fs, a, 1);
 }
 
