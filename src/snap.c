@@ -4,7 +4,8 @@
  * backing directories as read, kept while the directory does not change,
  * asked by the name rules (names.c) in listings (dir.c) and lookups
  * (lookup.c), so that neither repeats a getdents after the kernel's
- * timeouts; read ahead for a walk; their memos in the index cache.
+ * timeouts; read ahead for a walk. Their memos in the index cache are
+ * snapmemo.c's.
  */
 #include "config.h"
 
@@ -18,60 +19,12 @@
 #include <unistd.h>
 
 #include "blockfs/handoff.h"
-#include "blockfs/index_cache.h"
 #include "blockfs/names.h"
 #include "blockfs/stats.h"
 #include "blockfs/workq.h"
-#include "blockfs/xxh32.h"
 #include "dir.h"
 #include "fs_i.h"
-
-/*
- * A snapshot: the entries of one backing directory in the order getdents
- * returned them, names packed in one buffer (about 30 bytes an entry with
- * its name), and per entry what probing found. It is valid
- * while the directory's identity, mtime and ctime are those it was read
- * under: adding, removing or renaming an entry changes the directory's
- * mtime. A decoded size a lookup learned is remembered with the change
- * stamp of the file it looked at, and holds while that stamp does. With
- * the index cache on, what lookups learned is kept there as the
- * directory's memo (index_cache.h) and taken up again by the next mount's
- * first snapshot of the same directory version: memo_load(), bfs_snap_save().
- */
-struct snent {
-	uint32_t name;	    /* offset in names */
-	unsigned char type; /* DT_* */
-	atomic_bool probed; /* stamp is known: a lookup or a memo gave it */
-	atomic_bool queued; /* a directory whose snapshot was queued to be read ahead */
-	ino_t ino;
-	atomic_uint_fast64_t stamp; /* bfs_backing_stamp() of the file looked up */
-	uint64_t size;		    /* its decoded size under stamp, or NO_SIZE */
-};
-
-#define NO_SIZE UINT64_MAX
-
-struct bfs_snap {
-	atomic_uint refs; /* the cache's, and each user's */
-	dev_t dev;	  /* the directory: identity ... */
-	ino_t ino;
-	struct timespec mtime, ctime; /* ... and times when read */
-	size_t n, bytes;	      /* entries; memory held */
-	struct snent *e;
-	char *names;
-	uint64_t *slot;		   /* names by hash: hash << 32 | entry + 1, 0 empty
-					   (snap_index()); NULL: e is sorted by name */
-	size_t mask;		   /* slots - 1 */
-	bool cached;		   /* in the cache; protected by fs->snaps.lock */
-	atomic_bool dirty;	   /* learned something its memo does not say */
-	atomic_bool ahead;	   /* read ahead, cached, not asked for since (snaps.ahead) */
-	pthread_mutex_t pair_lock; /* each entry's stamp and size change together */
-	struct bfs_snap *hnext, *prev, *next; /* chain and LRU; protected by fs->snaps.lock */
-};
-
-static const char *ename(const struct bfs_snap *s, const struct snent *e)
-{
-	return s->names + e->name;
-}
+#include "snap_i.h"
 
 static void snap_free(struct bfs_snap *s)
 {
@@ -133,7 +86,7 @@ static void snap_index(struct bfs_snap *s)
 	if (!slot)
 		goto out_sort;
 	for (size_t i = 0; i < s->n; i++) {
-		uint32_t h = name_hash(ename(s, &s->e[i]));
+		uint32_t h = name_hash(bfs_snap_ename(s, &s->e[i]));
 		size_t k = 0;
 
 		while (slot[(h + k) & (size - 1)])
@@ -164,14 +117,14 @@ static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 			if (v == 0)
 				break;
 			if ((uint32_t)(v >> 32) == h &&
-			    strcmp(name, ename(s, &s->e[(uint32_t)v - 1])) == 0)
+			    strcmp(name, bfs_snap_ename(s, &s->e[(uint32_t)v - 1])) == 0)
 				return &s->e[(uint32_t)v - 1];
 		}
 		return NULL; /* every name lies within the reach of its home */
 	}
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, ename(s, &s->e[mid]));
+		int c = strcmp(name, bfs_snap_ename(s, &s->e[mid]));
 
 		if (c == 0)
 			return &s->e[mid];
@@ -324,100 +277,6 @@ static bool racy(const struct stat *dst)
 	return t - (m > c ? m : c) < RACY_NS;
 }
 
-/* --- memos in the index cache ----------------------------------------------- */
-
-/*
- * The directory version and names @s was read under, as its memo is keyed.
- * The names are hashed in the snapshot's order, which is the order of the
- * memo's entries: a memo of the same names read in another order is not
- * taken up.
- */
-static void memo_key(const struct bfs_fs *fs, const struct bfs_snap *s, struct bfs_dirmemo_key *k)
-{
-	struct bfs_xxh32 h;
-
-	bfs_xxh32_init(&h, 0);
-	for (size_t i = 0; i < s->n; i++) {
-		const char *name = ename(s, &s->e[i]);
-
-		bfs_xxh32_update(&h, name, strlen(name) + 1);
-	}
-	*k = (struct bfs_dirmemo_key){
-		.dev = (uint64_t)s->dev,
-		.ino = (uint64_t)s->ino,
-		.mtime_sec = (int64_t)s->mtime.tv_sec,
-		.mtime_nsec = (uint64_t)s->mtime.tv_nsec,
-		.ctime_sec = (int64_t)s->ctime.tv_sec,
-		.ctime_nsec = (uint64_t)s->ctime.tv_nsec,
-		.n = s->n,
-		.names = bfs_xxh32_digest(&h),
-		.rules = fs->env.codecs.gzip ? 1u : 0u,
-	};
-}
-
-/* Take up what the memo of @s's directory version says; @s is not shared yet. */
-static void memo_load(struct bfs_fs *fs, struct bfs_snap *s)
-{
-	struct bfs_dirmemo_key key;
-	struct bfs_dirmemo_ent *m;
-
-	if (!fs->env.icache || s->n == 0)
-		return;
-	m = malloc(s->n * sizeof(*m));
-	if (!m)
-		return;
-	memo_key(fs, s, &key);
-	if (bfs_icache_dir_load(fs->env.icache, &key, m) == 0) {
-		for (size_t i = 0; i < s->n; i++) {
-			struct snent *e = &s->e[i];
-
-			if (!(m[i].flags & BFS_DIRMEMO_STAMPED))
-				continue;
-			atomic_init(&e->stamp, m[i].stamp);
-			if (m[i].flags & BFS_DIRMEMO_SIZED)
-				e->size = m[i].size;
-			atomic_init(&e->probed, true);
-		}
-		BFS_COUNT(fs->env.mount, dir_memos, 1);
-	}
-	free(m);
-}
-
-void bfs_snap_save(struct bfs_fs *fs, struct bfs_snap *s)
-{
-	struct bfs_dirmemo_key key;
-	struct bfs_dirmemo_ent *m;
-	bool cached;
-
-	if (!fs->env.icache)
-		return;
-	bfs_mutex_lock(&fs->snaps.lock);
-	cached = s->cached;
-	bfs_mutex_unlock(&fs->snaps.lock);
-	if (!cached || !atomic_exchange(&s->dirty, false))
-		return;
-	m = malloc(s->n * sizeof(*m));
-	if (!m)
-		return;
-	bfs_mutex_lock(&s->pair_lock);
-	for (size_t i = 0; i < s->n; i++) {
-		const struct snent *e = &s->e[i];
-
-		m[i] = (struct bfs_dirmemo_ent){ 0 };
-		if (!atomic_load_explicit(&e->probed, memory_order_acquire))
-			continue;
-		m[i] = (struct bfs_dirmemo_ent){
-			.stamp = atomic_load(&e->stamp),
-			.size = e->size == NO_SIZE ? 0 : e->size,
-			.flags = BFS_DIRMEMO_STAMPED | (e->size == NO_SIZE ? 0 : BFS_DIRMEMO_SIZED),
-		};
-	}
-	bfs_mutex_unlock(&s->pair_lock);
-	memo_key(fs, s, &key);
-	(void)bfs_icache_dir_save(fs->env.icache, &key, m);
-	free(m);
-}
-
 /*
  * bfs_snap_get(), for a reader (@ahead false) or for reading ahead: then
  * true when the snapshot was read and cached here, marked s->ahead and
@@ -563,7 +422,7 @@ static int snap_fill(struct bfs_fs *fs, int dirfd, const struct stat *dst, size_
 		*out = s;
 		return 0;
 	}
-	memo_load(fs, s);
+	bfs_snap_memo_load(fs, s);
 	bfs_mutex_lock(&fs->snaps.lock);
 	for (old = fs->snaps.chains[b]; old; old = old->hnext)
 		if (old->ino == s->ino && old->dev == s->dev)
@@ -632,7 +491,7 @@ static void ahead_run(struct bfs_work *w)
 	bool ahead = false;
 	int fd;
 
-	fd = bfs_backing_openat(fs, j->dirfd, ename(j->parent, j->e),
+	fd = bfs_backing_openat(fs, j->dirfd, bfs_snap_ename(j->parent, j->e),
 				O_PATH | O_DIRECTORY | O_NOFOLLOW);
 	if (fd >= 0) {
 		ahead = true;
@@ -756,7 +615,9 @@ struct bfs_snap_entry bfs_snap_at(const struct bfs_snap *s, size_t i)
 {
 	const struct snent *e = &s->e[i];
 
-	return (struct bfs_snap_entry){ .name = ename(s, e), .ino = e->ino, .type = e->type };
+	return (struct bfs_snap_entry){ .name = bfs_snap_ename(s, e),
+					.ino = e->ino,
+					.type = e->type };
 }
 
 size_t bfs_snap_count(const struct bfs_snap *s)
