@@ -75,7 +75,8 @@ struct bfs_codec {
 	 * checksum); a prefix as far as can be without the rest (with @verify,
 	 * a checksum over the compressed bytes; for gzip, that the deflate data
 	 * inflates, not the span's CRC32).
-	 * Context: no I/O, no lock but the codec's own leaf lock; any thread.
+	 * Context: reads nothing but @src (a chain's proof may write to the
+	 * spill, spill.h); no lock but the codec's own leaf locks; any thread.
 	 * Return: 0; -EBADMSG when the block is corrupt or decodes to another
 	 * length; -EILSEQ when @verify and its checksum does not match;
 	 * -EAGAIN for a chained block with no decoder parked at it; -ENOMEM;
