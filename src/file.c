@@ -432,6 +432,27 @@ uint64_t bfs_file_size(const struct bfs_file *f)
 	return f->codec ? atomic_load(&f->idx.usize) : (uint64_t)f->st.st_size;
 }
 
+bool bfs_file_block_at(const struct bfs_file *f, uint64_t off, uint64_t *start, uint64_t *len)
+{
+	size_t k;
+
+	if (!f->codec || bfs_index_find(&f->idx, off, &k) < 0)
+		return false;
+	*start = f->idx.blk[k].uoff;
+	*len = f->idx.blk[k].usize;
+	return true;
+}
+
+uint32_t bfs_file_block_max(const struct bfs_file *f)
+{
+	return f->idx.max_usize;
+}
+
+uint32_t bfs_file_block_size(const struct bfs_file *f)
+{
+	return f->idx.block_size;
+}
+
 bool bfs_file_stale(const struct bfs_file *f, const struct stat *now)
 {
 	return now->st_ino != f->st.st_ino || now->st_dev != f->st.st_dev ||

@@ -53,7 +53,7 @@ static uint64_t page_up(uint64_t x)
 
 uint64_t bfs_push_chunk(const struct bfs_file *f)
 {
-	uint64_t b = page_up(f->idx.block_size ? f->idx.block_size : 1);
+	uint64_t b = page_up(bfs_file_block_size(f) ? bfs_file_block_size(f) : 1);
 
 	return b > CHUNK_MIN ? b : CHUNK_MIN / b * b;
 }
@@ -144,38 +144,6 @@ static int emit(void *arg, uint64_t off, const uint8_t *p, size_t len)
 	return rc;
 }
 
-/*
- * The decoded blocks of [@from, @to) are in the kernel's page cache now:
- * drop them from blockfs's, so that their buffers are reused while still
- * hot, all but the ones that also hold bytes outside the range (a
- * neighbouring job or a tripwire READ wants those), which only go first
- * when room is needed. When a READ took some of the range, it may not
- * have taken its blocks yet: all of them only go first then.
- */
-static void let_go(struct bfs_file *f, uint64_t from, uint64_t to, uint64_t hole, uint64_t hole_to,
-		   bool keep)
-{
-	size_t k0, k1;
-
-	if (bfs_index_find(&f->idx, from, &k0) < 0 || bfs_index_find(&f->idx, to - 1, &k1) < 0)
-		return;
-	for (size_t k = k0; k <= k1; k++) {
-		const struct bfs_blk *b = &f->idx.blk[k];
-
-		/*
-		 * A chained block let go costs its chain from the start if a READ
-		 * then asks for it (one arrives late now and then): it ages as any.
-		 */
-		if (b->flags & BFS_BLK_CHAIN)
-			continue;
-		if (keep || b->uoff < from || b->uoff + b->usize > to ||
-		    (hole < b->uoff + b->usize && hole_to > b->uoff))
-			bfs_cache_demote(f->env->cache, f->id, k);
-		else
-			bfs_cache_drop(f->env->cache, f->id, k);
-	}
-}
-
 ssize_t bfs_push_run(const struct bfs_push_req *r)
 {
 	struct bfs_file *f = r->f;
@@ -230,8 +198,18 @@ out:
 	if (at != at_inline)
 		free(at);
 	bfs_readv_release(&rv);
+	/*
+	 * The decoded blocks of [from, to) are in the kernel's page cache
+	 * now: drop them from blockfs's, so that their buffers are reused
+	 * while still hot, all but the ones that also hold bytes outside
+	 * the range (a neighbouring job or a tripwire READ wants those),
+	 * which only go first when room is needed. When a READ took some
+	 * of the range, it may not have taken its blocks yet: all of them
+	 * only go first then.
+	 */
 	if (n >= 0)
-		let_go(f, from, to, r->hole, r->hole_to, e.read_instead);
+		bfs_file_let_go(f, from, to, r->hole, r->hole_to,
+				e.read_instead ? BFS_LET_GO_KEEP : 0);
 	return n == -ECANCELED ? 0 : n;
 }
 

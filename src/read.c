@@ -192,6 +192,32 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 	return rc < 0 ? rc : 0;
 }
 
+void bfs_file_let_go(struct bfs_file *f, uint64_t from, uint64_t to, uint64_t hole,
+		     uint64_t hole_to, unsigned int how)
+{
+	struct bfs_cache *cache = f->env->cache;
+	size_t k0, k1;
+
+	if (!f->codec || to <= from || bfs_index_find(&f->idx, from, &k0) < 0 ||
+	    bfs_index_find(&f->idx, to - 1, &k1) < 0)
+		return;
+	for (size_t k = k0; k <= k1; k++) {
+		const struct bfs_blk *b = &f->idx.blk[k];
+		uint64_t end = b->uoff + b->usize;
+
+		if ((how & BFS_LET_GO_READ) && end > to)
+			break; /* the reader is still in it */
+		/* a chained block let go costs its chain from the start if a READ then asks for it */
+		if (b->flags & BFS_BLK_CHAIN)
+			continue;
+		if (!(how & BFS_LET_GO_READ) && ((how & BFS_LET_GO_KEEP) || b->uoff < from ||
+						 end > to || (hole < end && hole_to > b->uoff)))
+			bfs_cache_demote(cache, f->id, k);
+		else
+			bfs_cache_drop(cache, f->id, k);
+	}
+}
+
 void bfs_file_drop_range(struct bfs_file *f, uint64_t off, uint64_t len)
 {
 	uint64_t usize = atomic_load(&f->idx.usize);

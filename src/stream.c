@@ -193,18 +193,10 @@ static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, u
 	 * blockfs again (128 MiB of them after find | xargs cat over a tree).
 	 */
 	bool whole = off == 0 && end >= bfs_file_size(f);
-	size_t k0, k1;
 
-	if (end <= off || bfs_index_find(&f->idx, off, &k0) < 0 ||
-	    bfs_index_find(&f->idx, end - 1, &k1) < 0)
-		return;
-	for (size_t k = k0; k <= k1 && f->idx.blk[k].uoff + f->idx.blk[k].usize <= end; k++) {
-		/* (not a chained block: a late READ of it would cost its chain again) */
-		if ((advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE ||
-		     run >= SEQ_RUN_MIN || whole) &&
-		    !(f->idx.blk[k].flags & BFS_BLK_CHAIN))
-			bfs_cache_drop(f->env->cache, f->id, k);
-	}
+	if (advice == BFS_ADV_SEQUENTIAL || advice == BFS_ADV_NOREUSE || run >= SEQ_RUN_MIN ||
+	    whole)
+		bfs_file_let_go(f, off, end, 0, 0, BFS_LET_GO_READ);
 }
 
 /* Where decoding ahead of a reader goes: low-priority workers, if the mount has them. */
@@ -230,7 +222,7 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 			.win = s->pw,
 			.gen = gen,
 		};
-		size_t k;
+		uint64_t start, len;
 
 		b = a + chunk < p->to ? a + chunk : p->to;
 		/*
@@ -238,11 +230,8 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 		 * its end: two jobs in one block would have one wait for the
 		 * other's decode, and a job across two would decode them in turn.
 		 */
-		if (bfs_index_find(&f->idx, a, &k) == 0 && f->idx.blk[k].usize > chunk) {
-			uint64_t end = f->idx.blk[k].uoff + f->idx.blk[k].usize;
-
-			b = end < p->to ? end : p->to;
-		}
+		if (bfs_file_block_at(f, a, &start, &len) && len > chunk)
+			b = start + len < p->to ? start + len : p->to;
 		req.to = b;
 		if (!bfs_push_try(ahead_q(env), &req))
 			return a;
@@ -295,8 +284,9 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	 * reaches one block per worker and the one after, so that they decode
 	 * side by side rather than one at a time; at most 8 windows.
 	 */
-	if (cfg.size && f->idx.max_usize > cfg.size / 2) {
-		uint64_t want = (uint64_t)f->idx.max_usize * (bfs_workq_threads(ahead_q(env)) + 1);
+	if (cfg.size && bfs_file_block_max(f) > cfg.size / 2) {
+		uint64_t want =
+			(uint64_t)bfs_file_block_max(f) * (bfs_workq_threads(ahead_q(env)) + 1);
 
 		cfg.size = want < 8 * cfg.size ? want : 8 * cfg.size;
 	}

@@ -281,6 +281,30 @@ BFS_MUST_CHECK ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t s
 				      struct bfs_readv *rv);
 
 /*
+ * bfs_file_let_go() - @f's cached blocks in [@from, @to) are wanted no more:
+ * the one call the stream and the pushes let go of blocks with (read.c).
+ * Chained blocks stay (a late READ of one would cost its chain from the
+ * start). BFS_LET_GO_READ: a reader has read past them: the blocks that
+ * end by @to are dropped, from the one holding @from on; the one it is
+ * still in stays. Else (a push): the blocks wholly inside [@from, @to)
+ * and outside [@hole, @hole_to) are dropped, the others only demoted (they
+ * go first when room is needed), all of them with BFS_LET_GO_KEEP.
+ */
+#define BFS_LET_GO_READ 1u
+#define BFS_LET_GO_KEEP 2u
+void bfs_file_let_go(struct bfs_file *f, uint64_t from, uint64_t to, uint64_t hole,
+		     uint64_t hole_to, unsigned int how);
+
+/*
+ * The block holding decoded byte @off: true with its *@start and *@len,
+ * false when @off is not in a block yet known exactly (file.c).
+ */
+bool bfs_file_block_at(const struct bfs_file *f, uint64_t off, uint64_t *start, uint64_t *len);
+/* The largest decoded block of @f, and the block size its format declares (0: none). */
+uint32_t bfs_file_block_max(const struct bfs_file *f);
+uint32_t bfs_file_block_size(const struct bfs_file *f);
+
+/*
  * Drop the cached blocks of @f covering [@off, @off + @len) (dontneed);
  * readers holding them keep their copies.
  */
