@@ -169,14 +169,10 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			rc = rr;
 		/*
 		 * Good blocks to spill are claimed before done, so that no
-		 * reader decodes them again meanwhile (bit 1 of fill[]). Only a
-		 * reader's own blocks: what is decoded ahead of a stream (quiet)
-		 * is read once, from the page cache it is pushed into, and
-		 * writing it to the spill as well would double its cost.
+		 * reader decodes them again meanwhile (bit 1 of fill[])
 		 */
 		for (size_t j = run; j < i; j++)
-			if (!quiet && fill[j] && bfs_unit_worth(f, k0 + j) &&
-			    bfs_unit_claim(f, k0 + j))
+			if (fill[j] && bfs_unit_worth(f, k0 + j) && bfs_unit_claim(f, k0 + j))
 				fill[j] |= 2;
 		for (size_t j = run; j < i; j++)
 			bfs_cache_done(cache, rv->blk[j], fill[j] ? 0 : rr);
