@@ -16,7 +16,7 @@ cd "$root" || exit 1
 # The patterns are split so that this file does not match itself.
 spec='SP''EC(\.md)?\b' style='ST''YLE\.md' issue='\b[Ii]ssues? #?[0-9]+'
 found=$(grep -rnIE "$spec|$style|$issue" src include tools tests bench \
-	--exclude-dir=results --exclude=docs.sh)
+	--exclude-dir=results --exclude-dir=data --exclude=docs.sh)
 if [[ -n $found ]]; then
 	printf '%s\n' "$found"
 	echo "cite README, the manual pages or doc/ instead (or state the reason)"
