@@ -26,7 +26,7 @@ if [[ -z $fmt ]]; then
 	exit 1
 fi
 
-mapfile -t files < <(find src include tools tests bench -name results -prune -o \
+mapfile -t files < <(find src include tools tests bench \( -name results -o -name data \) -prune -o \
 	-type f \( -name '*.c' -o -name '*.h' \) -print | sort)
 bad=0
 for f in "${files[@]}"; do
