@@ -11,14 +11,6 @@
  * being loaded are in the table, so later callers find and wait for them,
  * but never in the LRU, so nothing can evict them.
  *
- * The bound: a miss evicts what it needs, and when everything is held or
- * loading it is added over the bound; the bound is kept again as soon as
- * a reader leaves a block or a load ends (bfs_block_put(),
- * bfs_cache_done()), not at the next miss, which may never come (a file
- * of six 24 MiB blocks, all decoded). A miss that finds no room while
- * other blocks load waits for them (room_wait()) instead of decoding
- * beside them, each load a block past the bound.
- *
  * Spares: a freed block of BFS_CACHE_SPARE_MIN bytes or more (a zstd
  * frame of pzstd's, an xz block of xz -T's) is kept whole, header and
  * data, for the next block of about its size, while the cache's blocks
@@ -34,7 +26,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "blockfs/cache.h"
 #include "blockfs/handoff.h"
@@ -43,7 +34,6 @@
 #define NBUCKETS    1024 /* per shard; chains stay short up to ~64 Ki blocks */
 #define VICTIM_LOOK 8	 /* held blocks skipped at a tail before giving up on it */
 #define SPARES	    4	 /* spare blocks kept at most */
-#define ROOM_WAIT_S 2	 /* longest wait for room (room_wait()); then over the bound */
 
 struct shard {
 	pthread_mutex_t lock;		       /* never held across decode, I/O or another shard */
@@ -60,14 +50,7 @@ struct bfs_cache {
 	pthread_mutex_t spare_lock;	  /* never held with a shard's */
 	struct bfs_block *spare[SPARES];  /* spare_lock */
 	atomic_uint_fast64_t spare_bytes; /* their cap, in all; written under spare_lock */
-	atomic_uint loading;		  /* LOADING blocks in the tables */
-	pthread_mutex_t room_lock;	  /* a leaf: nothing is taken under it */
-	pthread_cond_t room;		  /* a load finished, or a reader left a block */
-	uint64_t room_gen;		  /* counts those; room_lock */
 };
-
-/* Blocks the calling thread was given to fill and has not finished (done). */
-static _Thread_local unsigned int loading_here;
 
 /* --- blocks --------------------------------------------------------------- */
 
@@ -163,29 +146,14 @@ static struct bfs_block *block_new(struct bfs_cache *c, uint64_t fid, size_t blk
 	return b;
 }
 
-static bool make_room(struct bfs_cache *c, uint64_t len, bool ahead_too);
-static void room_signal(struct bfs_cache *c);
-
 void bfs_block_put(struct bfs_block *b)
 {
-	struct bfs_cache *c;
 	unsigned int was;
 
 	if (!b)
 		return;
-	c = b->home; /* read first: once our reference goes, the cache may free b */
 	was = atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel);
 	assert(was > 0); /* a put without a get */
-	/*
-	 * The last reader of a block left it to the cache (or to another
-	 * holder): if the cache is over its bound, which only blocks being
-	 * held or loaded can push it, the bound is kept again now rather than
-	 * at the next miss, which may never come.
-	 */
-	if (was == 2 && c && atomic_load(&c->bytes) > c->limit) {
-		make_room(c, 0, false);
-		room_signal(c);
-	}
 	if (was != 1)
 		return;
 	bfs_counters_put(b->acct);
@@ -294,9 +262,6 @@ int bfs_cache_new(struct bfs_cache **out, uint64_t max_bytes)
 		pthread_cond_init(&c->shard[i].loaded, NULL);
 	}
 	bfs_mutex_init(&c->spare_lock);
-	atomic_init(&c->loading, 0);
-	bfs_mutex_init(&c->room_lock);
-	pthread_cond_init(&c->room, NULL);
 	*out = c;
 	return 0;
 }
@@ -322,8 +287,6 @@ void bfs_cache_free(struct bfs_cache *c)
 	for (int i = 0; i < SPARES; i++)
 		free(c->spare[i]);
 	pthread_mutex_destroy(&c->spare_lock);
-	pthread_mutex_destroy(&c->room_lock);
-	pthread_cond_destroy(&c->room);
 	free(c);
 }
 
@@ -342,17 +305,14 @@ uint64_t bfs_cache_limit(const struct bfs_cache *c)
 	return c->limit;
 }
 
-/*
- * The least recent unused block near the tail of @s, one decoded ahead
- * and not yet used only if @ahead_too; lock held.
- */
-static struct bfs_block *victim(struct shard *s, bool ahead_too)
+/* The least recent unused block near the tail of @s; lock held. */
+static struct bfs_block *victim(struct shard *s)
 {
 	int looked = 0;
 
 	for (struct bfs_block *b = s->lru_tail; b && looked < VICTIM_LOOK; b = b->lprev, looked++)
-		if (atomic_load(&b->refs) == 1 && (ahead_too || !b->prefetched))
-			return b; /* only the cache holds it */
+		if (atomic_load(&b->refs) == 1) /* only the cache holds it */
+			return b;
 	return NULL;
 }
 
@@ -360,12 +320,9 @@ static struct bfs_block *victim(struct shard *s, bool ahead_too)
  * Evict unused blocks, globally least recent first, until @len more bytes
  * fit. A block is unused when the cache holds its only reference;
  * references are taken only under the shard lock, so that cannot change
- * while we hold it. Blocks decoded ahead and not yet used go only if
- * @ahead_too: keeping the bound after a reader left (@len 0) must not
- * throw away what a sequential reader is about to read.
- * Return: whether @len now fits.
+ * while we hold it. Return: whether @len now fits.
  */
-static bool make_room(struct bfs_cache *c, uint64_t len, bool ahead_too)
+static bool make_room(struct bfs_cache *c, uint64_t len)
 {
 	spare_trim(c, len);
 	while (atomic_load(&c->bytes) + len > c->limit) {
@@ -377,7 +334,7 @@ static bool make_room(struct bfs_cache *c, uint64_t len, bool ahead_too)
 			struct shard *s = &c->shard[i];
 
 			bfs_mutex_lock(&s->lock);
-			b = victim(s, ahead_too);
+			b = victim(s);
 			if (b && b->used < oldest) {
 				oldest = b->used;
 				pick = s;
@@ -387,7 +344,7 @@ static bool make_room(struct bfs_cache *c, uint64_t len, bool ahead_too)
 		if (!pick)
 			return false; /* everything is held or loading */
 		bfs_mutex_lock(&pick->lock);
-		b = victim(pick, ahead_too); /* may have changed meanwhile: still a fair pick */
+		b = victim(pick); /* may have changed meanwhile: still a fair pick */
 		if (b)
 			unhash(c, pick, b);
 		bfs_mutex_unlock(&pick->lock);
@@ -407,8 +364,6 @@ static struct bfs_block *insert(struct bfs_cache *c, struct shard *s, uint64_t h
 	*bp = nb;
 	nb->in_cache = true;
 	atomic_fetch_add(&c->bytes, nb->len);
-	atomic_fetch_add(&c->loading, 1);
-	loading_here++;
 	BFS_COUNT(nb->acct, cached, nb->len);
 	return nb;
 }
@@ -438,55 +393,6 @@ static int wait_ready(struct bfs_cache *c, struct shard *s, struct bfs_block *b)
 	return 0;
 }
 
-/* Wake room_wait()'s waiters: a load finished or a reader left a block. */
-static void room_signal(struct bfs_cache *c)
-{
-	bfs_mutex_lock(&c->room_lock);
-	c->room_gen++;
-	pthread_cond_broadcast(&c->room);
-	bfs_mutex_unlock(&c->room_lock);
-}
-
-/*
- * No room for @len more bytes: every block is held or loading. Wait, as
- * long as blocks are loading, for room to be made, so that misses do
- * not decode side by side each into a block of its own, the cache past
- * its bound by all of them. Only a thread that is filling no block
- * waits: the threads that are filling one never wait here, so every
- * load finishes, and with it the wait (ROOM_WAIT_S at most: then the
- * block is added over the bound, as when nothing is loading).
- */
-static void room_wait(struct bfs_cache *c, uint64_t len)
-{
-	struct timespec until;
-	uint64_t gen;
-	bool handed = false;
-
-	if (loading_here > 0)
-		return;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ROOM_WAIT_S;
-	for (;;) {
-		bfs_mutex_lock(&c->room_lock);
-		gen = c->room_gen;
-		bfs_mutex_unlock(&c->room_lock);
-		if (make_room(c, len, true) || atomic_load(&c->loading) == 0)
-			return;
-		if (!handed) {
-			bfs_handoff(); /* the FUSE loop's lock is taken after any other */
-			handed = true;
-		}
-		bfs_mutex_lock(&c->room_lock);
-		while (c->room_gen == gen && atomic_load(&c->loading) > 0)
-			if (pthread_cond_timedwait(&c->room, &c->room_lock, &until) == ETIMEDOUT)
-				break;
-		gen = c->room_gen - gen; /* 0: timed out */
-		bfs_mutex_unlock(&c->room_lock);
-		if (gen == 0 && atomic_load(&c->loading) > 0)
-			return;
-	}
-}
-
 int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 		  struct bfs_counters *acct, struct bfs_block **out)
 {
@@ -509,8 +415,7 @@ int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 		nb = block_new(c, fid, blkno, len, acct);
 		if (!nb)
 			return -ENOMEM;
-		if (!make_room(c, len, true))
-			room_wait(c, len);
+		make_room(c, len);
 	}
 	if (!b) {
 		*out = insert(c, s, h, nb);
@@ -576,7 +481,7 @@ int bfs_cache_try_new(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t 
 	nb = block_new(c, fid, blkno, len, acct);
 	if (!nb)
 		return 0;
-	if (!make_room(c, len, true)) {
+	if (!make_room(c, len)) {
 		bfs_block_put(nb); /* back among the spares if it was one */
 		return 0;
 	}
@@ -604,8 +509,6 @@ void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
 		return;
 	}
 	s = shard_of(c, hash(b->fid, b->blkno));
-	loading_here--;
-	atomic_fetch_sub(&c->loading, 1);
 	bfs_mutex_lock(&s->lock);
 	if (err) {
 		b->state = BFS_BLOCK_FAILED;
@@ -620,9 +523,6 @@ void bfs_cache_done(struct bfs_cache *c, struct bfs_block *b, int err)
 	bfs_mutex_unlock(&s->lock);
 	if (drop)
 		bfs_block_put(b); /* the cache's reference */
-	else if (atomic_load(&c->bytes) > c->limit)
-		make_room(c, 0, false); /* blocks others left while this one loaded */
-	room_signal(c);
 }
 
 /*

@@ -67,9 +67,7 @@ void bfs_cache_free(struct bfs_cache *c); /* NULL is a no-op; no block may be he
  * Return: 1 when the caller must fill (*out)->data and then call
  * bfs_cache_done(); 0 when the block is ready; -errno when a concurrent
  * load of it failed (that error) or memory ran out.
- * Context: may sleep waiting for another thread's load; and when there is
- * no room and the calling thread is filling no block of its own, for the
- * loads under way (a few seconds at most: cache.c, room_wait()).
+ * Context: may sleep waiting for another thread's load.
  */
 BFS_MUST_CHECK int bfs_cache_get(struct bfs_cache *c, uint64_t fid, size_t blkno, uint32_t len,
 				 struct bfs_counters *acct, struct bfs_block **out);

@@ -142,98 +142,6 @@ static void test_held_block_never_evicted(void **state)
 	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
 }
 
-/*
- * Blocks held push the cache over its bound; once their readers leave
- * them the bound holds again, with no miss to make room.
- */
-static void test_bound_kept_when_readers_leave(void **state)
-{
-	struct fx *f = *state;
-	struct bfs_block *held[5];
-
-	for (size_t k = 0; k < 4; k++) {
-		load(f, k);
-		assert_int_equal(bfs_cache_get(f->c, 1, k, 1024, f->file, &held[k]), 0);
-	}
-	/* everything held: added over the bound */
-	assert_int_equal(bfs_cache_get(f->c, 1, 4, 1024, f->file, &held[4]), 1);
-	memset(held[4]->data, 4, 1024);
-	bfs_cache_done(f->c, held[4], 0);
-	assert_int_equal(bfs_cache_bytes(f->c), 5 * 1024);
-	for (size_t k = 0; k < 4; k++)
-		bfs_block_put(held[k]);
-	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
-	assert_false(bfs_cache_contains(f->c, 1, 0)); /* the least recent went */
-	assert_true(bfs_cache_contains(f->c, 1, 4));
-	bfs_block_put(held[4]);
-	/* a block loaded for a reader while the rest is held is not kept once it leaves */
-	for (size_t k = 1; k < 5; k++)
-		assert_int_equal(bfs_cache_get(f->c, 1, k, 1024, f->file, &held[k]), 0);
-	load(f, 5);
-	assert_false(bfs_cache_contains(f->c, 1, 5));
-	assert_int_equal(bfs_cache_bytes(f->c), 4 * 1024);
-	for (size_t k = 1; k < 5; k++)
-		bfs_block_put(held[k]);
-}
-
-struct waiter {
-	struct fx *f;
-	atomic_int *finished; /* the loads the waiter must not pass */
-	int rc, finished_then;
-	uint64_t bytes_then;
-};
-
-static void *miss_after_loads(void *arg)
-{
-	struct waiter *w = arg;
-	struct bfs_block *b;
-
-	w->rc = bfs_cache_get(w->f->c, 1, 9, 1024, w->f->file, &b);
-	w->finished_then = atomic_load(w->finished);
-	if (w->rc == 1) {
-		memset(b->data, 9, 1024);
-		bfs_cache_done(w->f->c, b, 0);
-		w->bytes_then = bfs_cache_bytes(w->f->c);
-	}
-	if (w->rc >= 0)
-		bfs_block_put(b);
-	return NULL;
-}
-
-/*
- * A miss with no room while other blocks load waits for them, rather
- * than decoding beside them past the bound; a thread filling blocks
- * never waits (it would wait for itself).
- */
-static void test_miss_waits_for_loads(void **state)
-{
-	struct fx *f = *state;
-	struct bfs_block *b[5];
-	atomic_int finished = 0;
-	struct waiter w = { .f = f, .finished = &finished };
-	pthread_t t;
-
-	for (size_t k = 0; k < 4; k++)
-		assert_int_equal(bfs_cache_get(f->c, 1, k, 1024, f->file, &b[k]), 1);
-	/* we fill four: a fifth is ours at once, over the bound */
-	assert_int_equal(bfs_cache_get(f->c, 1, 4, 1024, f->file, &b[4]), 1);
-	assert_int_equal(bfs_cache_bytes(f->c), 5 * 1024);
-	assert_int_equal(pthread_create(&t, NULL, miss_after_loads, &w), 0);
-	usleep(50000); /* it waits */
-	atomic_store(&finished, 1);
-	for (size_t k = 0; k < 5; k++) {
-		memset(b[k]->data, (int)k, 1024);
-		bfs_cache_done(f->c, b[k], 0);
-		bfs_block_put(b[k]);
-	}
-	pthread_join(t, NULL);
-	assert_int_equal(w.rc, 1);
-	assert_int_equal(w.finished_then, 1);
-	assert_true(w.bytes_then <= bfs_cache_limit(f->c));
-	assert_true(bfs_cache_bytes(f->c) <= bfs_cache_limit(f->c));
-	assert_true(bfs_cache_contains(f->c, 1, 9));
-}
-
 static void test_drop_keeps_readers_copy(void **state)
 {
 	struct fx *f = *state;
@@ -617,8 +525,6 @@ int main(void)
 		T(test_bound_evicts_least_recent),
 		T(test_demoted_goes_first_until_used),
 		T(test_held_block_never_evicted),
-		T(test_bound_kept_when_readers_leave),
-		T(test_miss_waits_for_loads),
 		T(test_drop_keeps_readers_copy),
 		T(test_failed_load_reaches_waiter_and_is_forgotten),
 		T(test_files_are_distinct),
