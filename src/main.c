@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * blockfs and mount.blockfs: parse options, open SOURCE, mount, run the
- * session loop, unwind. Nothing else lives here.
+ * blockfs and mount.blockfs: parse options, check SOURCE and the mount
+ * point, set the process up (descriptor limit, malloc, unwinder), open
+ * the index cache and the spill, mount, run the session loop, unwind.
+ * mount(8)'s helper protocol is mount_helper.c's, the bdi and mountinfo
+ * code mountinfo.c's.
  */
 #include "config.h"
 
