@@ -376,17 +376,24 @@ static struct bfs_spill *spill_new(int fd, uint64_t size)
 	return s;
 }
 
-struct bfs_spill *bfs_spill_begin(uint64_t size)
+/* A new WRITING spill of @size bytes in a file of its own, within the bound; NULL: none. */
+static struct bfs_spill *spill_open(uint64_t size)
 {
-	struct bfs_spill *s;
 	int dfd, fd;
 
-	atomic_fetch_add_explicit(&n_proofs, 1, memory_order_relaxed);
 	if (!reserve(size, &dfd))
 		return NULL;
 	fd = dfd < 0 ? -EBADF : !disk_room(dfd, size) ? -ENOSPC : make_file(dfd);
 	close_fd(dfd);
-	if (!(s = spill_new(fd, size)))
+	return spill_new(fd, size);
+}
+
+struct bfs_spill *bfs_spill_begin(uint64_t size)
+{
+	struct bfs_spill *s;
+
+	atomic_fetch_add_explicit(&n_proofs, 1, memory_order_relaxed);
+	if (!(s = spill_open(size)))
 		return NULL;
 	for (size_t i = 0; i < NBUF; i++) {
 		if (!(s->buf[i] = malloc(BFS_SPILL_BUF))) {
@@ -504,19 +511,14 @@ struct bfs_spill *bfs_spill_put(const void *p, uint64_t size)
 {
 	const uint8_t *from = p;
 	struct bfs_spill *s;
-	int dfd, fd;
 
-	if (!reserve(size, &dfd))
-		return NULL;
-	fd = dfd < 0 ? -EBADF : !disk_room(dfd, size) ? -ENOSPC : make_file(dfd);
-	close_fd(dfd);
-	if (!(s = spill_new(fd, size)))
+	if (!(s = spill_open(size)))
 		return NULL;
 	/* no writer thread and no buffers: the caller's bytes are written here */
 	while (s->written < size) {
 		size_t left =
 			size - s->written > SSIZE_MAX ? SSIZE_MAX : (size_t)(size - s->written);
-		ssize_t n = pwrite(fd, from + s->written, left, (off_t)s->written);
+		ssize_t n = pwrite(s->fd, from + s->written, left, (off_t)s->written);
 
 		if (n < 0 && errno == EINTR)
 			continue;
