@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -333,6 +334,11 @@ struct bfs_fs *tb_mount_new(char dir[TB_DIR_MAX], const char *tag, const struct 
 	bfs_fdc_init(&fs->fdc, max_fds);
 	assert_int_equal(bfs_snap_cache_init(&fs->snaps), 0);
 	return fs;
+}
+
+void tb_settle(void)
+{
+	nanosleep(&(struct timespec){ .tv_nsec = 80 * 1000 * 1000 }, NULL);
 }
 
 void tb_mount_free(struct bfs_fs *fs, const char *dir)

@@ -122,6 +122,8 @@ struct bfs_opts;
  */
 struct bfs_fs *tb_mount_new(char dir[TB_DIR_MAX], const char *tag, const struct bfs_opts *opts,
 			    size_t max_fds);
+/* Sleep past the time a just-changed directory counts as racy (snap.c). */
+void tb_settle(void);
 /* Free tb_mount_new()'s parts and @fs; remove @dir with all in it. */
 void tb_mount_free(struct bfs_fs *fs, const char *dir);
 

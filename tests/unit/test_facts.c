@@ -27,6 +27,7 @@
 #include "blockfs/stats.h"
 #include "facts.h"
 #include "fs_i.h"
+#include "builders.h"
 
 struct fx {
 	char dir[64];
@@ -106,12 +107,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Past the time a just-changed directory counts as racy (snap.c). */
-static void settle(void)
-{
-	nanosleep(&(struct timespec){ .tv_nsec = 80 * 1000 * 1000 }, NULL);
-}
-
 static void test_inode_size(void **state)
 {
 	struct fx *x = *state;
@@ -152,7 +147,7 @@ static void test_shared_with_snapshot(void **state)
 	struct stat st;
 
 	touch(fs->root_fd, "a.lz4");
-	settle();
+	tb_settle();
 	assert_int_equal(fstatat(fs->root_fd, "a.lz4", &st, 0), 0);
 	stamp = bfs_backing_stamp(&st);
 	assert_int_equal(bfs_snap_get(fs, fs->root_fd, &sc.snap), 0);

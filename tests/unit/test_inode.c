@@ -98,12 +98,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Past the time a just-changed directory counts as racy (snap.c). */
-static void settle(void)
-{
-	nanosleep(&(struct timespec){ .tv_nsec = 80 * 1000 * 1000 }, NULL);
-}
-
 static void test_lookup_and_forget(void **state)
 {
 	struct fx *x = *state;
@@ -170,7 +164,7 @@ static void test_directories(void **state)
 	dfd = openat(fs->root_fd, "sub", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_int_equal(mkdirat(dfd, "deeper", 0755), 0);
 	touch(dfd, "f.txt");
-	settle();
+	tb_settle();
 	assert_int_equal(bfs_lookup(fs, &fs->root, "sub", &d, &st), 0);
 	assert_true(S_ISDIR(st.st_mode));
 	assert_int_equal(bfs_lookup(fs, d, "deeper", &e, &st), 0);
@@ -206,7 +200,7 @@ static void test_growth_and_descriptor_bound(void **state)
 		snprintf(name, sizeof(name), "f%05d.txt", i);
 		touch(fs->root_fd, name);
 	}
-	settle();
+	tb_settle();
 	for (int i = 0; i < MANY; i++) {
 		snprintf(name, sizeof(name), "f%05d.txt", i);
 		assert_int_equal(bfs_lookup(fs, &fs->root, name, &in[i], &st), 0);
@@ -239,7 +233,7 @@ static void test_renamed_goes_stale(void **state)
 	struct stat st;
 
 	touch(fs->root_fd, "old.txt");
-	settle();
+	tb_settle();
 	assert_int_equal(bfs_lookup(fs, &fs->root, "old.txt", &a, &st), 0);
 	assert_int_equal(renameat(fs->root_fd, "old.txt", fs->root_fd, "new.txt"), 0);
 	/* while its descriptor is cached, it is reached */
@@ -261,7 +255,7 @@ static void test_idle_ring_holds_a_lookup(void **state)
 	struct stat st;
 
 	touch(fs->root_fd, "a.txt");
-	settle();
+	tb_settle();
 	assert_int_equal(bfs_lookup(fs, &fs->root, "a.txt", &a, &st), 0);
 	bfs_inode_idle(fs, a);
 	assert_true(a->idle);

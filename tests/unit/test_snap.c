@@ -39,12 +39,6 @@ struct fx {
 	struct bfs_fs *fs;
 };
 
-/* Past the time a just-changed directory counts as racy (snap.c). */
-static void settle(void)
-{
-	nanosleep(&(struct timespec){ .tv_nsec = 80 * 1000 * 1000 }, NULL);
-}
-
 static void touch(int dirfd, const char *name)
 {
 	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -100,7 +94,7 @@ static void test_entries_and_names(void **state)
 	touch(x->dirfd, "a.txt");
 	touch(x->dirfd, "b.lz4");
 	assert_int_equal(mkdirat(x->dirfd, "sub", 0755), 0);
-	settle();
+	tb_settle();
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &c.snap), 0);
 	assert_int_equal(bfs_snap_count(c.snap), 5); /* with . and .. */
 	assert_true(has(c.snap, "a.txt", DT_REG));
@@ -129,7 +123,7 @@ static void test_cached_until_changed(void **state)
 	struct bfs_snap *s1, *s2, *s3;
 
 	touch(x->dirfd, "one");
-	settle();
+	tb_settle();
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s1), 0);
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s2), 0);
 	assert_ptr_equal(s1, s2); /* one fstat, no getdents */
@@ -137,7 +131,7 @@ static void test_cached_until_changed(void **state)
 	assert_true(x->fs->snaps.bytes > 0);
 	bfs_snap_put(s2);
 	touch(x->dirfd, "two"); /* the directory's mtime moves */
-	settle();
+	tb_settle();
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s3), 0);
 	assert_ptr_not_equal(s3, s1);
 	assert_true(has(s3, "two", DT_REG));
@@ -158,7 +152,7 @@ static void test_racy_not_kept(void **state)
 	assert_true(has(s1, "now", DT_REG));
 	assert_null(x->fs->snaps.mru);
 	assert_int_equal(x->fs->snaps.bytes, 0);
-	settle();
+	tb_settle();
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s2), 0);
 	assert_ptr_not_equal(s1, s2);
 	assert_ptr_equal(x->fs->snaps.mru, s2); /* now it is kept */
@@ -191,7 +185,7 @@ static void test_sizes_learned(void **state)
 
 	touch(x->dirfd, "f.lz4");
 	assert_int_equal(mkdirat(x->dirfd, "d", 0755), 0);
-	settle();
+	tb_settle();
 	assert_int_equal(fstatat(x->dirfd, "f.lz4", &st, 0), 0);
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &c.snap), 0);
 	/* listed, never sized: a lookup is to open it */
@@ -247,7 +241,7 @@ static void test_budget(void **state)
 
 	for (int i = 0; i < 48; i++)
 		fd[i] = make_dir(x, i, 800);
-	settle();
+	tb_settle();
 	for (int i = 0; i < 48; i++) {
 		struct bfs_snap *s;
 
@@ -279,7 +273,7 @@ static void test_ahead(void **state)
 	assert_int_equal(bfs_workq_new(&x->fs->env.workq, 2, 64, NULL), 0);
 	for (int i = 0; i < 24; i++)
 		fd[i] = make_dir(x, i, 3);
-	settle();
+	tb_settle();
 	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &c.snap), 0);
 	/* a walk looked up the listing's first directory: the next ones are read ahead */
 	bfs_snap_ahead(&c, bfs_snap_at(c.snap, 0).name);
