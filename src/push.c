@@ -24,8 +24,10 @@ struct bfs_push_window *bfs_push_window_new(void)
 {
 	struct bfs_push_window *w = calloc(1, sizeof(*w));
 
-	if (w)
+	if (w) {
 		atomic_init(&w->refs, 1);
+		bfs_mutex_init(&w->lock);
+	}
 	return w;
 }
 
@@ -37,8 +39,44 @@ void bfs_push_window_put(struct bfs_push_window *w)
 		return;
 	was = atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel);
 	assert(was > 0);
-	if (was == 1)
+	if (was == 1) {
+		pthread_mutex_destroy(&w->lock);
 		free(w);
+	}
+}
+
+bool bfs_push_window_trip(struct bfs_push_window *w, uint64_t off, size_t len, void *buf)
+{
+	bool have;
+
+	bfs_mutex_lock(&w->lock);
+	have = w->trip_len && off >= w->trip_off && len <= w->trip_len &&
+	       off - w->trip_off <= w->trip_len - len;
+	if (have)
+		memcpy(buf, w->trip + (off - w->trip_off), len);
+	bfs_mutex_unlock(&w->lock);
+	return have;
+}
+
+void bfs_push_window_keep(struct bfs_push_window *w, const uint64_t *at, uint8_t *const *buf,
+			  size_t n, uint64_t hole, uint64_t hole_to)
+{
+	size_t i = 0;
+
+	if (hole < at[0] || hole_to > at[n] || hole_to <= hole || hole_to - hole > BFS_PAGE)
+		return;
+	bfs_mutex_lock(&w->lock);
+	w->trip_off = hole;
+	w->trip_len = (uint32_t)(hole_to - hole);
+	for (uint64_t pos = hole; pos < hole_to; i++) {
+		uint64_t stop = at[i + 1] < hole_to ? at[i + 1] : hole_to;
+
+		if (stop <= pos)
+			continue;
+		memcpy(w->trip + (pos - hole), buf[i] + (pos - at[i]), (size_t)(stop - pos));
+		pos = stop;
+	}
+	bfs_mutex_unlock(&w->lock);
 }
 
 static uint64_t page_down(uint64_t x)
@@ -187,6 +225,8 @@ ssize_t bfs_push_run(const struct bfs_push_req *r)
 		buf[i] = rv.iov[i].iov_base;
 		at[i + 1] = at[i] + rv.iov[i].iov_len;
 	}
+	if (r->win)
+		bfs_push_window_keep(r->win, at, buf, rv.cnt, r->hole, r->hole_to);
 	n = bfs_push_slice(at, buf, rv.cnt, r->hole, r->hole_to, bounce, emit, &e);
 	if (n > 0) {
 		BFS_COUNT(f->ctr, prefetched, rv.nblk);

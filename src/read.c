@@ -317,6 +317,21 @@ static ssize_t read_random(struct bfs_file *f, size_t k0, size_t k1, uint64_t of
 	return (ssize_t)size;
 }
 
+ssize_t bfs_file_readv_copy(struct bfs_file *f, const void *p, size_t n, struct bfs_readv *rv)
+{
+	readv_init(rv);
+	rv->own = malloc(n ? n : 1);
+	if (!rv->own)
+		return -ENOMEM;
+	memcpy(rv->own, p, n);
+	rv->iov[0] = (struct iovec){ .iov_base = rv->own, .iov_len = n };
+	rv->cnt = 1;
+	BFS_COUNT(f->ctr, reads, 1);
+	BFS_COUNT(f->ctr, hits, 1);
+	BFS_COUNT(f->ctr, bytes, (uint64_t)n);
+	return (ssize_t)n;
+}
+
 /* bfs_file_readv(); @reader: a reader's request (counted, drives read-ahead). */
 static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
 			bool reader, unsigned int flags)

@@ -81,8 +81,8 @@ bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uin
 		w->trip = UINT64_MAX;
 	if (w->run < cfg->run_min || cfg->size < 2 * BFS_PAGE)
 		return false;
-	if (w->pushed >= end && w->pushed - end >= half)
-		return false; /* still half a window ahead */
+	if (w->pushed >= end && w->pushed - end >= cfg->size - (cfg->step ? cfg->step : half))
+		return false; /* still ahead by all but a step (half a window) */
 	from = w->pushed;
 	if (from < page_up(end))
 		from = page_up(end) + page_up(cfg->gap); /* the kernel reads up to there */
@@ -239,6 +239,33 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 	return p->to;
 }
 
+/*
+ * Big blocks are pushed whole: @p ends where its last block does, so that
+ * no job decodes a block only to push part of it while the next window's
+ * job for the rest waits for that decode. Under s->lock.
+ */
+static void whole_blocks(struct bfs_stream *s, struct bfs_window_plan *p)
+{
+	uint64_t start, len;
+
+	if (!bfs_file_block_at(s->f, p->to - 1, &start, &len) || start + len <= p->to)
+		return;
+	p->to = start + len;
+	s->win.pushed = p->to;
+}
+
+/* Queue @p; where queuing stopped short, the window goes back to there. */
+static void queue_window(struct bfs_stream *s, const struct bfs_window_plan *p, unsigned int gen)
+{
+	uint64_t stop = queue_plan(s, p, gen);
+
+	if (stop < p->to) {
+		bfs_mutex_lock(&s->lock);
+		bfs_window_retreat(&s->win, stop);
+		bfs_mutex_unlock(&s->lock);
+	}
+}
+
 ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct bfs_readv *rv,
 			struct bfs_stream_next *next)
 {
@@ -251,7 +278,8 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	struct bfs_window_plan plan;
 	unsigned int gen, ngen, run;
 	uint64_t end = off + size;
-	bool go, random;
+	uint8_t page[BFS_PAGE];
+	bool go, random, big;
 	ssize_t n;
 
 	*next = (struct bfs_stream_next){ .go = false };
@@ -284,17 +312,22 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	 * reaches one block per worker and the one after, so that they decode
 	 * side by side rather than one at a time; at most 8 windows.
 	 */
-	if (cfg.size && bfs_file_block_max(f) > cfg.size / 2) {
+	big = cfg.size && bfs_file_block_max(f) > cfg.size / 2;
+	if (big) {
 		uint64_t want =
 			(uint64_t)bfs_file_block_max(f) * (bfs_workq_threads(ahead_q(env)) + 1);
 
 		cfg.size = want < 8 * cfg.size ? want : 8 * cfg.size;
+		/* topped up a block at a time, so that every worker always has one */
+		cfg.step = bfs_file_block_max(f) < cfg.size / 2 ? bfs_file_block_max(f) : 0;
 	}
 	if (!bfs_workq_threads(ahead_q(env)))
 		cfg.size = 0;
 	bfs_mutex_lock(&s->lock);
 	gen = s->win.gen;
 	go = bfs_window_step(&s->win, &cfg, off, end, &plan);
+	if (go && big)
+		whole_blocks(s, &plan);
 	run = s->win.run;
 	ngen = s->win.gen;
 	if (ngen != gen) /* a jump: the old window's jobs stop */
@@ -305,14 +338,28 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 			"), tripwire %" PRIu64,
 			f->name, off, plan.from, plan.to, plan.trip);
 	atomic_store_explicit(&f->streaming, run >= SEQ_RUN_MIN, memory_order_relaxed);
-	/* decided as the READ arrives (the window's marks cover it), queued after the reply */
+	/*
+	 * Decided as the READ arrives (the window's marks cover it), queued
+	 * after the reply: waking a worker costs the waker tens of
+	 * microseconds, which a READ served from the cache should not wait
+	 * for. Big blocks are queued at once: this READ is likely to wait
+	 * for a decode itself, and while it did, the blocks after it were
+	 * not being decoded (one worker busy of two).
+	 */
+	if (go && big) {
+		queue_window(s, &plan, ngen);
+		go = false;
+	}
 	next->go = go;
 	next->gen = ngen;
 	next->plan = plan;
 	/* a reader that is not (yet) sequential may want only a little of a block */
 	random = advice == BFS_ADV_RANDOM ||
 		 (advice != BFS_ADV_SEQUENTIAL && advice != BFS_ADV_WILLNEED && run < SEQ_RUN_MIN);
-	n = bfs_file_readv(f, off, size, rv, random ? BFS_READ_RANDOM : 0);
+	if (end - off <= BFS_PAGE && bfs_push_window_trip(s->pw, off, (size_t)(end - off), page))
+		n = bfs_file_readv_copy(f, page, (size_t)(end - off), rv);
+	else
+		n = bfs_file_readv(f, off, size, rv, random ? BFS_READ_RANDOM : 0);
 	if (n <= 0)
 		return n;
 	behind(f, off, off + (uint64_t)n, advice, run);
@@ -329,16 +376,9 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 void bfs_stream_ahead(struct bfs_stream *s, const struct bfs_stream_next *next)
 {
 	struct bfs_file *f = s->f;
-	uint64_t stop;
 
-	if (next->go) {
-		stop = queue_plan(s, &next->plan, next->gen);
-		if (stop < next->plan.to) {
-			bfs_mutex_lock(&s->lock);
-			bfs_window_retreat(&s->win, stop);
-			bfs_mutex_unlock(&s->lock);
-		}
-	}
+	if (next->go)
+		queue_window(s, &next->plan, next->gen);
 	/*
 	 * Blocks a reader came back to are what it asked for, as willneed is:
 	 * at nice 10, not 19. Beside a CPU-bound load, with a FUSE loop that

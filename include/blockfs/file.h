@@ -276,6 +276,13 @@ struct bfs_readv {
 BFS_MUST_CHECK ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size,
 				      struct bfs_readv *rv, unsigned int flags);
 void bfs_readv_release(struct bfs_readv *rv);
+/*
+ * A reader's request answered with a copy of @n bytes at @p that blockfs
+ * kept aside (stream.c, a tripwire's page): counted as a read and a cache
+ * hit. Return: @n, or -ENOMEM. Call bfs_readv_release() in every case.
+ */
+BFS_MUST_CHECK ssize_t bfs_file_readv_copy(struct bfs_file *f, const void *p, size_t n,
+					   struct bfs_readv *rv);
 /* bfs_file_readv() for blockfs itself (decoding ahead): not counted as a reader's request. */
 BFS_MUST_CHECK ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size,
 				      struct bfs_readv *rv);

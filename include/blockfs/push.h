@@ -20,6 +20,7 @@
 #ifndef BLOCKFS_PUSH_H
 #define BLOCKFS_PUSH_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,10 +44,36 @@ struct bfs_push_window {
 	atomic_uint refs;
 	atomic_uint gen;	     /* bumped when the reader jumps: older jobs stop */
 	atomic_uint_fast64_t served; /* the kernel asked (READ) for bytes below this */
+	/*
+	 * The bytes of the last tripwire a job left out, copied as it pushed
+	 * the pages around it: the READ that trips finds them here, not in a
+	 * block that may have left the cache (a 24 MiB xz block would be
+	 * decoded again for one page). A version's bytes at an offset never
+	 * change, so the offset alone says whose they are.
+	 */
+	pthread_mutex_t lock; /* protects the three below; a leaf */
+	uint64_t trip_off;
+	uint32_t trip_len; /* 0: none */
+	uint8_t trip[BFS_PAGE];
 };
 
 struct bfs_push_window *bfs_push_window_new(void);
 void bfs_push_window_put(struct bfs_push_window *w); /* NULL is a no-op */
+
+/*
+ * bfs_push_window_keep() - keep in @w the bytes of the tripwire [@hole,
+ * @hole_to) (at most a page) from the buffers @buf of [at[0], at[@n]), as
+ * bfs_push_slice() takes them; nothing when the tripwire is not wholly
+ * in that range.
+ */
+void bfs_push_window_keep(struct bfs_push_window *w, const uint64_t *at, uint8_t *const *buf,
+			  size_t n, uint64_t hole, uint64_t hole_to);
+
+/**
+ * bfs_push_window_trip() - copy [@off, @off + @len) into @buf if @w holds
+ * those bytes of the last tripwire. Return: true when it did.
+ */
+bool bfs_push_window_trip(struct bfs_push_window *w, uint64_t off, size_t len, void *buf);
 
 /* One range to decode ahead. */
 struct bfs_push_req {

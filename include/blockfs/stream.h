@@ -105,6 +105,7 @@ struct bfs_window_cfg {
 	uint64_t gap;	      /* the kernel's read-ahead: the first pushes start past it */
 	uint64_t eof;	      /* the file's size */
 	unsigned int run_min; /* sequential READs before pushing starts (0: at once) */
+	uint64_t step; /* a READ moves the window once it can add this much (0: half of it) */
 };
 
 void bfs_window_init(struct bfs_window *w);

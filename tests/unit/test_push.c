@@ -190,6 +190,33 @@ static void test_slice_skips_tripwire(void **state)
 	}
 }
 
+/* A tripwire's page across two buffers, kept; READs inside it get its bytes, others nothing. */
+static void test_window_keeps_tripwire(void **state)
+{
+	static const size_t len[] = { 65280, 65280, 65280 };
+	uint64_t from = 1 << 20, trip = from + 15 * P; /* 61440: the first buffer ends inside it */
+	struct range *r = range_new(from, len, 3);
+	struct bfs_push_window *w = bfs_push_window_new();
+	uint8_t got[P];
+
+	(void)state;
+	assert_non_null(w);
+	assert_false(bfs_push_window_trip(w, trip, P, got)); /* nothing kept yet */
+	/* a tripwire outside the range is not kept */
+	bfs_push_window_keep(w, r->at, r->buf, r->n, r->at[r->n], r->at[r->n] + P);
+	assert_false(bfs_push_window_trip(w, r->at[r->n], 1, got));
+	bfs_push_window_keep(w, r->at, r->buf, r->n, trip, trip + P);
+	assert_true(bfs_push_window_trip(w, trip, P, got));
+	assert_memory_equal(got, r->src + (trip - from), P);
+	assert_true(bfs_push_window_trip(w, trip + 100, 200, got));
+	assert_memory_equal(got, r->src + (trip + 100 - from), 200);
+	assert_false(bfs_push_window_trip(w, trip - 1, 2, got));
+	assert_false(bfs_push_window_trip(w, trip + P - 1, 2, got));
+	assert_false(bfs_push_window_trip(w, trip + P, 1, got));
+	bfs_push_window_put(w);
+	range_free(r);
+}
+
 /* A READ's pages, several of them, left out of a block pushed whole. */
 static void test_slice_skips_read_range(void **state)
 {
@@ -268,6 +295,31 @@ static void test_window_moves_on_at_tripwire(void **state)
 	assert_int_equal(p.from, 14 * MIB + P);
 	assert_int_equal(p.to, 18 * MIB + 2 * P);
 	assert_int_equal(w.run, 5);
+}
+
+/* Big blocks: a READ tops the window up once a block's worth can be added, not half a window. */
+static void test_window_tops_up_by_step(void **state)
+{
+	const uint64_t b = 24 * MIB;
+	struct bfs_window_cfg half = { .size = 3 * b, .eof = 20 * b }, step = half;
+	struct bfs_window wh, ws;
+	struct bfs_window_plan p;
+
+	(void)state;
+	step.step = b;
+	bfs_window_init(&wh);
+	bfs_window_init(&ws);
+	assert_true(bfs_window_step(&wh, &half, 0, MIB, &p));
+	assert_true(bfs_window_step(&ws, &step, 0, MIB, &p));
+	assert_int_equal(p.to, MIB + 3 * b);
+	/* two and a half blocks ahead: neither moves */
+	assert_false(bfs_window_step(&ws, &step, b / 2, b / 2 + MIB, &p));
+	assert_false(bfs_window_step(&wh, &half, b / 2, b / 2 + MIB, &p));
+	/* just under two blocks ahead: a block can be added, but not half a window */
+	assert_false(bfs_window_step(&wh, &half, b + MIB, b + 2 * MIB, &p));
+	assert_true(bfs_window_step(&ws, &step, b + MIB, b + 2 * MIB, &p));
+	assert_int_equal(p.from, MIB + 3 * b);
+	assert_int_equal(p.to, 4 * b + 2 * MIB);
 }
 
 static void test_window_jump_starts_over(void **state)
@@ -364,9 +416,11 @@ int main(void)
 		cmocka_unit_test(test_slice_partial_last_page),
 		cmocka_unit_test(test_slice_skips_tripwire),
 		cmocka_unit_test(test_slice_skips_read_range),
+		cmocka_unit_test(test_window_keeps_tripwire),
 		cmocka_unit_test(test_slice_stops_on_failure),
 		cmocka_unit_test(test_window_starts_past_kernel_readahead),
 		cmocka_unit_test(test_window_moves_on_at_tripwire),
+		cmocka_unit_test(test_window_tops_up_by_step),
 		cmocka_unit_test(test_window_jump_starts_over),
 		cmocka_unit_test(test_window_reader_outruns_pushes),
 		cmocka_unit_test(test_window_ends_at_eof),
