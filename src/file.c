@@ -443,6 +443,14 @@ bool bfs_file_block_at(const struct bfs_file *f, uint64_t off, uint64_t *start, 
 	return true;
 }
 
+bool bfs_file_block_chained(const struct bfs_file *f, uint64_t off)
+{
+	size_t k;
+
+	return f->codec && bfs_index_find(&f->idx, off, &k) == 0 &&
+	       (f->idx.blk[k].flags & BFS_BLK_CHAIN);
+}
+
 uint32_t bfs_file_block_max(const struct bfs_file *f)
 {
 	return f->idx.max_usize;

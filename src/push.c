@@ -204,7 +204,7 @@ ssize_t bfs_push_run(const struct bfs_push_req *r)
 		to = usize;
 	if (from >= to)
 		return 0;
-	n = bfs_file_peekv(f, from, (size_t)(to - from), &rv);
+	n = bfs_file_peekv(f, from, (size_t)(to - from), &rv, r->once ? BFS_READ_ONCE : 0);
 	if (n <= 0 || !r->ino || !f->env->push) {
 		if (n > 0)
 			BFS_COUNT(f->ctr, prefetched, rv.nblk);

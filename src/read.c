@@ -87,7 +87,8 @@ void bfs_readv_release(struct bfs_readv *rv)
  * run by run. Every block we were given to fill is finished (done) on
  * every path, or its waiters would wait forever.
  */
-static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_readv *rv, bool quiet)
+static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_readv *rv, bool quiet,
+		       bool once)
 {
 	struct bfs_cache *cache = f->env->cache;
 	size_t n = k1 - k0 + 1, run = SIZE_MAX;
@@ -169,10 +170,12 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 			rc = rr;
 		/*
 		 * Good blocks to spill are claimed before done, so that no
-		 * reader decodes them again meanwhile (bit 1 of fill[])
+		 * reader decodes them again meanwhile (bit 1 of fill[]); not
+		 * those decoded ahead of a reader that reads them once
 		 */
 		for (size_t j = run; j < i; j++)
-			if (fill[j] && bfs_unit_worth(f, k0 + j) && bfs_unit_claim(f, k0 + j))
+			if (fill[j] && !once && bfs_unit_worth(f, k0 + j) &&
+			    bfs_unit_claim(f, k0 + j))
 				fill[j] |= 2;
 		for (size_t j = run; j < i; j++)
 			bfs_cache_done(cache, rv->blk[j], fill[j] ? 0 : rr);
@@ -396,7 +399,7 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 	}
 	rc = readv_reserve(rv, k1 - k0 + 1);
 	if (rc == 0)
-		rc = take_blocks(f, k0, k1, rv, !reader);
+		rc = take_blocks(f, k0, k1, rv, !reader, flags & BFS_READ_ONCE);
 	if (rc < 0)
 		goto out_err;
 	for (size_t i = 0; i < rv->nblk; i++) {
@@ -426,9 +429,10 @@ ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs
 	return readv_as(f, off, size, rv, true, flags);
 }
 
-ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv)
+ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
+		       unsigned int flags)
 {
-	return readv_as(f, off, size, rv, false, 0);
+	return readv_as(f, off, size, rv, false, flags & BFS_READ_ONCE);
 }
 
 ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off)

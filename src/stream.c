@@ -27,9 +27,17 @@
  * going on from there: the kernel's read-ahead sends several requests at
  * once, and they arrive slightly out of order.
  */
-#define SEQ_SLACK   (2u << 20)
+#define SEQ_SLACK    (2u << 20)
 /* Sequential READs in a row before pushing starts, under advice normal. */
-#define SEQ_RUN_MIN 2
+#define SEQ_RUN_MIN  2
+/*
+ * READs in a row, each past every READ before it (within SEQ_SLACK),
+ * before what is pushed ahead is taken to be read once: blocks decoded
+ * for such pushes are not also kept in the spill (unit.c). A random
+ * reader inside the window goes back within a few READs; eight records
+ * in a row by chance are about one in 40,000.
+ */
+#define SEQ_ONCE_MIN 8
 
 struct bfs_stream {
 	struct bfs_file *f; /* one reference */
@@ -69,8 +77,10 @@ bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uin
 	 */
 	if (tripped || (off + back >= w->next && off <= ahead + SEQ_SLACK)) {
 		w->run++;
+		w->fwd = off + SEQ_SLACK >= w->next ? w->fwd + 1 : 0;
 	} else {
 		w->run = 1; /* a jump: this READ starts a new run */
+		w->fwd = 0;
 		w->gen++;
 		w->pushed = 0;
 		w->trip = UINT64_MAX;
@@ -97,6 +107,7 @@ bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uin
 		plan->trip = from; /* never the partial last page: nothing follows it */
 	plan->from = from;
 	plan->to = to;
+	plan->once = w->fwd >= SEQ_ONCE_MIN;
 	w->pushed = to;
 	w->trip = plan->trip;
 	return true;
@@ -221,6 +232,7 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 			.hole_to = pushing ? p->trip + BFS_PAGE : p->trip,
 			.win = s->pw,
 			.gen = gen,
+			.once = p->once,
 		};
 		uint64_t start, len;
 
@@ -318,8 +330,15 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 			(uint64_t)bfs_file_block_max(f) * (bfs_workq_threads(ahead_q(env)) + 1);
 
 		cfg.size = want < 8 * cfg.size ? want : 8 * cfg.size;
-		/* topped up a block at a time, so that every worker always has one */
-		cfg.step = bfs_file_block_max(f) < cfg.size / 2 ? bfs_file_block_max(f) : 0;
+		/*
+		 * Independent ones are topped up a block at a time, so that
+		 * every worker always has one. Not spans of one frame: a span
+		 * decodes by going on from the one before, with the decoder
+		 * its READ parks after its reply; a worker that took the next
+		 * span first would start the frame over.
+		 */
+		big = !bfs_file_block_chained(f, off);
+		cfg.step = big && bfs_file_block_max(f) < cfg.size / 2 ? bfs_file_block_max(f) : 0;
 	}
 	if (!bfs_workq_threads(ahead_q(env)))
 		cfg.size = 0;

@@ -283,9 +283,15 @@ void bfs_readv_release(struct bfs_readv *rv);
  */
 BFS_MUST_CHECK ssize_t bfs_file_readv_copy(struct bfs_file *f, const void *p, size_t n,
 					   struct bfs_readv *rv);
+/*
+ * Decoding ahead of a reader that goes only forward: the blocks are read
+ * once, from the page cache they are pushed into, so they are not also
+ * kept in the spill (unit.c).
+ */
+#define BFS_READ_ONCE 2u
 /* bfs_file_readv() for blockfs itself (decoding ahead): not counted as a reader's request. */
 BFS_MUST_CHECK ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size,
-				      struct bfs_readv *rv);
+				      struct bfs_readv *rv, unsigned int flags);
 
 /*
  * bfs_file_let_go() - @f's cached blocks in [@from, @to) are wanted no more:
@@ -307,6 +313,8 @@ void bfs_file_let_go(struct bfs_file *f, uint64_t from, uint64_t to, uint64_t ho
  * false when @off is not in a block yet known exactly (file.c).
  */
 bool bfs_file_block_at(const struct bfs_file *f, uint64_t off, uint64_t *start, uint64_t *len);
+/* Does the block holding @off decode only by going on from the one before it (a span)? */
+bool bfs_file_block_chained(const struct bfs_file *f, uint64_t off);
 /* The largest decoded block of @f, and the block size its format declares (0: none). */
 uint32_t bfs_file_block_max(const struct bfs_file *f);
 uint32_t bfs_file_block_size(const struct bfs_file *f);

@@ -83,6 +83,7 @@ struct bfs_push_req {
 	uint64_t hole, hole_to;	     /* pages not to push: a tripwire, the pages of a READ */
 	struct bfs_push_window *win; /* NULL: wanted whatever happens */
 	unsigned int gen;	     /* @win's generation when queued */
+	bool once;		     /* a reader that went only forward: read once, not spilled */
 };
 
 /**

@@ -59,6 +59,7 @@ struct bfs_file *bfs_stream_file(const struct bfs_stream *s);
 /* What to queue after a READ: [from, to) in chunks, leaving out @trip. */
 struct bfs_window_plan {
 	uint64_t from, to, trip;
+	bool once; /* the reader went only forward for a while: it reads these once */
 };
 
 /* What a READ leaves for after its reply: the pushes it decided on. */
@@ -98,6 +99,7 @@ struct bfs_window {
 	uint64_t pushed;  /* pushes are queued up to here */
 	uint64_t trip;	  /* the page left out as the tripwire, or UINT64_MAX */
 	unsigned int gen; /* bumped by a jump */
+	unsigned int fwd; /* READs in a row that went past every READ before them */
 };
 
 struct bfs_window_cfg {

@@ -322,6 +322,33 @@ static void test_window_tops_up_by_step(void **state)
 	assert_int_equal(p.to, 4 * b + 2 * MIB);
 }
 
+/* Plans are read once only after SEQ_ONCE_MIN READs each past all before; going back resets it. */
+static void test_window_once_after_forward_run(void **state)
+{
+	/* READs as long as the window: every one of them plans */
+	struct bfs_window_cfg c = { .size = 4 * MIB, .eof = 1024 * MIB };
+	struct bfs_window w;
+	struct bfs_window_plan p;
+	uint64_t off = 32 * MIB;
+
+	(void)state;
+	bfs_window_init(&w);
+	for (unsigned int i = 0; i < 7; i++, off += 4 * MIB) {
+		assert_true(bfs_window_step(&w, &c, off, off + 4 * MIB, &p));
+		assert_false(p.once);
+	}
+	/* back 3 MiB, inside the window: the same run (still ahead), but not forward */
+	assert_false(bfs_window_step(&w, &c, off - 3 * MIB, off + MIB, &p));
+	assert_int_equal(w.fwd, 0);
+	for (unsigned int i = 0; i < 7; i++, off += 4 * MIB) {
+		assert_true(bfs_window_step(&w, &c, off, off + 4 * MIB, &p));
+		assert_false(p.once);
+	}
+	/* the eighth READ forward: what the window queues from now on is read once */
+	assert_true(bfs_window_step(&w, &c, off, off + 4 * MIB, &p));
+	assert_true(p.once);
+}
+
 static void test_window_jump_starts_over(void **state)
 {
 	struct bfs_window w;
@@ -421,6 +448,7 @@ int main(void)
 		cmocka_unit_test(test_window_starts_past_kernel_readahead),
 		cmocka_unit_test(test_window_moves_on_at_tripwire),
 		cmocka_unit_test(test_window_tops_up_by_step),
+		cmocka_unit_test(test_window_once_after_forward_run),
 		cmocka_unit_test(test_window_jump_starts_over),
 		cmocka_unit_test(test_window_reader_outruns_pushes),
 		cmocka_unit_test(test_window_ends_at_eof),
