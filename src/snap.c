@@ -137,17 +137,79 @@ static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 }
 
 /* Read the directory open as O_PATH @dirfd into a new snapshot. */
+#define SNAP_BUF_MIN (32u << 10)
+#define SNAP_BUF_MAX (1u << 20)
+
+/*
+ * The getdents64 buffer for a directory of @dst: about twice its size
+ * (ext4 keeps an entry in fewer bytes than the call returns it in), within
+ * bounds, so that a directory of a few thousand names takes one call and
+ * the empty one that ends it.
+ */
+static size_t snap_buf_size(const struct stat *dst)
+{
+	uint64_t want = dst->st_size > 0 ? (uint64_t)dst->st_size * 2 : 0;
+
+	if (want < SNAP_BUF_MIN)
+		return SNAP_BUF_MIN;
+	return want > SNAP_BUF_MAX ? SNAP_BUF_MAX : (size_t)want;
+}
+
+/* Append backing entry @d to @s; *@cap, *@ncap, *@nlen: its arrays' room and use. */
+static int snap_add(struct bfs_snap *s, const struct dirent64 *d, size_t *cap, size_t *ncap,
+		    size_t *nlen)
+{
+	size_t len = strlen(d->d_name) + 1;
+
+	if (s->n == *cap) {
+		struct snent *ne = realloc(s->e, (*cap ? *cap * 2 : 64) * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		s->e = ne;
+		*cap = *cap ? *cap * 2 : 64;
+	}
+	if (*nlen + len > *ncap) {
+		size_t want = *ncap ? *ncap * 2 : 2048;
+		char *nn;
+
+		if (want < *nlen + len)
+			want = *nlen + len;
+		nn = realloc(s->names, want);
+		if (!nn)
+			return -ENOMEM;
+		s->names = nn;
+		*ncap = want;
+	}
+	memcpy(s->names + *nlen, d->d_name, len);
+	s->e[s->n] = (struct snent){ .name = (uint32_t)*nlen,
+				     .ino = d->d_ino,
+				     .type = d->d_type,
+				     .size = NO_SIZE };
+	*nlen += len;
+	s->n++;
+	return 0;
+}
+
+/*
+ * The backing directory's entries, read with getdents64 itself into one
+ * buffer sized for the directory: readdir(3) would add an fstat and two
+ * fcntls (fdopendir) and a call per 32 KiB to each directory a walk reads.
+ */
 static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struct bfs_snap **out)
 {
-	size_t cap = 0, ncap = 0, nlen = 0;
+	size_t cap = 0, ncap = 0, nlen = 0, bsize = snap_buf_size(dst);
 	struct bfs_snap *s;
-	struct dirent *d;
-	DIR *dp;
-	int fd;
+	char *buf;
+	int fd, rc = 0;
 
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	buf = malloc(bsize);
+	if (!s || !buf) {
+		free(s);
+		free(buf);
 		return -ENOMEM;
+	}
 	atomic_init(&s->refs, 1);
 	bfs_mutex_init(&s->pair_lock);
 	s->dev = dst->st_dev;
@@ -158,45 +220,35 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 	bfs_handoff();
 	fd = bfs_backing_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY);
 	if (fd < 0) {
-		free(s);
-		return -errno;
+		rc = -errno;
+		free(buf);
+		snap_free(s);
+		return rc;
 	}
-	dp = fdopendir(fd);
-	if (!dp) {
-		close(fd);
-		free(s);
-		return -errno;
-	}
-	while ((errno = 0, d = readdir(dp))) {
-		size_t len = strlen(d->d_name) + 1;
+	for (;;) {
+		ssize_t got = getdents64(fd, buf, bsize);
 
-		if (s->n == cap) {
-			struct snent *ne = realloc(s->e, (cap = cap ? cap * 2 : 64) * sizeof(*ne));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			rc = -errno;
+		if (got <= 0)
+			break;
+		for (size_t at = 0; at < (size_t)got && rc == 0;) {
+			const struct dirent64 *d = (const struct dirent64 *)(void *)(buf + at);
 
-			if (!ne)
-				goto out_nomem;
-			s->e = ne;
+			rc = snap_add(s, d, &cap, &ncap, &nlen);
+			at += d->d_reclen;
 		}
-		if (nlen + len > ncap) {
-			char *nn;
-
-			ncap = ncap ? ncap * 2 : 2048;
-			if (ncap < nlen + len)
-				ncap = nlen + len;
-			nn = realloc(s->names, ncap);
-			if (!nn)
-				goto out_nomem;
-			s->names = nn;
-		}
-		memcpy(s->names + nlen, d->d_name, len);
-		s->e[s->n] = (struct snent){ .name = (uint32_t)nlen,
-					     .ino = d->d_ino,
-					     .type = d->d_type,
-					     .size = NO_SIZE };
-		nlen += len;
-		s->n++;
+		if (rc < 0)
+			break;
 	}
-	closedir(dp);
+	close(fd);
+	free(buf);
+	if (rc < 0) {
+		snap_free(s);
+		return rc;
+	}
 	/*
 	 * Trimmed to fit: at the growth's first sizes a tree of small
 	 * directories (the kernel's 5,000) overflowed BFS_SNAP_BUDGET, and a
@@ -222,11 +274,6 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 	snap_index(s);
 	*out = s;
 	return 0;
-
-out_nomem:
-	closedir(dp);
-	snap_free(s);
-	return -ENOMEM;
 }
 
 static size_t snap_bucket(dev_t dev, ino_t ino)
