@@ -195,8 +195,11 @@ static int snap_add(struct bfs_snap *s, const struct dirent64 *d, size_t *cap, s
  * The backing directory's entries, read with getdents64 itself into one
  * buffer sized for the directory: readdir(3) would add an fstat and two
  * fcntls (fdopendir) and a call per 32 KiB to each directory a walk reads.
+ * @dirfd is read itself when @own (opened for reading by the caller, who
+ * closes it), else through an open of its ".".
  */
-static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struct bfs_snap **out)
+static int snap_read(struct bfs_fs *fs, int dirfd, bool own, const struct stat *dst,
+		     struct bfs_snap **out)
 {
 	size_t cap = 0, ncap = 0, nlen = 0, bsize = snap_buf_size(dst);
 	struct bfs_snap *s;
@@ -218,7 +221,7 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 	s->ctime = dst->st_ctim;
 	/* once per directory and change: it may wait for the disk, or be long */
 	bfs_handoff();
-	fd = bfs_backing_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY);
+	fd = own ? dirfd : bfs_backing_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY);
 	if (fd < 0) {
 		rc = -errno;
 		free(buf);
@@ -243,7 +246,8 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 		if (rc < 0)
 			break;
 	}
-	close(fd);
+	if (!own)
+		close(fd);
 	free(buf);
 	if (rc < 0) {
 		snap_free(s);
@@ -459,7 +463,7 @@ static int snap_fill(struct bfs_fs *fs, int dirfd, const struct stat *dst, size_
 	struct bfs_snap *s = NULL, *old = NULL;
 	int rc;
 
-	rc = snap_read(fs, dirfd, dst, &s);
+	rc = snap_read(fs, dirfd, ahead != NULL, dst, &s); /* ahead_run()'s own */
 	if (rc < 0)
 		return rc;
 	/* Probes of the entries that kept their inode still hold: files are stamped anyway. */
@@ -538,8 +542,9 @@ static void ahead_run(struct bfs_work *w)
 	bool ahead = false;
 	int fd;
 
+	/* for reading (snap_read() reads it itself: no second open) */
 	fd = bfs_backing_openat(fs, j->dirfd, bfs_snap_ename(j->parent, j->e),
-				O_PATH | O_DIRECTORY | O_NOFOLLOW);
+				O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
 	if (fd >= 0) {
 		ahead = true;
 		if (snap_get(fs, fd, &ahead, &s) == 0)
