@@ -137,17 +137,82 @@ static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 }
 
 /* Read the directory open as O_PATH @dirfd into a new snapshot. */
-static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struct bfs_snap **out)
+#define SNAP_BUF_MIN (32u << 10)
+#define SNAP_BUF_MAX (1u << 20)
+
+/*
+ * The getdents64 buffer for a directory of @dst: about twice its size
+ * (ext4 keeps an entry in fewer bytes than the call returns it in), within
+ * bounds, so that a directory of a few thousand names takes one call and
+ * the empty one that ends it.
+ */
+static size_t snap_buf_size(const struct stat *dst)
 {
-	size_t cap = 0, ncap = 0, nlen = 0;
+	uint64_t want = dst->st_size > 0 ? (uint64_t)dst->st_size * 2 : 0;
+
+	if (want < SNAP_BUF_MIN)
+		return SNAP_BUF_MIN;
+	return want > SNAP_BUF_MAX ? SNAP_BUF_MAX : (size_t)want;
+}
+
+/* Append backing entry @d to @s; *@cap, *@ncap, *@nlen: its arrays' room and use. */
+static int snap_add(struct bfs_snap *s, const struct dirent64 *d, size_t *cap, size_t *ncap,
+		    size_t *nlen)
+{
+	size_t len = strlen(d->d_name) + 1;
+
+	if (s->n == *cap) {
+		struct snent *ne = realloc(s->e, (*cap ? *cap * 2 : 64) * sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		s->e = ne;
+		*cap = *cap ? *cap * 2 : 64;
+	}
+	if (*nlen + len > *ncap) {
+		size_t want = *ncap ? *ncap * 2 : 2048;
+		char *nn;
+
+		if (want < *nlen + len)
+			want = *nlen + len;
+		nn = realloc(s->names, want);
+		if (!nn)
+			return -ENOMEM;
+		s->names = nn;
+		*ncap = want;
+	}
+	memcpy(s->names + *nlen, d->d_name, len);
+	s->e[s->n] = (struct snent){ .name = (uint32_t)*nlen,
+				     .ino = d->d_ino,
+				     .type = d->d_type,
+				     .size = NO_SIZE };
+	*nlen += len;
+	s->n++;
+	return 0;
+}
+
+/*
+ * The backing directory's entries, read with getdents64 itself into one
+ * buffer sized for the directory: readdir(3) would add an fstat and two
+ * fcntls (fdopendir) and a call per 32 KiB to each directory a walk reads.
+ * @dirfd is read itself when @own (opened for reading by the caller, who
+ * closes it), else through an open of its ".".
+ */
+static int snap_read(struct bfs_fs *fs, int dirfd, bool own, const struct stat *dst,
+		     struct bfs_snap **out)
+{
+	size_t cap = 0, ncap = 0, nlen = 0, bsize = snap_buf_size(dst);
 	struct bfs_snap *s;
-	struct dirent *d;
-	DIR *dp;
-	int fd;
+	char *buf;
+	int fd, rc = 0;
 
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	buf = malloc(bsize);
+	if (!s || !buf) {
+		free(s);
+		free(buf);
 		return -ENOMEM;
+	}
 	atomic_init(&s->refs, 1);
 	bfs_mutex_init(&s->pair_lock);
 	s->dev = dst->st_dev;
@@ -156,47 +221,38 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 	s->ctime = dst->st_ctim;
 	/* once per directory and change: it may wait for the disk, or be long */
 	bfs_handoff();
-	fd = bfs_backing_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY);
+	fd = own ? dirfd : bfs_backing_openat(fs, dirfd, ".", O_RDONLY | O_DIRECTORY);
 	if (fd < 0) {
-		free(s);
-		return -errno;
+		rc = -errno;
+		free(buf);
+		snap_free(s);
+		return rc;
 	}
-	dp = fdopendir(fd);
-	if (!dp) {
+	for (;;) {
+		ssize_t got = getdents64(fd, buf, bsize);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			rc = -errno;
+		if (got <= 0)
+			break;
+		for (size_t at = 0; at < (size_t)got && rc == 0;) {
+			const struct dirent64 *d = (const struct dirent64 *)(void *)(buf + at);
+
+			rc = snap_add(s, d, &cap, &ncap, &nlen);
+			at += d->d_reclen;
+		}
+		if (rc < 0)
+			break;
+	}
+	if (!own)
 		close(fd);
-		free(s);
-		return -errno;
+	free(buf);
+	if (rc < 0) {
+		snap_free(s);
+		return rc;
 	}
-	while ((errno = 0, d = readdir(dp))) {
-		size_t len = strlen(d->d_name) + 1;
-
-		if (s->n == cap) {
-			struct snent *ne = realloc(s->e, (cap = cap ? cap * 2 : 64) * sizeof(*ne));
-
-			if (!ne)
-				goto out_nomem;
-			s->e = ne;
-		}
-		if (nlen + len > ncap) {
-			char *nn;
-
-			ncap = ncap ? ncap * 2 : 2048;
-			if (ncap < nlen + len)
-				ncap = nlen + len;
-			nn = realloc(s->names, ncap);
-			if (!nn)
-				goto out_nomem;
-			s->names = nn;
-		}
-		memcpy(s->names + nlen, d->d_name, len);
-		s->e[s->n] = (struct snent){ .name = (uint32_t)nlen,
-					     .ino = d->d_ino,
-					     .type = d->d_type,
-					     .size = NO_SIZE };
-		nlen += len;
-		s->n++;
-	}
-	closedir(dp);
 	/*
 	 * Trimmed to fit: at the growth's first sizes a tree of small
 	 * directories (the kernel's 5,000) overflowed BFS_SNAP_BUDGET, and a
@@ -222,11 +278,6 @@ static int snap_read(struct bfs_fs *fs, int dirfd, const struct stat *dst, struc
 	snap_index(s);
 	*out = s;
 	return 0;
-
-out_nomem:
-	closedir(dp);
-	snap_free(s);
-	return -ENOMEM;
 }
 
 static size_t snap_bucket(dev_t dev, ino_t ino)
@@ -412,7 +463,7 @@ static int snap_fill(struct bfs_fs *fs, int dirfd, const struct stat *dst, size_
 	struct bfs_snap *s = NULL, *old = NULL;
 	int rc;
 
-	rc = snap_read(fs, dirfd, dst, &s);
+	rc = snap_read(fs, dirfd, ahead != NULL, dst, &s); /* ahead_run()'s own */
 	if (rc < 0)
 		return rc;
 	/* Probes of the entries that kept their inode still hold: files are stamped anyway. */
@@ -491,8 +542,9 @@ static void ahead_run(struct bfs_work *w)
 	bool ahead = false;
 	int fd;
 
+	/* for reading (snap_read() reads it itself: no second open) */
 	fd = bfs_backing_openat(fs, j->dirfd, bfs_snap_ename(j->parent, j->e),
-				O_PATH | O_DIRECTORY | O_NOFOLLOW);
+				O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
 	if (fd >= 0) {
 		ahead = true;
 		if (snap_get(fs, fd, &ahead, &s) == 0)
