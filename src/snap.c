@@ -136,7 +136,6 @@ static struct snent *snap_find(const struct bfs_snap *s, const char *name)
 	return NULL;
 }
 
-/* Read the directory open as O_PATH @dirfd into a new snapshot. */
 #define SNAP_BUF_MIN (32u << 10)
 #define SNAP_BUF_MAX (1u << 20)
 
@@ -192,9 +191,10 @@ static int snap_add(struct bfs_snap *s, const struct dirent64 *d, size_t *cap, s
 }
 
 /*
- * The backing directory's entries, read with getdents64 itself into one
- * buffer sized for the directory: readdir(3) would add an fstat and two
- * fcntls (fdopendir) and a call per 32 KiB to each directory a walk reads.
+ * A new snapshot of the backing directory @dirfd: its entries, read with
+ * getdents64 itself into one buffer sized for the directory: readdir(3)
+ * would add an fstat and two fcntls (fdopendir) and a call per 32 KiB to
+ * each directory a walk reads.
  * @dirfd is read itself when @own (opened for reading by the caller, who
  * closes it), else through an open of its ".".
  */
