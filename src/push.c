@@ -26,6 +26,7 @@ struct bfs_push_window *bfs_push_window_new(void)
 
 	if (w) {
 		atomic_init(&w->refs, 1);
+		atomic_init(&w->once, false);
 		bfs_mutex_init(&w->lock);
 	}
 	return w;
@@ -204,7 +205,7 @@ ssize_t bfs_push_run(const struct bfs_push_req *r)
 		to = usize;
 	if (from >= to)
 		return 0;
-	n = bfs_file_peekv(f, from, (size_t)(to - from), &rv, r->once ? BFS_READ_ONCE : 0);
+	n = bfs_file_peekv(f, from, (size_t)(to - from), &rv, r->win ? &r->win->once : NULL);
 	if (n <= 0 || !r->ino || !f->env->push) {
 		if (n > 0)
 			BFS_COUNT(f->ctr, prefetched, rv.nblk);

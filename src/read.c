@@ -88,7 +88,7 @@ void bfs_readv_release(struct bfs_readv *rv)
  * every path, or its waiters would wait forever.
  */
 static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_readv *rv, bool quiet,
-		       bool once)
+		       bool once, const atomic_bool *live)
 {
 	struct bfs_cache *cache = f->env->cache;
 	size_t n = k1 - k0 + 1, run = SIZE_MAX;
@@ -171,8 +171,12 @@ static int take_blocks(struct bfs_file *f, size_t k0, size_t k1, struct bfs_read
 		/*
 		 * Good blocks to spill are claimed before done, so that no
 		 * reader decodes them again meanwhile (bit 1 of fill[]); not
-		 * those decoded ahead of a reader that reads them once
+		 * those decoded for a reader that reads them once, as far as
+		 * is known now that they are decoded: a big block takes long
+		 * enough for its reader to show what kind it is.
 		 */
+		if (live && atomic_load_explicit(live, memory_order_relaxed))
+			once = true;
 		for (size_t j = run; j < i; j++)
 			if (fill[j] && !once && bfs_unit_worth(f, k0 + j) &&
 			    bfs_unit_claim(f, k0 + j))
@@ -335,9 +339,12 @@ ssize_t bfs_file_readv_copy(struct bfs_file *f, const void *p, size_t n, struct 
 	return (ssize_t)n;
 }
 
-/* bfs_file_readv(); @reader: a reader's request (counted, drives read-ahead). */
+/*
+ * bfs_file_readv(); @reader: a reader's request (counted, drives
+ * read-ahead); @live: bfs_file_peekv()'s.
+ */
 static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
-			bool reader, unsigned int flags)
+			bool reader, unsigned int flags, const atomic_bool *live)
 {
 	struct bfs_index *idx = &f->idx;
 	size_t k0, k1, done = 0;
@@ -399,7 +406,7 @@ static ssize_t readv_as(struct bfs_file *f, uint64_t off, size_t size, struct bf
 	}
 	rc = readv_reserve(rv, k1 - k0 + 1);
 	if (rc == 0)
-		rc = take_blocks(f, k0, k1, rv, !reader, flags & BFS_READ_ONCE);
+		rc = take_blocks(f, k0, k1, rv, !reader, flags & BFS_READ_ONCE, live);
 	if (rc < 0)
 		goto out_err;
 	for (size_t i = 0; i < rv->nblk; i++) {
@@ -426,13 +433,13 @@ out_err:
 ssize_t bfs_file_readv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
 		       unsigned int flags)
 {
-	return readv_as(f, off, size, rv, true, flags);
+	return readv_as(f, off, size, rv, true, flags, NULL);
 }
 
 ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size, struct bfs_readv *rv,
-		       unsigned int flags)
+		       const atomic_bool *once)
 {
-	return readv_as(f, off, size, rv, false, flags & BFS_READ_ONCE);
+	return readv_as(f, off, size, rv, false, 0, once);
 }
 
 ssize_t bfs_file_read(struct bfs_file *f, void *buf, size_t size, uint64_t off)

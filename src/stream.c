@@ -107,10 +107,14 @@ bool bfs_window_step(struct bfs_window *w, const struct bfs_window_cfg *cfg, uin
 		plan->trip = from; /* never the partial last page: nothing follows it */
 	plan->from = from;
 	plan->to = to;
-	plan->once = w->fwd >= SEQ_ONCE_MIN;
 	w->pushed = to;
 	w->trip = plan->trip;
 	return true;
+}
+
+bool bfs_window_once(const struct bfs_window *w)
+{
+	return w->fwd >= SEQ_ONCE_MIN;
 }
 
 void bfs_window_retreat(struct bfs_window *w, uint64_t at)
@@ -232,7 +236,6 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 			.hole_to = pushing ? p->trip + BFS_PAGE : p->trip,
 			.win = s->pw,
 			.gen = gen,
-			.once = p->once,
 		};
 		uint64_t start, len;
 
@@ -291,7 +294,7 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	unsigned int gen, ngen, run;
 	uint64_t end = off + size;
 	uint8_t page[BFS_PAGE];
-	bool go, random, big;
+	bool go, random, big, once;
 	ssize_t n;
 
 	*next = (struct bfs_stream_next){ .go = false };
@@ -349,6 +352,9 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 		whole_blocks(s, &plan);
 	run = s->win.run;
 	ngen = s->win.gen;
+	once = bfs_window_once(&s->win);
+	/* for the jobs to look at as their blocks are decoded (read.c) */
+	atomic_store_explicit(&s->pw->once, once, memory_order_relaxed);
 	if (ngen != gen) /* a jump: the old window's jobs stop */
 		atomic_store(&s->pw->gen, ngen);
 	bfs_mutex_unlock(&s->lock);
@@ -378,7 +384,10 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	if (end - off <= BFS_PAGE && bfs_push_window_trip(s->pw, off, (size_t)(end - off), page))
 		n = bfs_file_readv_copy(f, page, (size_t)(end - off), rv);
 	else
-		n = bfs_file_readv(f, off, size, rv, random ? BFS_READ_RANDOM : 0);
+		n = bfs_file_readv(f, off, size, rv,
+				   random ? BFS_READ_RANDOM :
+				   once	  ? BFS_READ_ONCE :
+					    0);
 	if (n <= 0)
 		return n;
 	behind(f, off, off + (uint64_t)n, advice, run);

@@ -284,14 +284,18 @@ void bfs_readv_release(struct bfs_readv *rv);
 BFS_MUST_CHECK ssize_t bfs_file_readv_copy(struct bfs_file *f, const void *p, size_t n,
 					   struct bfs_readv *rv);
 /*
- * Decoding ahead of a reader that goes only forward: the blocks are read
- * once, from the page cache they are pushed into, so they are not also
- * kept in the spill (unit.c).
+ * A reader that goes only forward: the blocks decoded for it are read
+ * once, from the page cache, so they are not also kept in the spill
+ * (unit.c).
  */
 #define BFS_READ_ONCE 2u
-/* bfs_file_readv() for blockfs itself (decoding ahead): not counted as a reader's request. */
+/*
+ * bfs_file_readv() for blockfs itself (decoding ahead): not counted as a
+ * reader's request. @once: NULL, or a flag looked at as each block is
+ * decoded: true when its reader reads it once (BFS_READ_ONCE).
+ */
 BFS_MUST_CHECK ssize_t bfs_file_peekv(struct bfs_file *f, uint64_t off, size_t size,
-				      struct bfs_readv *rv, unsigned int flags);
+				      struct bfs_readv *rv, const atomic_bool *once);
 
 /*
  * bfs_file_let_go() - @f's cached blocks in [@from, @to) are wanted no more:

@@ -55,6 +55,11 @@ struct bfs_push_window {
 	uint64_t trip_off;
 	uint32_t trip_len; /* 0: none */
 	uint8_t trip[BFS_PAGE];
+	/*
+	 * The reader goes only forward, as its last READ found
+	 * (bfs_window_once()): what is decoded for it now it reads once.
+	 */
+	atomic_bool once;
 };
 
 struct bfs_push_window *bfs_push_window_new(void);
@@ -83,7 +88,6 @@ struct bfs_push_req {
 	uint64_t hole, hole_to;	     /* pages not to push: a tripwire, the pages of a READ */
 	struct bfs_push_window *win; /* NULL: wanted whatever happens */
 	unsigned int gen;	     /* @win's generation when queued */
-	bool once;		     /* a reader that went only forward: read once, not spilled */
 };
 
 /**

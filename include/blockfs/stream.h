@@ -59,7 +59,6 @@ struct bfs_file *bfs_stream_file(const struct bfs_stream *s);
 /* What to queue after a READ: [from, to) in chunks, leaving out @trip. */
 struct bfs_window_plan {
 	uint64_t from, to, trip;
-	bool once; /* the reader went only forward for a while: it reads these once */
 };
 
 /* What a READ leaves for after its reply: the pushes it decided on. */
@@ -123,5 +122,8 @@ BFS_MUST_CHECK bool bfs_window_step(struct bfs_window *w, const struct bfs_windo
 
 /* Queuing stopped at @at (a full queue): the next READ tries from there. */
 void bfs_window_retreat(struct bfs_window *w, uint64_t at);
+
+/* The reader went only forward for a while: what is decoded for it, it reads once. */
+bool bfs_window_once(const struct bfs_window *w);
 
 #endif

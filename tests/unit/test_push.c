@@ -322,7 +322,7 @@ static void test_window_tops_up_by_step(void **state)
 	assert_int_equal(p.to, 4 * b + 2 * MIB);
 }
 
-/* Plans are read once only after SEQ_ONCE_MIN READs each past all before; going back resets it. */
+/* A reader reads once only after SEQ_ONCE_MIN READs each past all before; going back resets it. */
 static void test_window_once_after_forward_run(void **state)
 {
 	/* READs as long as the window: every one of them plans */
@@ -335,18 +335,18 @@ static void test_window_once_after_forward_run(void **state)
 	bfs_window_init(&w);
 	for (unsigned int i = 0; i < 7; i++, off += 4 * MIB) {
 		assert_true(bfs_window_step(&w, &c, off, off + 4 * MIB, &p));
-		assert_false(p.once);
+		assert_false(bfs_window_once(&w));
 	}
 	/* back 3 MiB, inside the window: the same run (still ahead), but not forward */
 	assert_false(bfs_window_step(&w, &c, off - 3 * MIB, off + MIB, &p));
 	assert_int_equal(w.fwd, 0);
 	for (unsigned int i = 0; i < 7; i++, off += 4 * MIB) {
 		assert_true(bfs_window_step(&w, &c, off, off + 4 * MIB, &p));
-		assert_false(p.once);
+		assert_false(bfs_window_once(&w));
 	}
-	/* the eighth READ forward: what the window queues from now on is read once */
+	/* the eighth READ forward: what is decoded for it from now on is read once */
 	assert_true(bfs_window_step(&w, &c, off, off + 4 * MIB, &p));
-	assert_true(p.once);
+	assert_true(bfs_window_once(&w));
 }
 
 static void test_window_jump_starts_over(void **state)
