@@ -76,9 +76,11 @@
 #include <inttypes.h>
 #include <lzma.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/park.h"
 #include "blockfs/spill.h"
@@ -227,6 +229,21 @@ static void dec_free(struct dec *d)
 	free(d);
 }
 
+/* liblzma's memory: its dictionaries (8 MiB at xz's default level) are big buffers. */
+static void *xz_alloc(void *opaque, size_t nmemb, size_t size)
+{
+	(void)opaque;
+	return size && nmemb > SIZE_MAX / size ? NULL : bfs_big_malloc(nmemb * size);
+}
+
+static void xz_free(void *opaque, void *p)
+{
+	(void)opaque;
+	free(p);
+}
+
+static const lzma_allocator xz_allocator = { .alloc = xz_alloc, .free = xz_free };
+
 /*
  * A decoder for the block whose header is at @src, ready for the bytes
  * after its header. @usize: the block's output if known, else UINT64_MAX
@@ -260,6 +277,7 @@ static int dec_start(const uint8_t *src, size_t avail, unsigned int check, uint6
 		d->block.uncompressed_size = usize;
 	}
 	d->strm = (lzma_stream)LZMA_STREAM_INIT;
+	d->strm.allocator = &xz_allocator;
 	lr = lzma_block_decoder(&d->strm, &d->block);
 	if (lr != LZMA_OK) {
 		*why = lr == LZMA_MEM_ERROR ? "no memory for a decoder" :

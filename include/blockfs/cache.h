@@ -51,6 +51,13 @@ struct bfs_block {
  */
 #define BFS_CACHE_SPARE_MIN (4u << 20)
 
+/*
+ * malloc() of @len bytes for a big buffer (a block's data, a decoder's
+ * dictionary): from BFS_CACHE_SPARE_MIN on, its pages fault in a huge
+ * page at a time where the kernel offers them on request. Free with free().
+ */
+void *bfs_big_malloc(size_t len);
+
 /**
  * bfs_cache_new() - a cache of at most @max_bytes of block data.
  * @max_bytes 0 makes a cache that keeps nothing: every get is a miss
