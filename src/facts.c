@@ -25,10 +25,10 @@
  *
  * The size questions are answered here, cheapest holder first and
  * without a syscall; lookups (lookup.c) ask here and hand what they
- * learn on, and so does a stat (version.c bfs_version_shown()) before
- * it builds a version. The descriptor and the small file's bytes are
- * still asked of backing.c and version.c directly (doc/design.md,
- * "Facts").
+ * learn on; a stat (version.c bfs_version_shown()) and an open
+ * (bfs_version_open()) ask here before they build a version. The
+ * descriptor and the small file's bytes are still asked of backing.c and
+ * version.c directly (doc/design.md, "Facts").
  */
 #include "config.h"
 
@@ -81,6 +81,16 @@ bool bfs_facts_shown_size(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stam
 	}
 	bfs_mutex_unlock(bfs_ilock(fs, in));
 	return known;
+}
+
+bool bfs_facts_memo_only(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp)
+{
+	bool only;
+
+	bfs_mutex_lock(bfs_ilock(fs, in));
+	only = !in->file && in->stamp != 0 && in->stamp == stamp;
+	bfs_mutex_unlock(bfs_ilock(fs, in));
+	return only;
 }
 
 bool bfs_facts_listed_size(struct bfs_snap_ctx *sc, const char *name, uint64_t stamp,

@@ -36,6 +36,12 @@ BFS_MUST_CHECK bool bfs_facts_inode_size(struct bfs_fs *fs, struct bfs_inode *in
 BFS_MUST_CHECK bool bfs_facts_shown_size(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp,
 					 bool kernel_open, uint64_t *size);
 /*
+ * Does @in know its decoded size under @stamp by its memo alone, with no
+ * version built (none yet, or dropped when idle)? In one hold of its
+ * lock, no syscall. An open may then go without a version.
+ */
+BFS_MUST_CHECK bool bfs_facts_memo_only(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp);
+/*
  * The decoded size of entry @name of @sc's snapshot under @stamp, as a
  * lookup noted it there or the directory's memo (index cache) gave it:
  * true and *@size, else false. No syscall.

@@ -455,14 +455,9 @@ int bfs_version_stat_of(struct bfs_fs *fs, struct bfs_inode *in, const struct bf
 /* An open of @in, whose backing file is @now, may go without a version: bfs_version_open(). */
 static bool may_defer(struct bfs_fs *fs, struct bfs_inode *in, const struct stat *now)
 {
-	bool ok;
-
 	if (!in->codec || !S_ISREG(now->st_mode))
 		return false; /* shown unchanged: its version is a descriptor, no more */
-	bfs_mutex_lock(bfs_ilock(fs, in));
-	ok = !in->file && in->stamp != 0 && in->stamp == bfs_backing_stamp(now);
-	bfs_mutex_unlock(bfs_ilock(fs, in));
-	return ok;
+	return bfs_facts_memo_only(fs, in, bfs_backing_stamp(now));
 }
 
 int bfs_version_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out, bool *changed,

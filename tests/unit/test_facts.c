@@ -172,7 +172,10 @@ static void test_shown_size(void **state)
 	in->kstale = true;
 	assert_false(bfs_facts_shown_size(fs, in, stamp, false, &size)); /* a version must tell */
 	assert_true(in->kstale);
+	assert_false(bfs_facts_memo_only(fs, in, stamp));
 	bfs_facts_keep_size(fs, in, stamp, 4096);
+	assert_true(bfs_facts_memo_only(fs, in, stamp)); /* an open may go without a version */
+	assert_false(bfs_facts_memo_only(fs, in, stamp ^ 1));
 	assert_true(bfs_facts_shown_size(fs, in, stamp, false, &size));
 	assert_int_equal(size, 4096);
 	assert_false(in->kstale); /* the memo's size is what READs will build from */
@@ -213,6 +216,7 @@ static void test_shown_size_misnamed(void **state)
 	assert_int_equal(shown.st_size, st.st_size);
 	assert_int_equal(bfs_version_current(fs, in, &f, &changed), 0);
 	assert_non_null(f->found);
+	assert_false(bfs_facts_memo_only(fs, in, stamp)); /* its version is kept: opens fail */
 	assert_false(bfs_facts_inode_size(fs, in, stamp, &size));
 	in->kstale = true;
 	assert_true(bfs_facts_shown_size(fs, in, stamp, false, &size));
@@ -249,7 +253,8 @@ static void test_shown_size_readers(void **state)
 	assert_int_equal(bfs_version_current(fs, in, &f, &changed), 0);
 	assert_null(f->found);
 	assert_int_equal(bfs_file_size(f), 1000);
-	atomic_fetch_add(&f->readers, 1); /* as an open stream does */
+	assert_false(bfs_facts_memo_only(fs, in, stamp)); /* a version is built */
+	atomic_fetch_add(&f->readers, 1);		  /* as an open stream does */
 	in->kstale = true;
 	assert_true(bfs_facts_shown_size(fs, in, stamp ^ 1, false, &size));
 	assert_int_equal(size, bfs_file_size(f));
