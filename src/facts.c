@@ -25,8 +25,10 @@
  *
  * The size questions are answered here, cheapest holder first and
  * without a syscall; lookups (lookup.c) ask here and hand what they
- * learn on. The descriptor and the small file's bytes are still asked
- * of backing.c and version.c directly (doc/design.md, "Facts").
+ * learn on; a stat (version.c bfs_version_shown()) and an open
+ * (bfs_version_open()) ask here before they build a version. The
+ * descriptor and the small file's bytes are still asked of backing.c and
+ * version.c directly (doc/design.md, "Facts").
  */
 #include "config.h"
 
@@ -51,6 +53,44 @@ bool bfs_facts_inode_size(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stam
 		*size = in->memo;
 	bfs_mutex_unlock(bfs_ilock(fs, in));
 	return known;
+}
+
+bool bfs_facts_shown_size(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp, bool kernel_open,
+			  uint64_t *size)
+{
+	bool known = true;
+
+	bfs_mutex_lock(bfs_ilock(fs, in));
+	/*
+	 * While open readers hold the current version, keep showing it: the
+	 * kernel's one i_size serves them too, and a reader whose backing
+	 * file shrank must meet EIO, not an early end of file. The next open,
+	 * or a stat once they have let go, sees the new file. With
+	 * kernel_open no reader has it open as far as blockfs knows (the
+	 * ring's shared handles hold versions): the new file is shown, and
+	 * READs build a version of it (handle.c). A misnamed file answers
+	 * from its memo as any other: a stat of it opens nothing.
+	 */
+	if (in->file && atomic_load(&in->file->readers) > 0 && !kernel_open) {
+		*size = bfs_file_size(in->file);
+	} else if (in->stamp == stamp) {
+		*size = in->memo;
+		in->kstale = false; /* the size of the bytes READs will build from */
+	} else {
+		known = false;
+	}
+	bfs_mutex_unlock(bfs_ilock(fs, in));
+	return known;
+}
+
+bool bfs_facts_memo_only(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp)
+{
+	bool only;
+
+	bfs_mutex_lock(bfs_ilock(fs, in));
+	only = !in->file && in->stamp != 0 && in->stamp == stamp;
+	bfs_mutex_unlock(bfs_ilock(fs, in));
+	return only;
 }
 
 bool bfs_facts_listed_size(struct bfs_snap_ctx *sc, const char *name, uint64_t stamp,

@@ -25,6 +25,23 @@ struct bfs_snap_ctx;
 BFS_MUST_CHECK bool bfs_facts_inode_size(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp,
 					 uint64_t *size);
 /*
+ * The decoded size the decoded file @in shows to a stat under backing
+ * stamp @stamp, in one hold of its lock and with no syscall: true and
+ * *@size from the version open readers hold (none count with
+ * @kernel_open, the kernel's handles hold versions then), else from its
+ * memo of @stamp, a misnamed file's too; false when neither has it, and
+ * only a version built now can tell. An answer from the memo clears
+ * in->kstale: it is the size READs will build from.
+ */
+BFS_MUST_CHECK bool bfs_facts_shown_size(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp,
+					 bool kernel_open, uint64_t *size);
+/*
+ * Does @in know its decoded size under @stamp by its memo alone, with no
+ * version built (none yet, or dropped when idle)? In one hold of its
+ * lock, no syscall. An open may then go without a version.
+ */
+BFS_MUST_CHECK bool bfs_facts_memo_only(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp);
+/*
  * The decoded size of entry @name of @sc's snapshot under @stamp, as a
  * lookup noted it there or the directory's memo (index cache) gave it:
  * true and *@size, else false. No syscall.

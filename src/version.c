@@ -23,6 +23,7 @@
 #include "blockfs/hints.h"
 #include "blockfs/log.h"
 #include "blockfs/stats.h"
+#include "facts.h"
 #include "fs_i.h"
 #include "inode.h"
 #include "version.h"
@@ -306,27 +307,8 @@ int bfs_version_shown(struct bfs_fs *fs, struct bfs_inode *in, struct stat *st)
 	struct bfs_file *f;
 	int fd = -1, rc = 0;
 
-	if (decoded) {
-		bfs_mutex_lock(bfs_ilock(fs, in));
-		/*
-		 * While open readers hold the current version, keep showing it:
-		 * the kernel's one i_size serves them too, and a reader whose
-		 * backing file shrank must meet EIO, not an early end of file.
-		 * The next open, or a stat once they have let go, sees the new
-		 * file. With kernel_open no reader has it open as far as blockfs
-		 * knows (the ring's shared handles hold versions): the new file
-		 * is shown, and READs build a version of it (handle.c).
-		 */
-		if (in->file && atomic_load(&in->file->readers) > 0 && !kernel_open) {
-			size = bfs_file_size(in->file);
-			known = true;
-		} else if (in->stamp == stamp) {
-			size = in->memo;
-			known = true;
-			in->kstale = false; /* the size of the bytes READs will build from */
-		}
-		bfs_mutex_unlock(bfs_ilock(fs, in));
-	}
+	if (decoded)
+		known = bfs_facts_shown_size(fs, in, stamp, kernel_open, &size);
 	if ((decoded && !known) || links_need_fd(fs, in, st)) {
 		fd = bfs_backing_fd(fs, in);
 		if (fd < 0)
@@ -473,14 +455,9 @@ int bfs_version_stat_of(struct bfs_fs *fs, struct bfs_inode *in, const struct bf
 /* An open of @in, whose backing file is @now, may go without a version: bfs_version_open(). */
 static bool may_defer(struct bfs_fs *fs, struct bfs_inode *in, const struct stat *now)
 {
-	bool ok;
-
 	if (!in->codec || !S_ISREG(now->st_mode))
 		return false; /* shown unchanged: its version is a descriptor, no more */
-	bfs_mutex_lock(bfs_ilock(fs, in));
-	ok = !in->file && in->stamp != 0 && in->stamp == bfs_backing_stamp(now);
-	bfs_mutex_unlock(bfs_ilock(fs, in));
-	return ok;
+	return bfs_facts_memo_only(fs, in, bfs_backing_stamp(now));
 }
 
 int bfs_version_open(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_file **out, bool *changed,

@@ -3,8 +3,10 @@
  * Unit tests of what is known about a backing file (facts.c), on a
  * temporary directory, with only the parts of a mount it uses (as
  * test_inode.c): a size kept in an inode's memo answers under its stamp
- * only, a version that holds the inode is not overwritten, and a size
- * shared with the directory's snapshot answers the next lookup there.
+ * only, a version that holds the inode is not overwritten, a stat's size
+ * comes from open readers' version or the memo (a misnamed file's too),
+ * and a size shared with the directory's snapshot answers the next lookup
+ * there.
  */
 #include "config.h"
 
@@ -24,9 +26,11 @@
 #include <unistd.h>
 
 #include "blockfs/codec.h"
+#include "blockfs/file.h"
 #include "blockfs/stats.h"
 #include "facts.h"
 #include "fs_i.h"
+#include "version.h"
 #include "builders.h"
 
 struct fx {
@@ -42,6 +46,22 @@ static void touch(int dirfd, const char *name)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "text\n", 5), 5);
 	close(fd);
+}
+
+/* @name in @dirfd: one LZ4 frame of @n bytes of text. */
+static void lz4_file(int dirfd, const char *name, size_t n)
+{
+	LZ4F_preferences_t p = tb_lz4_prefs(LZ4F_max64KB, false, false, false, n);
+	struct tb_buf b = { 0 };
+	uint8_t *text = tb_text(n, 7);
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	tb_lz4_frame(&b, text, n, &p);
+	assert_int_equal(write(fd, b.p, b.len), (ssize_t)b.len);
+	close(fd);
+	free(b.p);
+	free(text);
 }
 
 static int setup(void **state)
@@ -137,6 +157,120 @@ static void test_inode_size(void **state)
 	bfs_inode_forget(fs, in, 1);
 }
 
+static void test_shown_size(void **state)
+{
+	struct fx *x = *state;
+	struct bfs_fs *fs = x->fs;
+	struct bfs_inode *in;
+	uint64_t stamp, size = 0;
+	struct stat st;
+
+	touch(fs->root_fd, "a.lz4");
+	assert_int_equal(fstatat(fs->root_fd, "a.lz4", &st, 0), 0);
+	stamp = bfs_backing_stamp(&st);
+	assert_int_equal(bfs_inode_get(fs, -1, false, &st, &bfs_codec_lz4, &in), 0);
+	in->kstale = true;
+	assert_false(bfs_facts_shown_size(fs, in, stamp, false, &size)); /* a version must tell */
+	assert_true(in->kstale);
+	assert_false(bfs_facts_memo_only(fs, in, stamp));
+	bfs_facts_keep_size(fs, in, stamp, 4096);
+	assert_true(bfs_facts_memo_only(fs, in, stamp)); /* an open may go without a version */
+	assert_false(bfs_facts_memo_only(fs, in, stamp ^ 1));
+	assert_true(bfs_facts_shown_size(fs, in, stamp, false, &size));
+	assert_int_equal(size, 4096);
+	assert_false(in->kstale); /* the memo's size is what READs will build from */
+	in->kstale = true;
+	assert_true(bfs_facts_shown_size(fs, in, stamp, true, &size)); /* kernel_open alike */
+	assert_int_equal(size, 4096);
+	assert_false(in->kstale);
+	/* the file changed since: neither answers, and the kernel's size stays stale */
+	in->kstale = true;
+	size = 0;
+	assert_false(bfs_facts_shown_size(fs, in, stamp ^ 1, false, &size));
+	assert_false(bfs_facts_shown_size(fs, in, stamp ^ 1, true, &size));
+	assert_int_equal(size, 0);
+	assert_true(in->kstale);
+	assert_int_equal(fs->fdc.n, 0); /* no descriptor was opened */
+	bfs_inode_forget(fs, in, 1);
+}
+
+/*
+ * A misnamed file (plain text called a.lz4): its version refuses its
+ * opens, so a lookup cannot take its size from the memo, but a stat does,
+ * and the size it shows is the backing file's.
+ */
+static void test_shown_size_misnamed(void **state)
+{
+	struct fx *x = *state;
+	struct bfs_fs *fs = x->fs;
+	struct bfs_inode *in;
+	struct bfs_file *f;
+	uint64_t stamp, size = 0;
+	struct stat st, shown;
+	bool changed = false;
+
+	touch(fs->root_fd, "a.lz4");
+	assert_int_equal(fstatat(fs->root_fd, "a.lz4", &st, 0), 0);
+	stamp = bfs_backing_stamp(&st);
+	assert_int_equal(bfs_lookup(fs, &fs->root, "a", &in, &shown), 0);
+	assert_int_equal(shown.st_size, st.st_size);
+	assert_int_equal(bfs_version_current(fs, in, &f, &changed), 0);
+	assert_non_null(f->found);
+	assert_false(bfs_facts_memo_only(fs, in, stamp)); /* its version is kept: opens fail */
+	assert_false(bfs_facts_inode_size(fs, in, stamp, &size));
+	in->kstale = true;
+	assert_true(bfs_facts_shown_size(fs, in, stamp, false, &size));
+	assert_int_equal(size, (uint64_t)st.st_size);
+	assert_false(in->kstale);
+	shown = st;
+	assert_int_equal(bfs_version_shown(fs, in, &shown), 0);
+	assert_int_equal(shown.st_size, st.st_size);
+	assert_ptr_equal(in->file, f); /* the same version: nothing built again */
+	bfs_file_put(f);
+	bfs_inode_forget(fs, in, 1);
+}
+
+/*
+ * Open readers hold a version: its size is shown whatever the backing
+ * file's stamp, unless kernel_open, when no reader counts and the memo of
+ * the stamp answers alone.
+ */
+static void test_shown_size_readers(void **state)
+{
+	struct fx *x = *state;
+	struct bfs_fs *fs = x->fs;
+	struct bfs_inode *in;
+	struct bfs_file *f;
+	uint64_t stamp, size = 0;
+	struct stat st, shown;
+	bool changed = false;
+
+	lz4_file(fs->root_fd, "a.lz4", 1000);
+	assert_int_equal(fstatat(fs->root_fd, "a.lz4", &st, 0), 0);
+	stamp = bfs_backing_stamp(&st);
+	assert_int_equal(bfs_lookup(fs, &fs->root, "a", &in, &shown), 0);
+	assert_int_equal(shown.st_size, 1000);
+	assert_int_equal(bfs_version_current(fs, in, &f, &changed), 0);
+	assert_null(f->found);
+	assert_int_equal(bfs_file_size(f), 1000);
+	assert_false(bfs_facts_memo_only(fs, in, stamp)); /* a version is built */
+	atomic_fetch_add(&f->readers, 1);		  /* as an open stream does */
+	in->kstale = true;
+	assert_true(bfs_facts_shown_size(fs, in, stamp ^ 1, false, &size));
+	assert_int_equal(size, bfs_file_size(f));
+	assert_true(in->kstale); /* the readers' version answered, not the memo */
+	size = 0;
+	assert_false(bfs_facts_shown_size(fs, in, stamp ^ 1, true, &size));
+	assert_true(bfs_facts_shown_size(fs, in, stamp, true, &size));
+	assert_int_equal(size, bfs_file_size(f));
+	assert_false(in->kstale);
+	atomic_fetch_sub(&f->readers, 1);
+	size = 0;
+	assert_false(bfs_facts_shown_size(fs, in, stamp ^ 1, false, &size));
+	bfs_file_put(f);
+	bfs_inode_forget(fs, in, 1);
+}
+
 static void test_shared_with_snapshot(void **state)
 {
 	struct fx *x = *state;
@@ -171,6 +305,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_inode_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shown_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shown_size_misnamed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shown_size_readers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shared_with_snapshot, setup, teardown),
 	};
 
