@@ -32,7 +32,12 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "blockfs/file.h"
+#include "blockfs/stats.h"
 #include "dir.h"
 #include "facts.h"
 #include "fs_i.h"
@@ -116,4 +121,34 @@ void bfs_facts_share_size(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_sn
 
 	if (sc && bfs_facts_inode_size(fs, in, stamp, &size) && size != UINT64_MAX)
 		bfs_snap_note_size(sc, name, stamp, size);
+}
+
+int bfs_facts_open_inode(struct bfs_fs *fs, int dfd, const char *name, bool reg,
+			 const struct bfs_codec *codec, struct stat *st, struct bfs_inode **out)
+{
+	int fd = -1, rc;
+	bool rd = reg;
+
+	if (rd) {
+		fd = bfs_backing_openat(fs, dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+		if (codec)
+			BFS_COUNT(fs->env.mount, lookup_opens, 1);
+	}
+	if (fd < 0) {
+		rd = false; /* not a regular file, or unreadable: stat still works */
+		fd = bfs_backing_openat(fs, dfd, name, O_PATH | O_NOFOLLOW);
+	}
+	if (fd < 0)
+		return -errno;
+	rc = fstat(fd, st) < 0 ? -errno : 0;
+	if (rc == 0 && rd && !S_ISREG(st->st_mode)) {
+		/* no longer a regular file: hold nothing open that reading may disturb */
+		close(fd);
+		return bfs_facts_open_inode(fs, dfd, name, false, codec, st, out);
+	}
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return bfs_inode_get(fs, fd, rd, st, codec, out);
 }
