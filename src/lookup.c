@@ -5,7 +5,8 @@
  * against the directory itself when there is none, then the backing
  * object found in the inode table (inode.c) or added to it, with its
  * attributes as shown (version.c). Decoded sizes already known are asked
- * of, and handed on through, facts.c.
+ * of, and handed on through, facts.c, which also opens a file whose stat
+ * is taken from the descriptor its new inode keeps.
  */
 #include "config.h"
 
@@ -19,7 +20,6 @@
 
 #include "blockfs/file.h"
 #include "blockfs/names.h"
-#include "blockfs/stats.h"
 #include "facts.h"
 #include "fs_i.h"
 #include "inode.h"
