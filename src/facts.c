@@ -15,7 +15,8 @@
  *  - its descriptor: the inode's entry in the descriptor cache (in->fde,
  *    fdcache.c; opened again by path in backing.c), the version's own
  *    (f->fd, a use of it per open handle), and the one a lookup opened
- *    to take the stat from (lookup.c), which the inode adopts;
+ *    to take the stat from (bfs_facts_open_inode()), which the inode
+ *    adopts;
  *  - the whole bytes of a small file: the version's kept head (f->head),
  *    read through the inode's descriptor when the page cache has them
  *    (version.c read_kept());
@@ -26,13 +27,40 @@
  * The size questions are answered here, cheapest holder first and
  * without a syscall; lookups (lookup.c) ask here and hand what they
  * learn on; a stat (version.c bfs_version_shown()) and an open
- * (bfs_version_open()) ask here before they build a version. The
- * descriptor and the small file's bytes are still asked of backing.c and
- * version.c directly (doc/design.md, "Facts").
+ * (bfs_version_open()) ask here before they build a version. A lookup
+ * that opens a file to take its stat opens it here, once, and the inode
+ * keeps that descriptor (bfs_facts_open_inode()).
+ *
+ * The inode's descriptor is asked of backing.c, and that is its home:
+ * "the cached one, else one opened by path, checked to be this very
+ * object and adopted" is one function there (bfs_backing_fd(); with the
+ * fresh stat of such an open, bfs_backing_fd_named()), and answering it
+ * takes the cache's pins, its shedding on EMFILE and the revival of a
+ * dead network handle, which are backing.c's and fdcache.c's. It is asked
+ * for a lookup's directory (lookup.c bfs_lookup(), ops.c readdirplus), by
+ * a stat (version.c stat_now(), which tries the cached one and else the
+ * path without opening; bfs_version_shown() when it must build), and by
+ * an open or a deferred open's first READ (bfs_version_open(), file_of(),
+ * bfs_version_use()). The version's own descriptor is no other answer to
+ * that question: it is a lease on the bytes one version was built from,
+ * taken per open handle and read by its READs, and bfs_version_use()
+ * already asks it first (bfs_file_use()) and the inode's only when no
+ * handle holds it. Where the inode's is asked otherwise, no handle holds
+ * the current version's, or it is of bytes since changed: a function here
+ * trying the version's first would add a branch and remove none. The
+ * small file's bytes likewise have one place they are read, the build of
+ * a version (version.c read_kept(), by the inode's descriptor), and are
+ * kept by the version they belong to (f->head: decode.c reads from it,
+ * bfs_version_stat_of() takes the stat it was built with).
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "blockfs/file.h"
+#include "blockfs/stats.h"
 #include "dir.h"
 #include "facts.h"
 #include "fs_i.h"
@@ -116,4 +144,34 @@ void bfs_facts_share_size(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_sn
 
 	if (sc && bfs_facts_inode_size(fs, in, stamp, &size) && size != UINT64_MAX)
 		bfs_snap_note_size(sc, name, stamp, size);
+}
+
+int bfs_facts_open_inode(struct bfs_fs *fs, int dfd, const char *name, bool reg,
+			 const struct bfs_codec *codec, struct stat *st, struct bfs_inode **out)
+{
+	int fd = -1, rc;
+	bool rd = reg;
+
+	if (rd) {
+		fd = bfs_backing_openat(fs, dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+		if (codec)
+			BFS_COUNT(fs->env.mount, lookup_opens, 1);
+	}
+	if (fd < 0) {
+		rd = false; /* not a regular file, or unreadable: stat still works */
+		fd = bfs_backing_openat(fs, dfd, name, O_PATH | O_NOFOLLOW);
+	}
+	if (fd < 0)
+		return -errno;
+	rc = fstat(fd, st) < 0 ? -errno : 0;
+	if (rc == 0 && rd && !S_ISREG(st->st_mode)) {
+		/* no longer a regular file: hold nothing open that reading may disturb */
+		close(fd);
+		return bfs_facts_open_inode(fs, dfd, name, false, codec, st, out);
+	}
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return bfs_inode_get(fs, fd, rd, st, codec, out);
 }

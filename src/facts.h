@@ -9,9 +9,11 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "blockfs/common.h"
 
+struct bfs_codec;
 struct bfs_fs;
 struct bfs_inode;
 struct bfs_snap_ctx;
@@ -61,5 +63,18 @@ void bfs_facts_keep_size(struct bfs_fs *fs, struct bfs_inode *in, uint64_t stamp
  */
 void bfs_facts_share_size(struct bfs_fs *fs, struct bfs_inode *in, struct bfs_snap_ctx *sc,
 			  const char *name, uint64_t stamp);
+
+/*
+ * The inode of entry @name of the directory open as @dfd, shown with
+ * @codec (none when it is not a regular file), found or added with one
+ * more lookup, its stat in *@st taken from a descriptor opened now, which
+ * the inode keeps (bfs_inode_get()): open for reading when @reg (the
+ * caller knows @name as a regular file) and it can be, else O_PATH. Its
+ * versions then need no open of their own.
+ * Return: 0, or -errno from the open, fstat or bfs_inode_get().
+ */
+BFS_MUST_CHECK int bfs_facts_open_inode(struct bfs_fs *fs, int dfd, const char *name, bool reg,
+					const struct bfs_codec *codec, struct stat *st,
+					struct bfs_inode **out);
 
 #endif

@@ -5,7 +5,8 @@
  * against the directory itself when there is none, then the backing
  * object found in the inode table (inode.c) or added to it, with its
  * attributes as shown (version.c). Decoded sizes already known are asked
- * of, and handed on through, facts.c.
+ * of, and handed on through, facts.c, which also opens a file whose stat
+ * is taken from the descriptor its new inode keeps.
  */
 #include "config.h"
 
@@ -19,7 +20,6 @@
 
 #include "blockfs/file.h"
 #include "blockfs/names.h"
-#include "blockfs/stats.h"
 #include "facts.h"
 #include "fs_i.h"
 #include "inode.h"
@@ -110,68 +110,41 @@ static int lookup_backing(struct bfs_fs *fs, struct bfs_inode *dir, int dfd,
 {
 	struct bfs_inode *in;
 	uint64_t stamp, size;
-	bool rd, decoded;
-	int fd = -1, rc;
+	bool decoded;
 	dev_t dev;
 	ino_t ino;
+	int rc;
 
 	/*
 	 * A regular file as listed, not known here, whose size no memo
 	 * gives: it is to be opened anyway, and its stat is taken from the
-	 * descriptor (one fstatat a file less). Else, or if it cannot be
-	 * opened for reading, by name.
+	 * descriptor (one fstatat a file less). Else by name: a known inode,
+	 * or one whose size a memo gives, needs no open until someone reads.
 	 */
 	if (sc && bfs_snap_new_file(sc, backing, &dev, &ino) &&
 	    !bfs_inode_known(fs, dev, ino, codec)) {
-		fd = bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-		if (codec)
-			BFS_COUNT(fs->env.mount, lookup_opens, 1);
-		if (fd >= 0 && fstat(fd, st) < 0) {
-			close(fd);
-			fd = -1;
+		rc = bfs_facts_open_inode(fs, dfd, backing, true, codec, st, &in);
+		if (rc < 0)
+			return rc;
+	} else {
+		if (fstatat(dfd, backing, st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		in = bfs_inode_ref(fs, st, S_ISREG(st->st_mode) ? codec : NULL);
+		if (!in && codec && S_ISREG(st->st_mode) &&
+		    bfs_facts_listed_size(sc, backing, bfs_backing_stamp(st), &size)) {
+			rc = bfs_inode_get(fs, -1, false, st, codec, &in);
+			if (rc < 0)
+				return rc;
+			bfs_facts_keep_size(fs, in, bfs_backing_stamp(st), size);
+		} else if (!in) {
+			rc = bfs_facts_open_inode(fs, dfd, backing, S_ISREG(st->st_mode), codec, st,
+						  &in);
+			if (rc < 0)
+				return rc;
 		}
 	}
-	if (fd < 0 && fstatat(dfd, backing, st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
 	decoded = codec && S_ISREG(st->st_mode);
 	stamp = bfs_backing_stamp(st);
-	in = bfs_inode_ref(fs, st, S_ISREG(st->st_mode) ? codec : NULL);
-	if (fd >= 0 && (in || !S_ISREG(st->st_mode))) {
-		close(fd); /* known meanwhile, or not a file after all: as below */
-		fd = -1;
-	}
-	if (!in && fd < 0 && decoded && bfs_facts_listed_size(sc, backing, stamp, &size)) {
-		/* its size is known (a memo): no open until someone reads it */
-		rc = bfs_inode_get(fs, -1, false, st, codec, &in);
-		if (rc < 0)
-			return rc;
-		bfs_facts_keep_size(fs, in, stamp, size);
-	} else if (fd >= 0) {
-		rc = bfs_inode_get(fs, fd, true, st, codec, &in); /* opened first, above */
-		if (rc < 0)
-			return rc;
-	} else if (!in) {
-		rd = S_ISREG(st->st_mode);
-		fd = rd ? bfs_backing_openat(fs, dfd, backing, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) :
-			  -1;
-		if (rd && codec)
-			BFS_COUNT(fs->env.mount, lookup_opens, 1);
-		if (fd < 0) {
-			rd = false; /* not a regular file, or unreadable: stat still works */
-			fd = bfs_backing_openat(fs, dfd, backing, O_PATH | O_NOFOLLOW);
-		}
-		if (fd < 0)
-			return -errno;
-		if (fstat(fd, st) < 0) {
-			rc = -errno;
-			close(fd);
-			return rc;
-		}
-		stamp = bfs_backing_stamp(st);
-		rc = bfs_inode_get(fs, fd, rd && S_ISREG(st->st_mode), st, codec, &in);
-		if (rc < 0)
-			return rc;
-	}
 	set_rpath(fs, dir, in, backing);
 	rc = bfs_version_shown(fs, in, st);
 	if (rc < 0) {

@@ -31,7 +31,7 @@ struct bfs_counters {
 	atomic_uint_fast64_t syscalls; /* backing reads */
 	atomic_uint_fast64_t csum_failures, errors;
 	atomic_uint_fast64_t
-		lookup_opens; /* mount only: files of decoded names a lookup opened (lookup.c) */
+		lookup_opens; /* mount only: files of decoded names a lookup opened (facts.c) */
 	atomic_uint_fast64_t walked_ahead; /* mount only: files listings looked up side by side */
 	atomic_uint_fast64_t dir_memos;	   /* mount only: directory memos taken up (snap.c) */
 	atomic_uint_fast64_t dirs_ahead; /* mount only: directories read ahead of a walk (snap.c) */

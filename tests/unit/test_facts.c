@@ -5,8 +5,8 @@
  * test_inode.c): a size kept in an inode's memo answers under its stamp
  * only, a version that holds the inode is not overwritten, a stat's size
  * comes from open readers' version or the memo (a misnamed file's too),
- * and a size shared with the directory's snapshot answers the next lookup
- * there.
+ * a size shared with the directory's snapshot answers the next lookup
+ * there, and a lookup's open to stat leaves its descriptor with the inode.
  */
 #include "config.h"
 
@@ -301,6 +301,54 @@ static void test_shared_with_snapshot(void **state)
 	bfs_snap_put(sc.snap);
 }
 
+/*
+ * Open to stat, then adopt: the inode keeps the descriptor, open for
+ * reading when it is a regular file, O_PATH otherwise (a directory too
+ * when the caller took it for a regular file); a known inode gains a
+ * lookup and keeps the one it has.
+ */
+static void test_open_inode(void **state)
+{
+	struct fx *x = *state;
+	struct bfs_fs *fs = x->fs;
+	struct bfs_inode *in, *again, *d;
+	struct stat st, ref;
+
+	touch(fs->root_fd, "a.lz4");
+	assert_int_equal(fstatat(fs->root_fd, "a.lz4", &ref, 0), 0);
+	assert_int_equal(bfs_facts_open_inode(fs, fs->root_fd, "a.lz4", true, &bfs_codec_lz4, &st,
+					      &in),
+			 0);
+	assert_int_equal(st.st_ino, ref.st_ino);
+	assert_int_equal(in->nlookup, 1);
+	assert_ptr_equal(in->codec, &bfs_codec_lz4);
+	assert_int_equal(fs->fdc.n, 1);
+	assert_true(in->fde.fd >= 0 && in->fde.rdonly);
+	assert_int_equal(atomic_load(&fs->env.mount->lookup_opens), 1);
+	assert_int_equal(bfs_facts_open_inode(fs, fs->root_fd, "a.lz4", true, &bfs_codec_lz4, &st,
+					      &again),
+			 0);
+	assert_ptr_equal(again, in);
+	assert_int_equal(in->nlookup, 2);
+	assert_int_equal(fs->fdc.n, 1); /* the second descriptor closed: one is kept */
+	assert_int_equal(atomic_load(&fs->env.mount->lookup_opens), 2);
+
+	assert_int_equal(mkdirat(fs->root_fd, "d", 0755), 0);
+	assert_int_equal(bfs_facts_open_inode(fs, fs->root_fd, "d", true, &bfs_codec_lz4, &st, &d),
+			 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_null(d->codec); /* only regular files are decoded */
+	assert_true(d->fde.fd >= 0 && !d->fde.rdonly);
+	assert_int_equal(fs->fdc.n, 2);
+	assert_int_equal(bfs_facts_open_inode(fs, fs->root_fd, "none.lz4", true, &bfs_codec_lz4,
+					      &st, &again),
+			 -ENOENT);
+	assert_int_equal(fs->fdc.n, 2);
+	bfs_inode_forget(fs, d, 1);
+	bfs_inode_forget(fs, in, 2);
+	assert_int_equal(unlinkat(fs->root_fd, "d", AT_REMOVEDIR), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +357,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shown_size_misnamed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shown_size_readers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shared_with_snapshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_inode, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
