@@ -171,17 +171,17 @@ static void end_loop(struct loop *l, int rc)
 #define SPIN_START 10000
 
 /*
- * After the reader polled for l->spin_ns and then slept, the next request
- * came @waited ns after it began to wait. Came it within the longest poll,
- * a longer poll would have caught it: poll twice as long (SPIN_START if
- * polling had stopped), up to spin_max. Came it later, even the longest
- * poll would only have burnt CPU: poll half as long, and not at all below
- * SPIN_START. A request caught by the poll changes nothing. So a program
- * that asks one thing at a time keeps the reader polling, while gaps
- * longer than the poll (a program working through each long reply, an
- * idle mount) stop it. @waited includes waking from sleep, so a gap a
- * little shorter than spin_max may count as longer; it is taken as a
- * miss too.
+ * How long the reader polls next time. It polled for l->spin_ns, slept,
+ * and the request came @waited ns after it began to wait. If that was
+ * within the longest poll, a longer poll would have caught it: the next
+ * poll is twice as long (SPIN_START after none), up to spin_max. If it
+ * came later, even the longest poll would only have taken CPU from the
+ * others: the next is half as long, and none below SPIN_START. A request
+ * that the poll caught changes nothing. So a program that asks one thing
+ * at a time keeps the reader polling, while one that works on each reply
+ * for longer than the poll (find through directories of many names), or an
+ * idle mount, stops it. @waited includes the wakeup, so a gap just short
+ * of spin_max may count as a longer one.
  */
 static void adapt_spin(struct loop *l, int64_t waited)
 {
