@@ -15,11 +15,14 @@
  * to wait (inline_ok()). When several programs' requests queue behind the
  * reader, it hands over too (queueing()), so that another core helps.
  *
- * Before it sleeps, the reader polls /dev/fuse for -o busy_poll microseconds,
- * yielding its CPU to anything else runnable there. On virtual machines
- * whose idle vCPUs halt (a wakeup then costs the host a reschedule), a
- * FUSE round trip through a thread that slept took several times as long
- * as through one that polled (doc/decisions/0003-fuse-loop.md).
+ * Before it sleeps, the reader polls /dev/fuse for a while, yielding its
+ * CPU to anything else runnable there. On virtual machines whose idle
+ * vCPUs halt (a wakeup then costs the host a reschedule), a FUSE round
+ * trip through a thread that slept took several times as long as through
+ * one that polled (doc/decisions/0003-fuse-loop.md). How long it polls
+ * adapts, between 0 and -o busy_poll microseconds (adapt_spin()): a poll
+ * that expires is CPU taken from the program and the threads working for
+ * it, on a machine with few cores.
  *
  * SIGINT, SIGTERM and SIGHUP end the loop: their handler wakes the
  * thread that started it, which calls bfs_loop_conf.on_stop while the
@@ -53,10 +56,11 @@
 
 struct loop {
 	struct fuse_session *se;
-	int fd;	     /* /dev/fuse, made non-blocking */
-	int stop_fd; /* eventfd, written once: the loop is to end */
-	int sig_fd;  /* eventfd, written by on_signal() */
-	int64_t spin_ns;
+	int fd;		  /* /dev/fuse, made non-blocking */
+	int stop_fd;	  /* eventfd, written once: the loop is to end */
+	int sig_fd;	  /* eventfd, written by on_signal() */
+	int64_t spin_max; /* -o busy_poll, in ns: the longest poll */
+	int64_t spin_ns;  /* the reader's alone: its poll now, 0 to spin_max */
 	unsigned int max_threads;
 	bool remote; /* bfs_loop_conf's */
 
@@ -163,9 +167,38 @@ static void end_loop(struct loop *l, int rc)
 		bfs_warn("cannot wake the FUSE loop's threads: %s", strerror(errno));
 }
 
+/* The first poll after polling stopped, and the shortest kept, in ns. */
+#define SPIN_START 10000
+
 /*
- * The next request into @buf: polled for l->spin_ns, then waited for;
- * *@queued tells whether it was there at once.
+ * How long the reader polls next time. It polled for l->spin_ns, slept,
+ * and the request came @waited ns after it began to wait. If that was
+ * within the longest poll, a longer poll would have caught it: the next
+ * poll is twice as long (SPIN_START after none), up to spin_max. If it
+ * came later, even the longest poll would only have taken CPU from the
+ * others: the next is half as long, and none below SPIN_START. A request
+ * that the poll caught changes nothing. So a program that asks one thing
+ * at a time keeps the reader polling, while one that works on each reply
+ * for longer than the poll (find through directories of many names), or an
+ * idle mount, stops it. @waited includes the wakeup, so a gap just short
+ * of spin_max may count as a longer one.
+ */
+static void adapt_spin(struct loop *l, int64_t waited)
+{
+	if (waited <= l->spin_max) {
+		l->spin_ns = l->spin_ns ? l->spin_ns * 2 : SPIN_START;
+		if (l->spin_ns > l->spin_max)
+			l->spin_ns = l->spin_max;
+	} else if (l->spin_ns) {
+		l->spin_ns /= 2;
+		if (l->spin_ns < SPIN_START)
+			l->spin_ns = 0;
+	}
+}
+
+/*
+ * The next request into @buf: polled for l->spin_ns, then waited for
+ * (adapt_spin()); *@queued tells whether it was there at once.
  * Return: its size, 0 when the loop is to end, or -errno.
  */
 static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
@@ -174,25 +207,27 @@ static int receive(struct loop *l, struct fuse_buf *buf, bool *queued)
 		{ .fd = l->fd, .events = POLLIN },
 		{ .fd = l->stop_fd, .events = POLLIN },
 	};
-	int64_t until = 0;
+	int64_t start = 0, t;
+	bool slept = false;
 
 	*queued = true;
 	for (;;) {
 		int res = fuse_session_receive_buf(l->se, buf);
 
-		if (res != -EAGAIN && res != -EINTR)
+		if (res != -EAGAIN && res != -EINTR) {
+			if (slept && res > 0 && l->spin_max)
+				adapt_spin(l, now_ns() - start);
 			return res; /* 0: unmounted (libfuse has seen ENODEV) */
-		*queued = false;
-		if (l->spin_ns) {
-			int64_t t = now_ns();
-
-			if (!until)
-				until = t + l->spin_ns;
-			if (t < until) {
-				sched_yield(); /* whoever else could run here goes first */
-				continue;
-			}
 		}
+		t = now_ns();
+		*queued = false;
+		if (!start)
+			start = t;
+		if (!slept && t - start < l->spin_ns) {
+			sched_yield(); /* whoever else could run here goes first */
+			continue;
+		}
+		slept = true;
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
 			return -errno;
 		if (pfd[1].revents)
@@ -316,6 +351,7 @@ int bfs_loop_run(struct fuse_session *se, const struct bfs_loop_conf *conf)
 	struct loop l = {
 		.se = se,
 		.fd = fuse_session_fd(se),
+		.spin_max = (int64_t)conf->busy_poll_us * 1000,
 		.spin_ns = (int64_t)conf->busy_poll_us * 1000,
 		.max_threads = conf->max_threads ? conf->max_threads : 1,
 		.remote = conf->remote,

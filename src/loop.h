@@ -11,7 +11,7 @@
 
 struct bfs_loop_conf {
 	unsigned int max_threads;  /* threads answering requests, at most */
-	unsigned int busy_poll_us; /* how long the reader polls before it sleeps */
+	unsigned int busy_poll_us; /* the longest the reader polls before it sleeps */
 	bool remote;		   /* SOURCE's filesystem may make any access wait
 					   (NFS, FUSE): every request hands over */
 	/*
