@@ -746,6 +746,69 @@ static void test_flipped_bits_and_garbage(void **state)
 	free(d);
 }
 
+/*
+ * measure() counts a frame through a small buffer, measure_out() decodes
+ * it whole: the same size, error, and reason, for the frame as written
+ * and with each of many bytes flipped, cut or extended.
+ */
+static void measure_both(const struct bfs_blk *b, const uint8_t *src)
+{
+	const char *why1 = "unset", *why2 = "unset";
+	uint32_t n1 = 7, n2 = 7;
+	uint8_t *out = NULL;
+	int rc1 = bfs_codec_zstd.measure(b, src, &n1, &why1);
+	int rc2 = bfs_codec_zstd.measure_out(b, src, &n2, &out, &why2);
+
+	assert_int_equal(rc1, rc2);
+	if (rc1 == 0) {
+		assert_int_equal(n1, n2);
+		assert_non_null(out);
+	} else {
+		assert_string_equal(why1, why2);
+		assert_null(out);
+	}
+	free(out);
+}
+
+static void test_measure_streamed(void **state)
+{
+	size_t len = 3 * MiB / 2 + 12345;
+	uint8_t *d = gen_text(len, 21);
+
+	(void)state;
+	for (int c = 0; c < 4; c++) {
+		struct buf f = { 0 };
+		struct bfs_blk b = { .flags = BFS_BLK_GUESS };
+		const char *why = NULL;
+		uint32_t n = 0;
+		size_t step;
+
+		/* without FCS, with it, without a checksum, in small blocks */
+		frame(&f, d, len, c == 3 ? 1 : 3, c == 1, c != 2, c == 3 ? 50000 : 0);
+		b.clen = (uint32_t)f.len;
+		b.usize = (uint32_t)len;
+		assert_int_equal(bfs_codec_zstd.measure(&b, f.p, &n, &why), 0);
+		assert_int_equal(n, len);
+		measure_both(&b, f.p);
+		step = f.len / 97 + 1;
+		for (size_t i = 0; i < f.len; i += (i < 64 || i + 64 > f.len) ? 1 : step) {
+			f.p[i] ^= 0x21;
+			measure_both(&b, f.p);
+			f.p[i] ^= 0x21;
+		}
+		/* cut short, and longer than the frame */
+		for (uint32_t cut = 1; cut < 40; cut += 3) {
+			b.clen = (uint32_t)f.len - cut;
+			measure_both(&b, f.p);
+		}
+		put(&f, "trailing bytes", 14);
+		b.clen = (uint32_t)f.len;
+		measure_both(&b, f.p);
+		free(f.p);
+	}
+	free(d);
+}
+
 static void test_large_window_and_dictionary(void **state)
 {
 	/* magic, FHD (no FCS, not single segment), WD 2^28, a raw last block "hello" */
@@ -1152,6 +1215,7 @@ int main(void)
 		cmocka_unit_test(test_chain_without_fcs),
 		cmocka_unit_test(test_truncated_big_frame),
 		cmocka_unit_test(test_flipped_bits_and_garbage),
+		cmocka_unit_test(test_measure_streamed),
 		cmocka_unit_test(test_large_window_and_dictionary),
 		cmocka_unit_test(test_truncated_everywhere),
 		cmocka_unit_test(test_cache_round_trip),
