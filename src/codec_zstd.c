@@ -33,9 +33,8 @@
  *    A frame holding at most FRAME_USIZE_MAX bytes is one block: its FCS
  *    when the header has one (a claim, as an LZ4 content size is), its
  *    exact size when its blocks are all raw or RLE, else a guess that
- *    bfs_measure() makes exact by decoding it (measure(); its
- *    output kept in the spill, measure_out(), so that reads of the frame
- *    do not decode it again).
+ *    bfs_measure() makes exact by decoding it (measure(), which counts
+ *    the output and drops it: a read of the frame decodes it again).
  *
  *  - A bigger frame (the zstd CLI's default output: one frame per file)
  *    is cut into spans of SPAN bytes of output, flagged BFS_BLK_CHAIN: a
@@ -645,7 +644,7 @@ static int frame_prefix(const struct bfs_blk *blk, const uint8_t *src, uint8_t *
 #define MEASURE_OUT BLOCK_MAX
 
 /*
- * The checks before measuring the frame block at @src (measure_frame()):
+ * The checks before measuring the frame block at @src (zstd_measure()):
  * a whole frame, servable, with blocks; *@cap the most it may hold.
  */
 static int measure_check(const struct bfs_blk *blk, const uint8_t *src, uint64_t *cap,
@@ -680,7 +679,7 @@ static int measure_check(const struct bfs_blk *blk, const uint8_t *src, uint64_t
 }
 
 /* This thread's MEASURE_OUT bytes for measure_count(), kept for its next frame. */
-static uint8_t *tls_measure_out(void)
+static uint8_t *tls_measure_buf(void)
 {
 	uint8_t *p;
 
@@ -709,7 +708,7 @@ static int measure_count(const uint8_t *src, uint32_t clen, uint64_t cap, size_t
 			 const char **why)
 {
 	ZSTD_inBuffer in = { .src = src, .size = clen };
-	uint8_t *buf = tls_measure_out();
+	uint8_t *buf = tls_measure_buf();
 	ZSTD_DCtx *d = tls_dctx(true);
 	uint64_t got = 0;
 	size_t r = 1;
@@ -747,61 +746,30 @@ static int measure_count(const uint8_t *src, uint32_t clen, uint64_t cap, size_t
 
 /*
  * Exact size of a frame block: decode it, checksum checked whatever
- * -o verify says (the size places every later block). Without @out,
- * through a small buffer (measure_count()); with @out, into a buffer of
- * what it may hold at most (its FCS, else its blocks' bound), given back
- * holding the frame's output (the walk's spill keeps it: index.h, kept).
+ * -o verify says (the size places every later block), through a small
+ * buffer (measure_count()). Its output is not kept for the walk's spill
+ * (no measure_out()): writing every frame there costs the first stat
+ * more than reads of frames this small gain from it, and a random reader
+ * gets the big ones spilled as units (unit.c) when it comes to them.
  */
-static int measure_frame(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
-			 uint8_t **out, const char **why)
+static int zstd_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+			const char **why)
 {
 	uint64_t cap;
-	ZSTD_DCtx *d;
-	uint8_t *buf;
 	size_t n;
 	int rc = measure_check(blk, src, &cap, why);
 
 	if (rc < 0)
 		return rc;
-	if (!out) {
-		rc = measure_count(src, blk->clen, cap, &n, why);
-		if (rc < 0)
-			return rc == -ENOMEM ? -ENOMEM : -EBADMSG;
-	} else {
-		d = tls_dctx(true);
-		buf = malloc((size_t)cap);
-		if (!d || !buf) {
-			free(buf);
-			*why = "no memory to measure a zstd frame";
-			return -ENOMEM;
-		}
-		n = ZSTD_decompressDCtx(d, buf, (size_t)cap, src, blk->clen);
-		if (ZSTD_isError(n) || n == 0) {
-			free(buf);
-			if (ZSTD_isError(n))
-				return zerr(n, why) == -ENOMEM ? -ENOMEM : -EBADMSG;
-		} else {
-			*out = buf;
-		}
-	}
+	rc = measure_count(src, blk->clen, cap, &n, why);
+	if (rc < 0)
+		return rc == -ENOMEM ? -ENOMEM : -EBADMSG;
 	if (n == 0) {
 		*why = "zstd frame holds nothing";
 		return -EBADMSG;
 	}
 	*usize = (uint32_t)n;
 	return 0;
-}
-
-static int zstd_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
-			const char **why)
-{
-	return measure_frame(blk, src, usize, NULL, why);
-}
-
-static int zstd_measure_out(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
-			    uint8_t **out, const char **why)
-{
-	return measure_frame(blk, src, usize, out, why);
 }
 
 /* ---- parked decoders ---- */
@@ -1937,7 +1905,6 @@ const struct bfs_codec bfs_codec_zstd = {
 	.decode = zstd_decode,
 	.prefix = true,
 	.measure = zstd_measure,
-	.measure_out = zstd_measure_out,
 	.resume = zstd_resume,
 	.decode_open = zstd_decode_open,
 	.chain_head = zstd_chain_head,
