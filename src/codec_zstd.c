@@ -645,10 +645,11 @@ static int frame_prefix(const struct bfs_blk *blk, const uint8_t *src, uint8_t *
 
 /*
  * The checks before measuring the frame block at @src (zstd_measure()):
- * a whole frame, servable, with blocks; *@cap the most it may hold.
+ * a whole frame, servable, with blocks; *@cap the most it may hold,
+ * *@window its window.
  */
 static int measure_check(const struct bfs_blk *blk, const uint8_t *src, uint64_t *cap,
-			 const char **why)
+			 uint64_t *window, const char **why)
 {
 	struct bfs_io io;
 	struct rd r = { .io = &io };
@@ -670,6 +671,7 @@ static int measure_check(const struct bfs_blk *blk, const uint8_t *src, uint64_t
 	if (rc < 0)
 		return rc == -ENOMEM ? (*why = "no memory", rc) : -EBADMSG;
 	*cap = h.has_fcs ? h.fcs : fb.bound;
+	*window = h.window;
 	if (*cap > FRAME_USIZE_MAX || *cap == 0 || fb.bound == 0) {
 		*why = *cap == 0 || fb.bound == 0 ? "zstd frame holds nothing" :
 						    "zstd frame larger than a block may be";
@@ -744,24 +746,45 @@ static int measure_count(const uint8_t *src, uint32_t clen, uint64_t cap, size_t
 	return rc;
 }
 
+/* The size of the frame at @src, decoded in one call into @cap bytes. */
+static int measure_whole(const uint8_t *src, uint32_t clen, uint64_t cap, size_t *n,
+			 const char **why)
+{
+	ZSTD_DCtx *d = tls_dctx(true);
+	uint8_t *buf = malloc((size_t)cap);
+
+	if (!d || !buf) {
+		free(buf);
+		*why = "no memory to measure a zstd frame";
+		return -ENOMEM;
+	}
+	*n = ZSTD_decompressDCtx(d, buf, (size_t)cap, src, clen);
+	free(buf);
+	return ZSTD_isError(*n) ? zerr(*n, why) : 0;
+}
+
 /*
  * Exact size of a frame block: decode it, checksum checked whatever
  * -o verify says (the size places every later block), through a small
- * buffer (measure_count()). Its output is not kept for the walk's spill
- * (no measure_out()): writing every frame there costs the first stat
- * more than reads of frames this small gain from it, and a random reader
- * gets the big ones spilled as units (unit.c) when it comes to them.
+ * buffer (measure_count()); a frame whose window is larger than what it
+ * may hold (a streaming decoder would allocate the whole window) in one
+ * call into a buffer of what it may hold (measure_whole()). Its output is
+ * not kept for the walk's spill (no measure_out()): writing every frame
+ * there costs the first stat more than reads of frames this small gain
+ * from it, and a random reader gets the big ones spilled as units
+ * (unit.c) when it comes to them.
  */
 static int zstd_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
 			const char **why)
 {
-	uint64_t cap;
+	uint64_t cap, window;
 	size_t n;
-	int rc = measure_check(blk, src, &cap, why);
+	int rc = measure_check(blk, src, &cap, &window, why);
 
 	if (rc < 0)
 		return rc;
-	rc = measure_count(src, blk->clen, cap, &n, why);
+	rc = window > cap ? measure_whole(src, blk->clen, cap, &n, why) :
+			    measure_count(src, blk->clen, cap, &n, why);
 	if (rc < 0)
 		return rc == -ENOMEM ? -ENOMEM : -EBADMSG;
 	if (n == 0) {
