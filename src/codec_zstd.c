@@ -33,9 +33,8 @@
  *    A frame holding at most FRAME_USIZE_MAX bytes is one block: its FCS
  *    when the header has one (a claim, as an LZ4 content size is), its
  *    exact size when its blocks are all raw or RLE, else a guess that
- *    bfs_measure() makes exact by decoding it (measure(); its
- *    output kept in the spill, measure_out(), so that reads of the frame
- *    do not decode it again).
+ *    bfs_measure() makes exact by decoding it (measure(), which counts
+ *    the output and drops it: a read of the frame decodes it again).
  *
  *  - A bigger frame (the zstd CLI's default output: one frame per file)
  *    is cut into spans of SPAN bytes of output, flagged BFS_BLK_CHAIN: a
@@ -488,7 +487,7 @@ static int setup(ZSTD_DCtx *d, bool verify)
 }
 
 /* Per thread: a decoder for whole frames and prefixes, dropped when it grew big. */
-static pthread_key_t tls_key;
+static pthread_key_t tls_key, tls_out_key;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static int tls_err;
 
@@ -500,6 +499,8 @@ static void tls_free(void *p)
 static void tls_create(void)
 {
 	tls_err = pthread_key_create(&tls_key, tls_free);
+	if (tls_err == 0)
+		tls_err = pthread_key_create(&tls_out_key, free);
 }
 
 static ZSTD_DCtx *tls_dctx(bool verify)
@@ -636,23 +637,25 @@ static int frame_prefix(const struct bfs_blk *blk, const uint8_t *src, uint8_t *
 }
 
 /*
- * Exact size of a frame block: decode it, checksum checked whatever
- * -o verify says (the size places every later block), into a buffer of
- * what it may hold at most (its FCS, else its blocks' bound); with @out,
- * that buffer is given back, holding the frame's output (the walk's
- * spill keeps it: index.h, kept).
+ * Measuring without keeping the output: a streaming decode through this
+ * much output per call, one buffer per thread, reused, so that a frame's
+ * size costs no buffer the size of the frame. One zstd block's most.
  */
-static int measure_frame(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
-			 uint8_t **out, const char **why)
+#define MEASURE_OUT BLOCK_MAX
+
+/*
+ * The checks before measuring the frame block at @src (zstd_measure()):
+ * a whole frame, servable, with blocks; *@cap the most it may hold,
+ * *@window its window.
+ */
+static int measure_check(const struct bfs_blk *blk, const uint8_t *src, uint64_t *cap,
+			 uint64_t *window, const char **why)
 {
 	struct bfs_io io;
 	struct rd r = { .io = &io };
 	struct fblocks fb;
 	struct fhdr h;
-	uint64_t at, cap;
-	ZSTD_DCtx *d;
-	uint8_t *buf;
-	size_t n;
+	uint64_t at;
 	int rc;
 
 	if (blk->flags & BFS_BLK_CHAIN) {
@@ -667,46 +670,129 @@ static int measure_frame(const struct bfs_blk *blk, const uint8_t *src, uint32_t
 	free(r.win);
 	if (rc < 0)
 		return rc == -ENOMEM ? (*why = "no memory", rc) : -EBADMSG;
-	cap = h.has_fcs ? h.fcs : fb.bound;
-	if (cap > FRAME_USIZE_MAX || cap == 0 || fb.bound == 0) {
-		*why = cap == 0 || fb.bound == 0 ? "zstd frame holds nothing" :
-						   "zstd frame larger than a block may be";
+	*cap = h.has_fcs ? h.fcs : fb.bound;
+	*window = h.window;
+	if (*cap > FRAME_USIZE_MAX || *cap == 0 || fb.bound == 0) {
+		*why = *cap == 0 || fb.bound == 0 ? "zstd frame holds nothing" :
+						    "zstd frame larger than a block may be";
 		return -EBADMSG;
 	}
-	d = tls_dctx(true);
-	buf = malloc((size_t)cap);
+	return 0;
+}
+
+/* This thread's MEASURE_OUT bytes for measure_count(), kept for its next frame. */
+static uint8_t *tls_measure_buf(void)
+{
+	uint8_t *p;
+
+	if (pthread_once(&tls_once, tls_create) != 0 || tls_err != 0)
+		return NULL;
+	p = pthread_getspecific(tls_out_key);
+	if (!p) {
+		p = malloc(MEASURE_OUT);
+		if (p && pthread_setspecific(tls_out_key, p) != 0) {
+			free(p);
+			p = NULL;
+		}
+	}
+	return p;
+}
+
+/*
+ * The size of the frame of exactly @clen bytes at @src, at most @cap:
+ * decoded by the stream through a small buffer, the output counted and
+ * dropped, the checksum checked by libzstd when the frame ends. Errors
+ * as ZSTD_decompressDCtx() into @cap bytes gives them (zerr()): more
+ * output than @cap, or input that ends before the frame does (or goes on
+ * after it), is corrupt data.
+ */
+static int measure_count(const uint8_t *src, uint32_t clen, uint64_t cap, size_t *n,
+			 const char **why)
+{
+	ZSTD_inBuffer in = { .src = src, .size = clen };
+	uint8_t *buf = tls_measure_buf();
+	ZSTD_DCtx *d = tls_dctx(true);
+	uint64_t got = 0;
+	size_t r = 1;
+	int rc = 0;
+
+	if (!d || !buf) {
+		*why = "no memory to measure a zstd frame";
+		return -ENOMEM;
+	}
+	while (r != 0) {
+		ZSTD_outBuffer out = { .dst = buf, .size = MEASURE_OUT };
+		size_t before = in.pos;
+
+		r = ZSTD_decompressStream(d, &out, &in);
+		if (ZSTD_isError(r)) {
+			rc = zerr(r, why);
+			break;
+		}
+		got += out.pos;
+		if (got > cap || (r != 0 && in.pos == before && out.pos == 0)) {
+			/* past its bound, or stuck: its input ran out inside the frame */
+			*why = "corrupt zstd data";
+			rc = -EBADMSG;
+			break;
+		}
+	}
+	if (rc == 0 && in.pos != in.size) {
+		*why = "corrupt zstd data";
+		rc = -EBADMSG;
+	}
+	tls_trim();
+	*n = (size_t)got;
+	return rc;
+}
+
+/* The size of the frame at @src, decoded in one call into @cap bytes. */
+static int measure_whole(const uint8_t *src, uint32_t clen, uint64_t cap, size_t *n,
+			 const char **why)
+{
+	ZSTD_DCtx *d = tls_dctx(true);
+	uint8_t *buf = malloc((size_t)cap);
+
 	if (!d || !buf) {
 		free(buf);
 		*why = "no memory to measure a zstd frame";
 		return -ENOMEM;
 	}
-	n = ZSTD_decompressDCtx(d, buf, (size_t)cap, src, blk->clen);
-	if (ZSTD_isError(n) || n == 0 || !out) {
-		free(buf);
-		buf = NULL;
-	}
-	if (ZSTD_isError(n))
-		return zerr(n, why) == -ENOMEM ? -ENOMEM : -EBADMSG;
+	*n = ZSTD_decompressDCtx(d, buf, (size_t)cap, src, clen);
+	free(buf);
+	return ZSTD_isError(*n) ? zerr(*n, why) : 0;
+}
+
+/*
+ * Exact size of a frame block: decode it, checksum checked whatever
+ * -o verify says (the size places every later block), through a small
+ * buffer (measure_count()); a frame whose window is larger than what it
+ * may hold (a streaming decoder would allocate the whole window) in one
+ * call into a buffer of what it may hold (measure_whole()). Its output is
+ * not kept for the walk's spill (no measure_out()): writing every frame
+ * there costs the first stat more than reads of frames this small gain
+ * from it, and a random reader gets the big ones spilled as units
+ * (unit.c) when it comes to them.
+ */
+static int zstd_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
+			const char **why)
+{
+	uint64_t cap, window;
+	size_t n;
+	int rc = measure_check(blk, src, &cap, &window, why);
+
+	if (rc < 0)
+		return rc;
+	rc = window > cap ? measure_whole(src, blk->clen, cap, &n, why) :
+			    measure_count(src, blk->clen, cap, &n, why);
+	if (rc < 0)
+		return rc == -ENOMEM ? -ENOMEM : -EBADMSG;
 	if (n == 0) {
 		*why = "zstd frame holds nothing";
 		return -EBADMSG;
 	}
-	if (out)
-		*out = buf;
 	*usize = (uint32_t)n;
 	return 0;
-}
-
-static int zstd_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
-			const char **why)
-{
-	return measure_frame(blk, src, usize, NULL, why);
-}
-
-static int zstd_measure_out(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
-			    uint8_t **out, const char **why)
-{
-	return measure_frame(blk, src, usize, out, why);
 }
 
 /* ---- parked decoders ---- */
@@ -1842,7 +1928,6 @@ const struct bfs_codec bfs_codec_zstd = {
 	.decode = zstd_decode,
 	.prefix = true,
 	.measure = zstd_measure,
-	.measure_out = zstd_measure_out,
 	.resume = zstd_resume,
 	.decode_open = zstd_decode_open,
 	.chain_head = zstd_chain_head,

@@ -14,9 +14,10 @@
 # exact, decoding instead. A
 # flipped byte inside either file still fails with EIO, no byte served
 # and nothing spilled. Files whose sizes only decoding tells (bzip2,
-# lbzip2, pzstd, zstd from a pipe) keep what the first stat's walk
-# decoded in the spill, and read whole decode nothing again; a budget
-# smaller than one and spill_size=0 read exact too.
+# lbzip2, zstd from a pipe) keep what the first stat's walk decoded in
+# the spill, and read whole decode nothing again; pzstd's frames, measured
+# after the walk, are not kept and decode again; a budget smaller than one
+# and spill_size=0 read exact too.
 #
 # Usage: spill.sh BLOCKFS      Exit: 0 pass, 1 fail, 77 skip.
 
@@ -199,10 +200,11 @@ is "damage: daemon alive" daemon_alive
 umount_o
 
 # --- a walk's spill: files whose sizes only decoding tells -----------------------------
-# bzip2 and lbzip2 (the walk decodes every block), pzstd (frames without a
-# content size: measured after the walk) and zstd from a pipe (one frame
-# without one: decoded by the walk) keep what the first stat decoded, and
-# reading them whole is served from there: no block decoded again
+# bzip2 and lbzip2 (the walk decodes every block) and zstd from a pipe (one
+# frame without a content size: decoded by the walk) keep what the first
+# stat decoded, and reading them whole is served from there: no block
+# decoded again. pzstd's frames (no content size: measured after the walk,
+# the output counted) are not kept: reading them decodes them again
 S=$T/walk
 mkdir -p "$S"
 head -c $((40 << 20)) "$W/big" >"$W/mid"
@@ -212,9 +214,10 @@ if command -v lbzip2 >/dev/null; then
 	lbzip2 -n 2 -c "$W/mid" >"$S/l.bz2"
 	walked+=(l)
 fi
+measured=()
 if command -v pzstd >/dev/null; then
 	pzstd -q -p 2 -c "$W/mid" >"$S/p.zst"
-	walked+=(p)
+	measured+=(p)
 fi
 zstd -q -c <"$W/mid" >"$S/pipe.zst"
 walked+=(pipe)
@@ -231,8 +234,9 @@ whole() {
 
 mkdir -p "$T/c-walk1"
 mount_o "index_cache=$T/c-walk1"
-check_eq "walked files: sizes from the first stat" "$(printf '%s ' "${walked[@]/*/$MID}" | xargs)" \
-	"$(cd "$M" && t stat -c %s "${walked[@]}" | xargs)"
+check_eq "walked files: sizes from the first stat" \
+	"$(printf '%s ' "${walked[@]/*/$MID}" "${measured[@]/*/$MID}" | xargs)" \
+	"$(cd "$M" && t stat -c %s "${walked[@]}" "${measured[@]}" | xargs)"
 n=${#walked[@]}
 check_eq "one walk's spill per file, sealed once the walk is over" "$n $n" \
 	"$(root_stat spill_proofs) $(root_stat spill_sealed)"
@@ -244,6 +248,11 @@ for f in "${walked[@]}"; do
 	check_eq "$f: no block decoded again" 0 "$(file_stat blocks_decompressed "$f")"
 	check "$f: served from the spill" test "$(root_stat spill_reads)" -gt "$r0"
 done
+for f in "${measured[@]}"; do
+	whole "$f" $((i++))
+	check "$f: its frames decoded again" test "$(file_stat blocks_decompressed "$f")" -gt 0
+done
+check_eq "measured frames: no walk's spill for them" "$n" "$(root_stat spill_proofs)"
 check_eq "nothing dropped or failed" "0 0" "$(root_stat spill_dropped) $(root_stat spill_failed)"
 check_fails "flip-b: reading to the damage fails with EIO" "Input/output error" cat "$M/flip-b"
 check "flip-b: the blocks before the damage read exact" \
@@ -267,7 +276,7 @@ umount_o
 # spill_size=0: decoded again, as before
 mkdir -p "$T/c-walk3"
 mount_o "index_cache=$T/c-walk3,spill_size=0"
-for f in "${walked[@]}"; do
+for f in "${walked[@]}" "${measured[@]}"; do
 	whole "$f" $((i++))
 done
 check_eq "spill_size=0: nothing spilled" "0 0 0" \

@@ -746,6 +746,71 @@ static void test_flipped_bits_and_garbage(void **state)
 	free(d);
 }
 
+/*
+ * measure() counts a frame's output through a small buffer: for the
+ * frame as written and with each of many bytes flipped, cut or extended,
+ * it fails, or gives the size libzstd decodes the frame to in one call.
+ */
+static void measure_against_libzstd(const struct bfs_blk *b, const uint8_t *src, size_t len)
+{
+	const char *why = NULL;
+	uint32_t n = 7;
+	size_t cap = len + (1u << 20), ref;
+	uint8_t *dst = malloc(cap);
+	int rc = bfs_codec_zstd.measure(b, src, &n, &why);
+
+	assert_non_null(dst);
+	ref = ZSTD_decompress(dst, cap, src, b->clen);
+	if (rc == 0) {
+		assert_false(ZSTD_isError(ref));
+		assert_int_equal(n, ref);
+	} else {
+		assert_int_equal(rc, -EBADMSG);
+		assert_true(why && why[0]);
+	}
+	free(dst);
+}
+
+static void test_measure_streamed(void **state)
+{
+	size_t len = 3 * MiB / 2 + 12345;
+	uint8_t *d = gen_text(len, 21);
+
+	(void)state;
+	for (int c = 0; c < 4; c++) {
+		struct buf f = { 0 };
+		struct bfs_blk b = { .flags = BFS_BLK_GUESS };
+		const char *why = NULL;
+		uint32_t n = 0;
+		size_t step;
+
+		/* without FCS, with it, without a checksum, in small blocks */
+		frame(&f, d, len, c == 3 ? 1 : 3, c == 1, c != 2, c == 3 ? 50000 : 0);
+		b.clen = (uint32_t)f.len;
+		b.usize = (uint32_t)len;
+		assert_int_equal(bfs_codec_zstd.measure(&b, f.p, &n, &why), 0);
+		assert_int_equal(n, len);
+		assert_null(bfs_codec_zstd.measure_out); /* no frame output for the walk's spill */
+		measure_against_libzstd(&b, f.p, len);
+		step = f.len / 97 + 1;
+		for (size_t i = 0; i < f.len; i += (i < 64 || i + 64 > f.len) ? 1 : step) {
+			f.p[i] ^= 0x21;
+			measure_against_libzstd(&b, f.p, len);
+			f.p[i] ^= 0x21;
+		}
+		/* cut short, and longer than the frame */
+		for (uint32_t cut = 1; cut < 40; cut += 3) {
+			b.clen = (uint32_t)f.len - cut;
+			assert_int_not_equal(bfs_codec_zstd.measure(&b, f.p, &n, &why), 0);
+		}
+		put(&f, "trailing bytes", 14);
+		b.clen = (uint32_t)f.len;
+		assert_int_not_equal(bfs_codec_zstd.measure(&b, f.p, &n, &why), 0);
+		free(f.p);
+	}
+	free(d);
+}
+
 static void test_large_window_and_dictionary(void **state)
 {
 	/* magic, FHD (no FCS, not single segment), WD 2^28, a raw last block "hello" */
@@ -1152,6 +1217,7 @@ int main(void)
 		cmocka_unit_test(test_chain_without_fcs),
 		cmocka_unit_test(test_truncated_big_frame),
 		cmocka_unit_test(test_flipped_bits_and_garbage),
+		cmocka_unit_test(test_measure_streamed),
 		cmocka_unit_test(test_large_window_and_dictionary),
 		cmocka_unit_test(test_truncated_everywhere),
 		cmocka_unit_test(test_cache_round_trip),
