@@ -769,10 +769,10 @@ static int measure_whole(const uint8_t *src, uint32_t clen, uint64_t cap, size_t
  * buffer (measure_count()); a frame whose window is larger than what it
  * may hold (a streaming decoder would allocate the whole window) in one
  * call into a buffer of what it may hold (measure_whole()). Its output is
- * not kept for the walk's spill (no measure_out()): writing every frame
- * there costs the first stat more than reads of frames this small gain
- * from it, and a random reader gets the big ones spilled as units
- * (unit.c) when it comes to them.
+ * not kept for the walk's spill: writing every frame there costs the
+ * first stat more than reads of frames this small gain from it, and a
+ * random reader gets the big ones spilled as units (unit.c) when it comes
+ * to them.
  */
 static int zstd_measure(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
 			const char **why)

@@ -84,15 +84,6 @@ void bfs_index_keep(struct bfs_index *idx, size_t k, uint64_t off)
 	idx->kept_off[k] = off;
 }
 
-bool bfs_index_keep_all(struct bfs_index *idx)
-{
-	if (idx->n == 0)
-		return false;
-	if (idx->kept_n < idx->n)
-		bfs_index_keep(idx, idx->n - 1, BFS_KEPT_NONE);
-	return idx->kept_n == idx->n;
-}
-
 void bfs_index_keep_seal(struct bfs_index *idx)
 {
 	bool any = false;

@@ -121,7 +121,6 @@ struct measure {
 	size_t *item; /* item i measures todo[item[i] .. item[i + 1]) */
 	size_t nitems;
 	atomic_int err;		  /* first -errno from the I/O, or 0 */
-	bool keep;		  /* output into the walk's spill (codec->measure_out) */
 	pthread_mutex_t why_lock; /* protects idx->why */
 };
 
@@ -131,15 +130,8 @@ static void measure_one(struct measure *m, size_t k, const uint8_t *src)
 	struct bfs_blk *b = &m->idx->blk[k];
 	const char *why = "corrupt block";
 	uint32_t exact;
-	uint8_t *out = NULL;
-	uint64_t off;
-	int rc = m->keep ? m->codec->measure_out(b, src, &exact, &out, &why) :
-			   m->codec->measure(b, src, &exact, &why);
+	int rc = m->codec->measure(b, src, &exact, &why);
 
-	/* kept_off has an entry for every block already: each item writes its own */
-	if (rc == 0 && out && bfs_index_keep_bytes(m->idx, out, exact, &off) == 0)
-		m->idx->kept_off[k] = off;
-	free(out);
 	if (rc < 0) {
 		bfs_mutex_lock(&m->why_lock);
 		poison_guess(m->idx, k, why);
@@ -275,8 +267,6 @@ int bfs_measure(struct bfs_index *idx, struct bfs_io *io, const struct bfs_codec
 			    BFS_BLK_GUESS)
 				m.todo[m.ntodo++] = k;
 		rc = plan_items(&m);
-		m.keep = codec->measure_out && io->size >= BFS_KEPT_MIN &&
-			 bfs_index_keep_begin(idx) && bfs_index_keep_all(idx);
 		if (rc == 0) {
 			atomic_init(&m.err, 0);
 			bfs_mutex_init(&m.why_lock);

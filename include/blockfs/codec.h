@@ -97,15 +97,6 @@ struct bfs_codec {
 		       const char **why);
 
 	/*
-	 * Optional, with measure: the same, and *@out the block's output, as
-	 * decode would give it and proven as far as the format can (a zstd
-	 * frame's checksum), malloc'd (the caller frees it), for the walk's
-	 * spill (index.h, kept); NULL when there was no memory for it.
-	 */
-	int (*measure_out)(const struct bfs_blk *blk, const uint8_t *src, uint32_t *usize,
-			   uint8_t **out, const char **why);
-
-	/*
 	 * Optional, for formats whose blocks decode only by continuing the
 	 * decoder that decoded the block before (one zstd frame, one xz
 	 * block: blocks flagged BFS_BLK_CHAIN, spans of one decoder's

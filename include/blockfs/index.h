@@ -188,15 +188,12 @@ BFS_MUST_CHECK int bfs_index_expect_sum(struct bfs_index *idx, size_t first, siz
  * (any thread, any order, the block not yet added), and the scan's thread
  * records with bfs_index_keep() where the bytes of block k went once k is
  * added. Bytes written for a span the walk does not take are never
- * recorded, so never read. bfs_measure() keeps what it decodes too
- * (codec->measure_out), then seals the spill (readable from then on) or
- * drops it (nothing recorded); bfs_index_keep_seal() is its end, for a
- * caller that does not measure. Nothing kept is a failure: a block
- * without bytes kept is decoded when read.
+ * recorded, so never read. bfs_measure() seals the spill (readable from
+ * then on) or drops it (nothing recorded); bfs_index_keep_seal() is its
+ * end, for a caller that does not measure. Nothing kept is a failure: a
+ * block without bytes kept is decoded when read.
  */
 bool bfs_index_keep_begin(struct bfs_index *idx);
-/* An entry of kept_off for every block (none kept), so that threads may each set their own. */
-bool bfs_index_keep_all(struct bfs_index *idx);
 /* Return: 0 with *@off, where the bytes went; -errno (keep nothing for them). */
 BFS_MUST_CHECK int bfs_index_keep_bytes(const struct bfs_index *idx, const void *p, size_t len,
 					uint64_t *off);

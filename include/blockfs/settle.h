@@ -23,8 +23,7 @@ struct bfs_workq;
  * read per run of neighbouring blocks; then places the blocks and checks
  * the totals of bfs_index_expect_sum(). A block that fails to measure
  * keeps its guess and becomes BFS_BLK_BAD (as bfs_settle() does).
- * With codec->measure_out and spilling on, what it decodes is kept in the
- * walk's spill (index.h's kept), which it then seals.
+ * It then seals the walk's spill (index.h's kept), if the scan began one.
  * After it usize is final. Call once, after the scan, before anyone reads.
  * Return: 0, or -errno from the I/O or memory (the index is then unusable).
  * Context: any thread but a @wq worker; does I/O and waits for @wq.

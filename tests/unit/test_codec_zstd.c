@@ -790,7 +790,6 @@ static void test_measure_streamed(void **state)
 		b.usize = (uint32_t)len;
 		assert_int_equal(bfs_codec_zstd.measure(&b, f.p, &n, &why), 0);
 		assert_int_equal(n, len);
-		assert_null(bfs_codec_zstd.measure_out); /* no frame output for the walk's spill */
 		measure_against_libzstd(&b, f.p, len);
 		step = f.len / 97 + 1;
 		for (size_t i = 0; i < f.len; i += (i < 64 || i + 64 > f.len) ? 1 : step) {
