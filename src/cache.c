@@ -140,7 +140,7 @@ void *bfs_big_malloc(size_t len)
 	uintptr_t from = ((uintptr_t)p + huge - 1) & ~(huge - 1);
 	uintptr_t to = ((uintptr_t)p + len) & ~(huge - 1);
 
-	if (p && len >= BFS_CACHE_SPARE_MIN && to > from)
+	if (p && len >= BFS_MAPPED_MIN && to > from)
 		(void)madvise((void *)from, to - from, MADV_HUGEPAGE);
 	return p;
 }

@@ -28,6 +28,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "blockfs/cache.h"
 #include "blockfs/codec.h"
 #include "blockfs/index_cache.h"
 #include "blockfs/log.h"
@@ -125,7 +126,7 @@ static void raise_nofile(void)
  * heap goes back at once. MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_,
  * MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES in the environment still decide.
  */
-#define MMAP_THRESHOLD ((4u << 20) + (64u << 10))
+#define MMAP_THRESHOLD BFS_MAPPED_MIN
 #define TRIM_MAX       (8u << 20)
 
 static void malloc_settings(void)

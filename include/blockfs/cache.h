@@ -52,9 +52,17 @@ struct bfs_block {
 #define BFS_CACHE_SPARE_MIN (4u << 20)
 
 /*
+ * Buffers of at least this many bytes are mapped by malloc for their use
+ * alone (main.c sets malloc's threshold to it); smaller ones come from the
+ * heap, whose pages the next buffer reuses. A stock lz4 block of 4 MiB
+ * fits below it, with the block's header.
+ */
+#define BFS_MAPPED_MIN ((4u << 20) + (64u << 10))
+
+/*
  * malloc() of @len bytes for a big buffer (a block's data, a decoder's
- * dictionary): from BFS_CACHE_SPARE_MIN on, its pages fault in a huge
- * page at a time where the kernel offers them on request. Free with free().
+ * dictionary): from BFS_MAPPED_MIN on, its pages fault in a huge page at
+ * a time where the kernel offers them on request. Free with free().
  */
 void *bfs_big_malloc(size_t len);
 
