@@ -195,6 +195,22 @@ static void test_shown_size(void **state)
 }
 
 /*
+ * Look "a" up (backing a.lz4, made by the caller) and build its version:
+ * the backing stat in @st, the size the lookup showed in @shown; returns
+ * the backing stamp.
+ */
+static uint64_t look_up_built(struct bfs_fs *fs, struct stat *st, struct stat *shown,
+			      struct bfs_inode **in, struct bfs_file **f)
+{
+	bool changed = false;
+
+	assert_int_equal(fstatat(fs->root_fd, "a.lz4", st, 0), 0);
+	assert_int_equal(bfs_lookup(fs, &fs->root, "a", in, shown), 0);
+	assert_int_equal(bfs_version_current(fs, *in, f, &changed), 0);
+	return bfs_backing_stamp(st);
+}
+
+/*
  * A misnamed file (plain text called a.lz4): its version refuses its
  * opens, so a lookup cannot take its size from the memo, but a stat does,
  * and the size it shows is the backing file's.
@@ -207,14 +223,10 @@ static void test_shown_size_misnamed(void **state)
 	struct bfs_file *f;
 	uint64_t stamp, size = 0;
 	struct stat st, shown;
-	bool changed = false;
 
 	touch(fs->root_fd, "a.lz4");
-	assert_int_equal(fstatat(fs->root_fd, "a.lz4", &st, 0), 0);
-	stamp = bfs_backing_stamp(&st);
-	assert_int_equal(bfs_lookup(fs, &fs->root, "a", &in, &shown), 0);
+	stamp = look_up_built(fs, &st, &shown, &in, &f);
 	assert_int_equal(shown.st_size, st.st_size);
-	assert_int_equal(bfs_version_current(fs, in, &f, &changed), 0);
 	assert_non_null(f->found);
 	assert_false(bfs_facts_memo_only(fs, in, stamp)); /* its version is kept: opens fail */
 	assert_false(bfs_facts_inode_size(fs, in, stamp, &size));
@@ -243,14 +255,10 @@ static void test_shown_size_readers(void **state)
 	struct bfs_file *f;
 	uint64_t stamp, size = 0;
 	struct stat st, shown;
-	bool changed = false;
 
 	lz4_file(fs->root_fd, "a.lz4", 1000);
-	assert_int_equal(fstatat(fs->root_fd, "a.lz4", &st, 0), 0);
-	stamp = bfs_backing_stamp(&st);
-	assert_int_equal(bfs_lookup(fs, &fs->root, "a", &in, &shown), 0);
+	stamp = look_up_built(fs, &st, &shown, &in, &f);
 	assert_int_equal(shown.st_size, 1000);
-	assert_int_equal(bfs_version_current(fs, in, &f, &changed), 0);
 	assert_null(f->found);
 	assert_int_equal(bfs_file_size(f), 1000);
 	assert_false(bfs_facts_memo_only(fs, in, stamp)); /* a version is built */
