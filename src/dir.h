@@ -17,7 +17,6 @@
 #include "handle.h"
 
 struct bfs_codec;
-struct bfs_dir_names;
 struct bfs_fs;
 struct bfs_inode;
 struct bfs_name_ops;
@@ -120,29 +119,45 @@ BFS_MUST_CHECK bool bfs_snap_size(struct bfs_snap_ctx *c, const char *name, uint
 BFS_MUST_CHECK bool bfs_snap_new_file(struct bfs_snap_ctx *c, const char *name, dev_t *dev,
 				      ino_t *ino);
 
-/* --- dir.c: listings ------------------------------------------------------------ */
+/* --- shown.c and dir.c: entries as shown, listings ------------------------------- */
 
-/* A directory listing as shown: one snapshot per opendir. */
+/* An entry as shown. */
 struct bfs_dirent {
-	const char *name;    /* shown name: @backing, or a copy in the listing's */
-	const char *backing; /* backing name, in the listing's snapshot */
+	const char *name;    /* shown name: @backing, or a copy kept with the entries as shown */
+	const char *backing; /* backing name, in the snapshot */
 	const struct bfs_codec *codec;
 	ino_t ino;
 	unsigned char type; /* DT_* */
 };
 
 /*
- * A listing as shown, made from a snapshot as readdir reaches it, so that
- * readdirplus looks each entry up right after probing it, on the
- * descriptor the probe opened (bfs_dir_at()).
+ * The entries of a snapshot as shown (the name rules of names.h applied
+ * to each): made once per snapshot and kept with it (bfs_snap_shown()),
+ * so that the listings of a directory that did not change share them, and
+ * a directory read ahead is listed ahead too, on the worker that read it.
  */
+struct bfs_shown;
+
+/* @s's entries as shown, new: NULL without memory. */
+struct bfs_shown *bfs_shown_make(struct bfs_fs *fs, struct bfs_snap *s);
+void bfs_shown_free(struct bfs_shown *sh);
+/* The memory @sh holds. */
+size_t bfs_shown_bytes(const struct bfs_shown *sh);
+/* Entry @i of @sh: 0 and *@out (its names valid while @sh is), or 1 past the last. */
+BFS_MUST_CHECK int bfs_shown_at(const struct bfs_shown *sh, size_t i, struct bfs_dirent *out);
+
+/*
+ * The entries of @s as shown: made by the first to ask (bfs_shown_make())
+ * and kept with @s, their memory counted in the snapshot cache's budget.
+ * NULL without memory. Context: may take fs->snaps.lock.
+ */
+const struct bfs_shown *bfs_snap_shown(struct bfs_fs *fs, struct bfs_snap *s);
+
+/* A directory listing open: a snapshot and its entries as shown. */
 struct bfs_dir {
-	struct bfs_open open;	/* listed by bfs_handle_opendir() */
-	struct bfs_dirent *ent; /* the entries shown so far */
-	size_t n, cap;
-	struct bfs_dir_names *names; /* copies of the shown names that differ (dir.c) */
-	struct bfs_snap *snap;	     /* what it is made from; one reference */
-	size_t next;		     /* snapshot entries gone through */
+	struct bfs_open open;	       /* listed by bfs_handle_opendir() */
+	struct bfs_snap *snap;	       /* one reference */
+	const struct bfs_shown *shown; /* @snap's, which keeps them */
 	/*
 	 * readdirplus=auto (ops.c): files the last reply gave with their
 	 * attributes, not yet counted as used. The kernel serialises a
@@ -155,10 +170,8 @@ BFS_MUST_CHECK int bfs_dir_open(struct bfs_fs *fs, struct bfs_inode *dir, struct
 void bfs_dir_free(struct bfs_dir *d);
 
 /**
- * bfs_dir_at() - entry @i of listing @d, made as far as needed.
- * @c: the snapshot context of @d->snap.
- * Return: 0 and *@out, 1 past the last entry, or -errno.
+ * bfs_dir_at() - entry @i of listing @d.
+ * Return: 0 and *@out (its names valid while @d is), or 1 past the last entry.
  */
-BFS_MUST_CHECK int bfs_dir_at(struct bfs_dir *d, struct bfs_snap_ctx *c, size_t i,
-			      const struct bfs_dirent **out);
+BFS_MUST_CHECK int bfs_dir_at(const struct bfs_dir *d, size_t i, struct bfs_dirent *out);
 #endif

@@ -466,7 +466,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	struct bfs_inode *dir = inode_of(req, ino);
 	struct bfs_snap_ctx c = { .fs = fs, .snap = d->snap };
 	char *buf = malloc(size), *p = buf;
-	const struct bfs_dirent *de;
+	struct bfs_dirent de;
 	struct bfs_snap *through = NULL;
 	struct bfs_walk_ahead *ahead = NULL;
 	size_t rem = size, head = SIZE_MAX;
@@ -506,18 +506,18 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	if (plus && (!bare || bfs_rdplus_walk_ahead(&fs->rdplus)))
 		ahead = bfs_walk_ahead(fs, dir, d, &c, (size_t)off,
 				       head < BFS_WALK_AHEAD_MAX ? head : BFS_WALK_AHEAD_MAX);
-	for (size_t i = (size_t)off;
-	     (i < head || p == buf) && (rc = bfs_dir_at(d, &c, i, &de)) == 0; i++) {
+	for (size_t i = (size_t)off; (i < head || p == buf) && (rc = bfs_dir_at(d, i, &de)) == 0;
+	     i++) {
 		size_t len;
 
 		if (plus) {
-			len = add_plus(req, fs, dir, &c, de, p, rem, (off_t)i + 1, bare);
+			len = add_plus(req, fs, dir, &c, &de, p, rem, (off_t)i + 1, bare);
 			if (len == SIZE_MAX)
 				continue;
 		} else {
-			struct stat st = { .st_ino = de->ino, .st_mode = (mode_t)de->type << 12 };
+			struct stat st = { .st_ino = de.ino, .st_mode = (mode_t)de.type << 12 };
 
-			len = fuse_add_direntry(req, p, rem, de->name, &st, (off_t)i + 1);
+			len = fuse_add_direntry(req, p, rem, de.name, &st, (off_t)i + 1);
 			if (len > rem)
 				len = 0;
 		}
@@ -525,7 +525,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 			break;
 		p += len;
 		rem -= len;
-		files += de->type != DT_DIR && !is_dot(de->name);
+		files += de.type != DT_DIR && !is_dot(de.name);
 	}
 	bfs_rdplus_listed(&fs->rdplus, files);
 	atomic_store_explicit(&d->rdp_pending, plus && !bare ? files : 0, memory_order_relaxed);

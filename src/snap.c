@@ -28,6 +28,7 @@
 
 static void snap_free(struct bfs_snap *s)
 {
+	bfs_shown_free(atomic_load(&s->shown));
 	pthread_mutex_destroy(&s->pair_lock);
 	free(s->slot);
 	free(s->e);
@@ -507,6 +508,31 @@ int bfs_snap_get(struct bfs_fs *fs, int dirfd, struct bfs_snap **out)
 	return snap_get(fs, dirfd, NULL, out);
 }
 
+const struct bfs_shown *bfs_snap_shown(struct bfs_fs *fs, struct bfs_snap *s)
+{
+	struct bfs_shown *sh = atomic_load_explicit(&s->shown, memory_order_acquire), *none = NULL;
+
+	if (sh)
+		return sh;
+	sh = bfs_shown_make(fs, s);
+	if (!sh)
+		return NULL;
+	if (!atomic_compare_exchange_strong_explicit(&s->shown, &none, sh, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		bfs_shown_free(sh); /* another thread's came first */
+		return none;
+	}
+	bfs_mutex_lock(&fs->snaps.lock);
+	s->bytes += bfs_shown_bytes(sh);
+	if (s->cached) {
+		fs->snaps.bytes += bfs_shown_bytes(sh);
+		while (fs->snaps.bytes > BFS_SNAP_BUDGET && fs->snaps.lru != s)
+			snap_unlink(fs, fs->snaps.lru);
+	}
+	bfs_mutex_unlock(&fs->snaps.lock);
+	return sh;
+}
+
 /*
  * Reading ahead. A walk (find, du, a backup) looks each subdirectory up
  * and then lists it, one after another in the order its parent was
@@ -547,10 +573,14 @@ static void ahead_run(struct bfs_work *w)
 				O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
 	if (fd >= 0) {
 		ahead = true;
-		if (snap_get(fs, fd, &ahead, &s) == 0)
+		if (snap_get(fs, fd, &ahead, &s) == 0) {
+			/* listed here too: the walk's READDIR then only copies */
+			if (ahead)
+				(void)bfs_snap_shown(fs, s);
 			bfs_snap_put(s);
-		else
+		} else {
 			ahead = false;
+		}
 		close(fd);
 	}
 	if (!ahead)
@@ -662,20 +692,6 @@ static bool snap_is_file(void *ctx, const char *name)
 }
 
 const struct bfs_name_ops bfs_snap_name_ops = { .exists = snap_exists, .is_file = snap_is_file };
-
-struct bfs_snap_entry bfs_snap_at(const struct bfs_snap *s, size_t i)
-{
-	const struct snent *e = &s->e[i];
-
-	return (struct bfs_snap_entry){ .name = bfs_snap_ename(s, e),
-					.ino = e->ino,
-					.type = e->type };
-}
-
-size_t bfs_snap_count(const struct bfs_snap *s)
-{
-	return s->n;
-}
 
 void bfs_snap_note_size(struct bfs_snap_ctx *c, const char *name, uint64_t stamp, uint64_t size)
 {

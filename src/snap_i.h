@@ -16,6 +16,7 @@
 #include <time.h>
 
 struct bfs_fs;
+struct bfs_shown;
 
 /*
  * A snapshot: the entries of one backing directory in the order getdents
@@ -49,13 +50,14 @@ struct bfs_snap {
 	size_t n, bytes;	      /* entries; memory held */
 	struct snent *e;
 	char *names;
-	uint64_t *slot;		   /* names by hash: hash << 32 | entry + 1, 0 empty
+	uint64_t *slot;	   /* names by hash: hash << 32 | entry + 1, 0 empty
 					   (snap_index()); NULL: e is sorted by name */
-	size_t mask;		   /* slots - 1 */
-	bool cached;		   /* in the cache; protected by fs->snaps.lock */
-	atomic_bool dirty;	   /* learned something its memo does not say */
-	atomic_bool ahead;	   /* read ahead, cached, not asked for since (snaps.ahead) */
-	pthread_mutex_t pair_lock; /* each entry's stamp and size change together */
+	size_t mask;	   /* slots - 1 */
+	bool cached;	   /* in the cache; protected by fs->snaps.lock */
+	atomic_bool dirty; /* learned something its memo does not say */
+	atomic_bool ahead; /* read ahead, cached, not asked for since (snaps.ahead) */
+	_Atomic(struct bfs_shown *) shown;    /* its entries as shown, once made (dir.c) */
+	pthread_mutex_t pair_lock;	      /* each entry's stamp and size change together */
 	struct bfs_snap *hnext, *prev, *next; /* chain and LRU; protected by fs->snaps.lock */
 };
 

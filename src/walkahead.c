@@ -30,7 +30,7 @@ struct bfs_walk_ahead {
 	struct bfs_fs *fs;
 	struct bfs_inode *dir;
 	struct bfs_snap_ctx *c;
-	const struct bfs_dirent *de[BFS_WALK_AHEAD_MAX];
+	struct bfs_dirent de[BFS_WALK_AHEAD_MAX];
 	struct bfs_inode *in[BFS_WALK_AHEAD_MAX]; /* looked up: held until done */
 	size_t n;
 	atomic_size_t next;
@@ -43,7 +43,7 @@ static void *look_up(void *arg)
 	size_t i;
 
 	while ((i = atomic_fetch_add(&a->next, 1)) < a->n)
-		if (bfs_lookup_entry(a->fs, a->dir, a->c, a->de[i], &a->in[i], &st) < 0)
+		if (bfs_lookup_entry(a->fs, a->dir, a->c, &a->de[i], &a->in[i], &st) < 0)
 			a->in[i] = NULL;
 	return NULL;
 }
@@ -65,7 +65,7 @@ struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir, 
 {
 	unsigned int threads = fs->opts->workers;
 	pthread_t tid[BFS_WALK_AHEAD_MAX];
-	const struct bfs_dirent *de;
+	struct bfs_dirent de;
 	struct bfs_walk_ahead *a;
 	size_t i, started = 0;
 
@@ -76,12 +76,9 @@ struct bfs_walk_ahead *bfs_walk_ahead(struct bfs_fs *fs, struct bfs_inode *dir, 
 		return NULL;
 	*a = (struct bfs_walk_ahead){ .fs = fs, .dir = dir, .c = c };
 	atomic_init(&a->next, 0);
-	/* Make the entries first: the listing's array may move while it grows. */
-	for (i = from; i < from + count && bfs_dir_at(d, c, i, &de) == 0; i++)
-		;
-	for (i = from;
-	     i < from + count && a->n < BFS_WALK_AHEAD_MAX && bfs_dir_at(d, c, i, &de) == 0; i++)
-		if (worth_it(c, de))
+	for (i = from; i < from + count && a->n < BFS_WALK_AHEAD_MAX && bfs_dir_at(d, i, &de) == 0;
+	     i++)
+		if (worth_it(c, &de))
 			a->de[a->n++] = de;
 	if (a->n < 2) {
 		free(a);

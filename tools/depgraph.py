@@ -31,7 +31,7 @@ LAYERS = [
     ("loop", ["loop.c"]),
     ("ops", ["ops.c"]),
     ("mount", ["fs.c"]),
-    ("tree", ["lookup.c", "facts.c", "version.c", "inode.c", "dir.c", "snap.c", "snapmemo.c", "handle.c", "xattr.c",
+    ("tree", ["lookup.c", "facts.c", "version.c", "inode.c", "dir.c", "snap.c", "snapmemo.c", "shown.c", "handle.c", "xattr.c",
               "hints.c", "rdplus.c", "backing.c", "fdcache.c", "walkahead.c", "trim.c"]),
     ("stream", ["stream.c"]),
     ("push", ["push.c"]),
