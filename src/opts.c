@@ -127,7 +127,7 @@ static const struct row rows[] = {
 	  .kind = PICK, AT(libfuse_loop), .def = 0, .names = loops },
 	{ "busy_poll", "USEC",
 	  "loop=blockfs: the longest the reader polls for the next "
-	  "request before it sleeps (it adapts below); 0: never (50)",
+	  "request before it sleeps (it adapts below); 0: never (1000)",
 	  .kind = COUNT, AT(busy_poll_us), .def = BFS_DEFAULT_BUSY_POLL_US,
 	  .max = BFS_MAX_BUSY_POLL_US, .unit = "microseconds" },
 	{ "keep_compressed", NULL,

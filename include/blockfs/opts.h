@@ -60,7 +60,7 @@ struct fuse_args;
  * Microseconds the FUSE loop's reader polls before it sleeps (loop.c;
  * doc/decisions/0003-fuse-loop.md).
  */
-#define BFS_DEFAULT_BUSY_POLL_US     50u
+#define BFS_DEFAULT_BUSY_POLL_US     1000u
 #define BFS_MAX_BUSY_POLL_US	     1000000u
 
 /* Options with values blockfs can take, at most (opts.c's table) */
