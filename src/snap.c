@@ -544,11 +544,14 @@ const struct bfs_shown *bfs_snap_shown(struct bfs_fs *fs, struct bfs_snap *s)
  * snapshots read ahead and not yet asked for are cached at a time
  * (fs->snaps.ahead), so a walk in another order (ls -R sorts) wastes at
  * most that many reads, and the cache holds the walk's own (16 of 1,000
- * entries are 1 MiB of the 8 MiB budget). The workers, not the
- * read-ahead queue at nice 19: a walk waits for these reads as soon as
- * it gets to them, and with 4 ahead at nice 19 `find` often got to a
- * directory before its read did; 16 on the workers kept ahead of it
- * (bench/results/find/2026-11-28-aa5d12d/first-mount.md).
+ * entries are 1 MiB of the 8 MiB budget). On the nice 19 pool, as
+ * decoding ahead is: with 4 ahead there `find` often got to a directory
+ * before its read did, so they went to the workers at nice 10
+ * (bench/results/find/2026-11-28-aa5d12d/first-mount.md); with 16 ahead,
+ * and each directory listed on the worker too (shown.c), the walk's own
+ * program goes first where it shares a CPU with them: its find took 0.92
+ * and 0.85 of the time on the nice 10 workers (medians of 12 and 14
+ * paired rounds, bench/results/find/2026-11-29-cb0b813/).
  */
 #define SNAP_AHEAD 16
 
@@ -610,7 +613,7 @@ void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name)
 	const struct snent *e = snap_find(s, name);
 	size_t seen = 0;
 
-	if (!e || !bfs_workq_threads(fs->env.workq))
+	if (!e || !bfs_workq_threads(bfs_ahead_q(&fs->env)))
 		return;
 	for (size_t i = (size_t)(e - s->e) + 1; i < s->n && seen < SNAP_AHEAD; i++) {
 		struct snent *x = &s->e[i];
@@ -633,7 +636,7 @@ void bfs_snap_ahead(struct bfs_snap_ctx *c, const char *name)
 					 .dirfd = fcntl(c->dirfd, F_DUPFD_CLOEXEC, 0) };
 		if (j->dirfd >= 0) {
 			j->parent = bfs_snap_hold(s);
-			if (bfs_workq_try(fs->env.workq, &j->work))
+			if (bfs_workq_try(bfs_ahead_q(&fs->env), &j->work))
 				continue;
 			bfs_snap_put(s);
 			close(j->dirfd);

@@ -214,12 +214,6 @@ static void behind(struct bfs_file *f, uint64_t off, uint64_t end, int advice, u
 		bfs_file_let_go(f, off, end, 0, 0, BFS_LET_GO_READ);
 }
 
-/* Where decoding ahead of a reader goes: low-priority workers, if the mount has them. */
-static struct bfs_workq *ahead_q(const struct bfs_file_env *env)
-{
-	return env->aheadq ? env->aheadq : env->workq;
-}
-
 /* Queue [@p->from, @p->to) in chunks; the mark where queuing stopped, or @p->to. */
 static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p, unsigned int gen)
 {
@@ -248,7 +242,7 @@ static uint64_t queue_plan(struct bfs_stream *s, const struct bfs_window_plan *p
 		if (bfs_file_block_at(f, a, &start, &len) && len > chunk)
 			b = start + len < p->to ? start + len : p->to;
 		req.to = b;
-		if (!bfs_push_try(ahead_q(env), &req))
+		if (!bfs_push_try(bfs_ahead_q(env), &req))
 			return a;
 	}
 	return p->to;
@@ -330,7 +324,7 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 	big = cfg.size && bfs_file_block_max(f) > cfg.size / 2;
 	if (big) {
 		uint64_t want =
-			(uint64_t)bfs_file_block_max(f) * (bfs_workq_threads(ahead_q(env)) + 1);
+			(uint64_t)bfs_file_block_max(f) * (bfs_workq_threads(bfs_ahead_q(env)) + 1);
 
 		cfg.size = want < 8 * cfg.size ? want : 8 * cfg.size;
 		/*
@@ -343,7 +337,7 @@ ssize_t bfs_stream_read(struct bfs_stream *s, uint64_t off, size_t size, struct 
 		big = !bfs_file_block_chained(f, off);
 		cfg.step = big && bfs_file_block_max(f) < cfg.size / 2 ? bfs_file_block_max(f) : 0;
 	}
-	if (!bfs_workq_threads(ahead_q(env)))
+	if (!bfs_workq_threads(bfs_ahead_q(env)))
 		cfg.size = 0;
 	bfs_mutex_lock(&s->lock);
 	gen = s->win.gen;

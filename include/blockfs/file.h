@@ -92,6 +92,15 @@ struct bfs_file_env {
 	void *reopen_ctx;
 };
 
+/*
+ * Where work ahead of a program goes (decoding ahead of a reader, reading
+ * directories ahead of a walk): the nice 19 workers, if the mount has them.
+ */
+static inline struct bfs_workq *bfs_ahead_q(const struct bfs_file_env *env)
+{
+	return env->aheadq ? env->aheadq : env->workq;
+}
+
 struct bfs_file {
 	atomic_uint refs;
 	atomic_uint readers;	       /* streams reading it (bfs_stream_new()): its open handles */
