@@ -6,7 +6,8 @@
  * for reading ahead, a work queue): entries as getdents gave them, the
  * name rules' questions, a cached snapshot found again until the
  * directory changes, a racy one not kept, a removed directory, sizes
- * learned, the byte budget, and snapshots read ahead of a walk.
+ * learned, the byte budget, snapshots read ahead of a walk, and their
+ * entries as shown (shown.c).
  */
 #include "config.h"
 
@@ -309,6 +310,66 @@ static void test_ahead(void **state)
 	bfs_snap_put(c.snap);
 }
 
+/* The entry of @sh shown as @name, in *@out: false if none is. */
+static bool shown_as(const struct bfs_shown *sh, const char *name, struct bfs_dirent *out)
+{
+	for (size_t i = 0; bfs_shown_at(sh, i, out) == 0; i++)
+		if (strcmp(out->name, name) == 0)
+			return true;
+	return false;
+}
+
+static void test_shown(void **state)
+{
+	struct fx *x = *state;
+	const struct bfs_shown *sh;
+	struct bfs_dirent de;
+	struct bfs_snap *s;
+	struct stat st;
+	size_t before, n = 0;
+
+	touch(x->dirfd, "a.txt");
+	touch(x->dirfd, "b.lz4");
+	assert_int_equal(mkdirat(x->dirfd, "sub", 0755), 0);
+	tb_settle();
+	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s), 0);
+	before = x->fs->snaps.bytes;
+	sh = bfs_snap_shown(x->fs, s);
+	assert_non_null(sh);
+	/* made once, kept with the snapshot, counted in the cache's budget */
+	assert_ptr_equal(bfs_snap_shown(x->fs, s), sh);
+	assert_int_equal(x->fs->snaps.bytes, before + bfs_shown_bytes(sh));
+	while (bfs_shown_at(sh, n, &de) == 0)
+		n++;
+	assert_int_equal(n, 5); /* ., .., a.txt, b, sub */
+	assert_true(shown_as(sh, "b", &de));
+	assert_string_equal(de.backing, "b.lz4");
+	assert_non_null(de.codec);
+	assert_int_equal(de.type, DT_REG);
+	assert_int_equal(fstatat(x->dirfd, "b.lz4", &st, 0), 0);
+	assert_int_equal(de.ino, bfs_inode_shown_ino(st.st_ino, de.codec));
+	assert_true(de.ino != st.st_ino);
+	assert_true(shown_as(sh, "a.txt", &de));
+	assert_ptr_equal(de.name, de.backing); /* not copied */
+	assert_null(de.codec);
+	assert_true(shown_as(sh, "sub", &de));
+	assert_int_equal(de.type, DT_DIR);
+	assert_false(shown_as(sh, "b.lz4", &de));
+	bfs_snap_put(s);
+
+	/* keep_compressed: the compressed file is shown too, unchanged */
+	x->opts.keep_compressed = 1;
+	touch(x->dirfd, "c.txt"); /* a new version of the directory */
+	tb_settle();
+	assert_int_equal(bfs_snap_get(x->fs, x->dirfd, &s), 0);
+	sh = bfs_snap_shown(x->fs, s);
+	assert_non_null(sh);
+	assert_true(shown_as(sh, "b", &de));
+	assert_true(shown_as(sh, "b.lz4", &de));
+	assert_null(de.codec);
+	bfs_snap_put(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -319,6 +380,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sizes_learned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ahead, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shown, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
