@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the files of the snapshot part share beyond dir.h: a snapshot's
- * entries (snap.c reads and caches them) and their memos in the index
- * cache (snapmemo.c). Nothing else includes this.
+ * entries (snap.c reads and caches them; shown.c gives them out, as they
+ * are and as shown) and their memos in the index cache (snapmemo.c).
+ * Nothing else includes this.
  */
 #ifndef BLOCKFS_SNAP_I_H
 #define BLOCKFS_SNAP_I_H
